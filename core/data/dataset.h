@@ -1,0 +1,32 @@
+// In-memory image classification datasets: u8 images [N, 1, H, W] and i32 labels [N], both in
+// host memory (category data).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace alloy::data {
+
+struct Dataset {
+  std::string name;  // "fashion-mnist/train", "synthetic/test", ...
+  Tensor images;     // u8 [N, 1, H, W]
+  Tensor labels;     // i32 [N]
+  int classes = 10;
+
+  std::int64_t size() const { return labels.defined() ? labels.numel() : 0; }
+};
+
+struct DatasetPair {
+  Dataset train;
+  Dataset test;
+};
+
+// "fashion-mnist" and "mnist" read IDX files from `directory`; "synthetic" makes a seeded,
+// learnable dataset of the same geometry without touching the disk. Errors name the file and
+// the problem (missing directory or file, bad magic, truncated data, count mismatch).
+DatasetPair load_datasets(const std::string& kind, const std::string& directory,
+                          std::uint64_t seed);
+
+}  // namespace alloy::data

@@ -1,0 +1,93 @@
+#include "tests/support/gradcheck.h"
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <sstream>
+
+namespace alloy::test {
+
+Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, float low,
+                     float high) {
+  std::vector<float> values(static_cast<std::size_t>(shape_numel(shape)));
+  for (auto& value : values) {
+    value = low + (high - low) * static_cast<float>(generator.uniform());
+  }
+  return Tensor::from_floats(shape, values, dtype);
+}
+
+std::vector<double> to_doubles(const Tensor& tensor) {
+  const auto floats = tensor.to_floats();
+  return {floats.begin(), floats.end()};
+}
+
+void check_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                 double rtol, double atol, const std::string& what) {
+  BOOST_TEST_REQUIRE(actual.size() == expected.size(), what << ": size " << actual.size()
+                                                            << " vs expected " << expected.size());
+  std::size_t bad = 0;
+  std::size_t worst = 0;
+  double worst_excess = -1.0;
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const double allowed = atol + rtol * std::fabs(expected[i]);
+    const double error = std::fabs(actual[i] - expected[i]);
+    const double excess = std::isnan(error) ? INFINITY : error - allowed;
+    if (!(error <= allowed)) ++bad;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  std::ostringstream message;
+  if (bad > 0) {
+    message << what << ": " << bad << " of " << actual.size()
+            << " elements out of tolerance (rtol " << rtol << ", atol " << atol << "); worst at "
+            << worst << ": got " << actual[worst] << ", expected " << expected[worst];
+  }
+  BOOST_TEST(bad == 0u, message.str());
+}
+
+void check_close(const Tensor& actual, const std::vector<double>& expected, double rtol,
+                 double atol, const std::string& what) {
+  check_close(to_doubles(actual), expected, rtol, atol, what);
+}
+
+std::vector<double> numerical_gradient(const std::function<double()>& loss, Tensor& input,
+                                       float step) {
+  BOOST_TEST_REQUIRE((input.dtype() == DType::f32),
+                     "numerical_gradient perturbs f32 tensors only, got " << input.str());
+  float* values = input.data<float>();
+  std::vector<double> gradient(static_cast<std::size_t>(input.numel()));
+  for (std::size_t i = 0; i < gradient.size(); ++i) {
+    const float original = values[i];
+    values[i] = original + step;
+    const double plus = loss();
+    values[i] = original - step;
+    const double minus = loss();
+    values[i] = original;
+    // Divide by the step actually taken, which float rounding may have changed.
+    const double taken = static_cast<double>(original + step) - static_cast<double>(original - step);
+    gradient[i] = (plus - minus) / taken;
+  }
+  return gradient;
+}
+
+double weighted_sum(const Tensor& y, const std::vector<double>& weights) {
+  const auto values = y.to_floats();
+  BOOST_TEST_REQUIRE(values.size() == weights.size());
+  double sum = 0.0;
+  for (std::size_t i = 0; i < values.size(); ++i) sum += static_cast<double>(values[i]) * weights[i];
+  return sum;
+}
+
+double dtype_tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f16:
+      return 4.0 * 0x1.0p-11;
+    case DType::bf16:
+      return 4.0 * 0x1.0p-8;
+    default:
+      return 1e-5;
+  }
+}
+
+}  // namespace alloy::test

@@ -1,0 +1,39 @@
+// Test helpers in the spirit of Caffe's gradient checker: random inputs, comparison against
+// float64 references with a report of the worst element, and central differences.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "core/tensor.h"
+
+namespace alloy::test {
+
+// A host tensor of uniform values in [low, high), rounded to `dtype`.
+Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, float low = -1.0f,
+                     float high = 1.0f);
+
+// The tensor's values widened to double.
+std::vector<double> to_doubles(const Tensor& tensor);
+
+// Checks |actual - expected| <= atol + rtol * |expected| for every element and reports, in
+// one BOOST_TEST failure, the count of bad elements and the worst one with its index.
+void check_close(const std::vector<double>& actual, const std::vector<double>& expected,
+                 double rtol, double atol, const std::string& what);
+void check_close(const Tensor& actual, const std::vector<double>& expected, double rtol,
+                 double atol, const std::string& what);
+
+// Central differences of a scalar function with respect to every element of an f32 host
+// tensor: (loss(x + step e_i) - loss(x - step e_i)) / (2 step). The tensor is restored.
+std::vector<double> numerical_gradient(const std::function<double()>& loss, Tensor& input,
+                                       float step);
+
+// sum_i y_i * weights_i in double: the scalar whose gradient with respect to y is `weights`.
+double weighted_sum(const Tensor& y, const std::vector<double>& weights);
+
+// The relative tolerance that matches a storage dtype's rounding (a few ulps).
+double dtype_tolerance(DType dtype);
+
+}  // namespace alloy::test

@@ -1,0 +1,35 @@
+// Runs the alloy command (or any program) from a test and captures what it printed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace alloy::test {
+
+struct ProcessResult {
+  int exit_code = -1;    // the exit status, or 128 + signal when it was killed
+  std::string output;    // stdout
+  std::string errors;    // stderr
+};
+
+// Runs `program` with `arguments`, waits for it, and returns its exit code and output.
+ProcessResult run_process(const std::string& program, const std::vector<std::string>& arguments);
+
+// Runs the alloy binary of this build.
+ProcessResult run_alloy(const std::vector<std::string>& arguments);
+
+// A fresh empty directory under the system temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace alloy::test
