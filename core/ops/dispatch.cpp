@@ -1,0 +1,43 @@
+#include "core/ops/dispatch.h"
+
+namespace alloy {
+
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor* tensor : tensors) {
+    if (tensor == nullptr || !tensor->defined()) continue;
+    if (first == nullptr) {
+      first = tensor;
+    } else if (tensor->device() != first->device()) {
+      fail(op, ": tensors on different devices (", first->str(), " and ", tensor->str(), ")");
+    }
+  }
+  ALLOY_CHECK(first != nullptr, op, ": called with no defined tensor");
+  return first->device();
+}
+
+void check_dtype(const char* op, const char* what, const Tensor& tensor, DType dtype) {
+  ALLOY_CHECK(tensor.dtype() == dtype, op, ": ", what, " must be ", dtype_name(dtype), ", got ",
+              tensor.str());
+}
+
+void check_floating(const char* op, const char* what, const Tensor& tensor) {
+  ALLOY_CHECK(is_floating(tensor.dtype()), op, ": ", what, " must be f32, f16 or bf16, got ",
+              tensor.str());
+}
+
+void check_rank(const char* op, const char* what, const Tensor& tensor, int rank) {
+  ALLOY_CHECK(tensor.ndim() == rank, op, ": ", what, " must have ", rank, " dimensions, got ",
+              tensor.str());
+}
+
+void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape) {
+  ALLOY_CHECK(tensor.shape() == shape, op, ": ", what, " must have shape ", shape_str(shape),
+              ", got ", tensor.str());
+}
+
+void no_kernel(const char* op, Device device) {
+  fail(op, ": no kernel for ", device.str(), " in this build");
+}
+
+}  // namespace alloy

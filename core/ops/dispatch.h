@@ -1,0 +1,24 @@
+// Shared checks at the entry of every op: the tensors it is given share one device (the op
+// runs there) and have the dtypes and shapes it needs. Messages name the op and the tensor.
+#pragma once
+
+#include <initializer_list>
+
+#include "core/tensor.h"
+
+namespace alloy {
+
+// The device all defined tensors live on; throws naming `op` when they differ or when none
+// is defined.
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors);
+
+// Throws "<op>: <what> must be <dtype>-typed ..." unless tensor has `dtype`.
+void check_dtype(const char* op, const char* what, const Tensor& tensor, DType dtype);
+void check_floating(const char* op, const char* what, const Tensor& tensor);
+void check_rank(const char* op, const char* what, const Tensor& tensor, int rank);
+void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape);
+
+// For ops whose CUDA kernel is not in this build: a clear error instead of a wrong answer.
+[[noreturn]] void no_kernel(const char* op, Device device);
+
+}  // namespace alloy
