@@ -1,0 +1,80 @@
+#include "amp/mixed_precision.h"
+
+#include "amp/ops/master_copy.h"
+#include "amp/ops/unscale.h"
+
+namespace alloy::amp {
+
+MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& model,
+                               const optim::OptimizerConfig& optimizer_config)
+    : properties_(properties),
+      model_params_(model.parameters()),
+      scaler_(properties.loss_scale,
+              model_params_.empty() ? Device::cpu() : model_params_.front()->value.device()) {
+  ALLOY_CHECK(!model_params_.empty(), "amp: the model has no parameters");
+  const bool half_model = properties.model_dtype != DType::f32;
+  const auto stays_fp32 = [&](const nn::Parameter& p) {
+    return !half_model || (p.is_norm && properties.keep_batchnorm_fp32);
+  };
+
+  // Masters are taken from the fp32 initial weights before the model is rounded to half,
+  // so the model equals half(master) from the first step on.
+  std::vector<nn::Parameter*> master_of(model_params_.size(), nullptr);
+  for (std::size_t i = 0; i < model_params_.size(); ++i) {
+    nn::Parameter& p = *model_params_[i];
+    ALLOY_CHECK(p.value.dtype() == DType::f32, "amp: parameter ", p.name, " is already ",
+                dtype_name(p.value.dtype()), "; amp expects an fp32 model");
+    if (stays_fp32(p) || !properties.master_weights) continue;
+    auto master = std::make_unique<nn::Parameter>();
+    master->name = p.name;
+    master->is_norm = p.is_norm;
+    master->value = p.value.clone(MemoryCategory::master_parameters);
+    master->grad = Tensor::zeros(p.value.shape(), DType::f32, p.value.device(),
+                                 MemoryCategory::gradients);
+    master_of[i] = master.get();
+    masters_.push_back(std::move(master));
+  }
+  if (half_model) model.cast_parameters(properties.model_dtype, properties.keep_batchnorm_fp32);
+  model.zero_grad();
+
+  for (std::size_t i = 0; i < model_params_.size(); ++i) {
+    nn::Parameter& p = *model_params_[i];
+    nn::Parameter* master = master_of[i];
+    canonical_.push_back(master ? master : &p);
+    unscale_inputs_.push_back(&p.grad);
+    unscale_outputs_.push_back(master ? &master->grad : &p.grad);
+    if (master) {
+      copy_sources_.push_back(&master->value);
+      copy_targets_.push_back(&p.value);
+    }
+  }
+  const LossScaleConfig& scale = properties.loss_scale;
+  needs_unscale_ = !masters_.empty() || scale.dynamic || scale.static_scale != 1.0f;
+  optimizer_ = optim::make_optimizer(optimizer_config, canonical_);
+}
+
+void MixedPrecision::step() {
+  ScalerState& state = scaler_.state();
+  if (needs_unscale_) {
+    unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
+                      state.first_overflow);
+  }
+  // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf.
+  optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
+  if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
+  scaler_.update();
+}
+
+std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() { return canonical_; }
+
+void MixedPrecision::sync_model_from_masters() {
+  if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
+}
+
+const std::string& MixedPrecision::parameter_name(int index) const {
+  ALLOY_CHECK(index >= 0 && static_cast<std::size_t>(index) < model_params_.size(),
+              "amp: no parameter with index ", index);
+  return model_params_[static_cast<std::size_t>(index)]->name;
+}
+
+}  // namespace alloy::amp

@@ -1,0 +1,63 @@
+// The amp layer around a model and its optimizer: casts the model for the opt level, keeps
+// fp32 master weights when the level asks for them, and runs the step of DESIGN.md:
+//   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device)
+//   -> optimizer step (skips itself when found_inf) -> masters -> half model -> scaler update.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/loss_scaler.h"
+#include "amp/opt_level.h"
+#include "core/nn/module.h"
+#include "core/optim/optimizer.h"
+
+namespace alloy::amp {
+
+class MixedPrecision {
+ public:
+  // Casts `model` in place per the properties (it must still be fp32) and builds the
+  // optimizer over the canonical fp32 weights.
+  MixedPrecision(const AmpProperties& properties, nn::Module& model,
+                 const optim::OptimizerConfig& optimizer_config);
+
+  const AmpProperties& properties() const { return properties_; }
+  // The dtype images are fed to the model in.
+  DType input_dtype() const { return properties_.model_dtype; }
+
+  // f32 [1] on the model's device: the factor the loss gradient is multiplied by.
+  const Tensor& loss_scale() const { return scaler_.scale(); }
+  LossScaler& scaler() { return scaler_; }
+  optim::Optimizer& optimizer() { return *optimizer_; }
+
+  // After backward: the whole amp step. The model's gradients are left to the caller to zero.
+  void step();
+
+  // The weights training really updates, in canonical (registration) order: the fp32 masters
+  // where the level keeps them, the model's own parameters otherwise. Checkpoints and the
+  // params digest use these.
+  std::vector<nn::Parameter*> canonical_parameters();
+  // Rounds the canonical weights into the model after they were overwritten (resume).
+  void sync_model_from_masters();
+
+  // The qualified name of the index-th parameter (as reported by first_overflow).
+  const std::string& parameter_name(int index) const;
+
+ private:
+  AmpProperties properties_;
+  std::vector<nn::Parameter*> model_params_;
+  // One per model parameter that has a half value and master weights on; empty otherwise.
+  std::vector<std::unique_ptr<nn::Parameter>> masters_;
+  std::vector<nn::Parameter*> canonical_;
+  LossScaler scaler_;
+  std::unique_ptr<optim::Optimizer> optimizer_;
+  bool needs_unscale_ = false;
+  // Fixed lists for the fused passes, built once.
+  std::vector<const Tensor*> unscale_inputs_;
+  std::vector<Tensor*> unscale_outputs_;
+  std::vector<const Tensor*> copy_sources_;
+  std::vector<Tensor*> copy_targets_;
+};
+
+}  // namespace alloy::amp

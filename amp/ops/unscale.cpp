@@ -1,0 +1,37 @@
+#include "amp/ops/unscale.h"
+
+#include "core/ops/dispatch.h"
+
+namespace alloy::amp {
+
+void unscale_and_check(const std::vector<const Tensor*>& grads,
+                       const std::vector<Tensor*>& outputs, const Tensor& scale,
+                       Tensor& found_inf, Tensor& first_overflow) {
+  constexpr const char* op = "unscale_and_check";
+  ALLOY_CHECK(grads.size() == outputs.size(), op, ": ", grads.size(), " gradients but ",
+              outputs.size(), " outputs");
+  check_dtype(op, "scale", scale, DType::f32);
+  check_dtype(op, "found_inf", found_inf, DType::f32);
+  check_dtype(op, "first_overflow", first_overflow, DType::i32);
+  const Device device = common_device(op, {&scale, &found_inf, &first_overflow});
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    check_floating(op, "gradient", *grads[i]);
+    check_floating(op, "output", *outputs[i]);
+    check_shape(op, "output", *outputs[i], grads[i]->shape());
+    ALLOY_CHECK(grads[i]->device() == device && outputs[i]->device() == device, op,
+                ": gradient ", i, " is not on ", device.str());
+  }
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  const float inverse_scale = 1.0f / scale.data<float>()[0];
+  std::int32_t first = -1;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    const bool bad = cpu::unscale_and_check(grads[i]->raw(), grads[i]->dtype(), outputs[i]->raw(),
+                                            outputs[i]->dtype(), grads[i]->numel(), inverse_scale);
+    if (bad && first < 0) first = static_cast<std::int32_t>(i);
+  }
+  found_inf.data<float>()[0] = first >= 0 ? 1.0f : 0.0f;
+  first_overflow.data<std::int32_t>()[0] = first;
+}
+
+}  // namespace alloy::amp

@@ -1,0 +1,24 @@
+#include "amp/ops/update_scale.h"
+
+#include "core/ops/dispatch.h"
+
+namespace alloy::amp {
+
+void update_scale(ScalerState& state, const LossScaleConfig& config) {
+  constexpr const char* op = "update_scale";
+  check_dtype(op, "scale", state.scale, DType::f32);
+  check_dtype(op, "clean_steps", state.clean_steps, DType::i32);
+  check_dtype(op, "skipped_steps", state.skipped_steps, DType::i32);
+  check_dtype(op, "at_min_streak", state.at_min_streak, DType::i32);
+  check_dtype(op, "found_inf", state.found_inf, DType::f32);
+  const Device device = common_device(
+      op, {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
+           &state.found_inf});
+  if (!device.is_cpu()) no_kernel(op, device);
+  cpu::update_scale(state.scale.data<float>(), state.clean_steps.data<std::int32_t>(),
+                    state.skipped_steps.data<std::int32_t>(),
+                    state.at_min_streak.data<std::int32_t>(), state.found_inf.data<float>(),
+                    config);
+}
+
+}  // namespace alloy::amp

@@ -1,0 +1,30 @@
+// The dynamic loss scale's state machine, run on the device after every step:
+//   found_inf:   scale = max(scale * backoff, min); clean = 0; skipped += 1;
+//                at_min_streak += 1 when the scale was already at its minimum, else 0
+//   otherwise:   clean += 1; at_min_streak = 0; when clean reaches the window,
+//                scale = min(scale * growth, max) and clean = 0.
+#pragma once
+
+#include "amp/opt_level.h"
+#include "core/tensor.h"
+
+namespace alloy::amp {
+
+struct ScalerState {
+  Tensor scale;          // f32 [1]
+  Tensor clean_steps;    // i32 [1]: consecutive finite steps since the last change
+  Tensor skipped_steps;  // i32 [1]: total steps skipped for overflow
+  Tensor at_min_streak;  // i32 [1]: consecutive overflows with the scale at its minimum
+  Tensor found_inf;      // f32 [1]: this step's verdict (written by unscale_and_check)
+  Tensor first_overflow; // i32 [1]: index of the first overflowing gradient, or -1
+};
+
+void update_scale(ScalerState& state, const LossScaleConfig& config);
+
+namespace cpu {
+void update_scale(float* scale, std::int32_t* clean_steps, std::int32_t* skipped_steps,
+                  std::int32_t* at_min_streak, const float* found_inf,
+                  const LossScaleConfig& config);
+}  // namespace cpu
+
+}  // namespace alloy::amp
