@@ -25,4 +25,24 @@ struct Conv2dGrads {
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
                             Tensor& db, const Conv2dParams& params, bool need_dx);
 
+namespace cpu {
+
+// The sizes of one convolution, as the kernels take them.
+struct Conv2dGeometry {
+  int batch, channels, height, width;  // x
+  int filters, kernel_h, kernel_w;     // w
+  int out_h, out_w;                    // y
+  Conv2dParams params;
+};
+
+// fp32 kernels over NCHW arrays, parallel over the batch. b may be null.
+void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
+                    float* y);
+// dw += dL/dw and db += dL/db (db may be null); dx = dL/dx unless dx is null (then w may be
+// null too). Batch reductions are combined in a fixed order: deterministic per thread count.
+void conv2d_backward(const Conv2dGeometry& g, const float* x, const float* w, const float* dy,
+                     float* dw, float* db, float* dx);
+
+}  // namespace cpu
+
 }  // namespace alloy

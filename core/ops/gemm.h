@@ -11,16 +11,21 @@ struct GemmShape {
   bool transpose_a = false;
   bool transpose_b = false;
   float alpha = 1.0f;
-  float beta = 0.0f;
+  float beta = 0.0f;  // 0 ignores c's old contents, NaN included
 };
 
 // a: [M, K] (or [K, M] transposed), b: [K, N] (or [N, K]), c: [M, N], all 2-D.
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmShape& shape = {});
 
 namespace cpu {
-// Row-major fp32 GEMM over raw pointers; parallel over the thread pool.
+// Row-major fp32 GEMM over raw pointers; parallel over the thread pool, each thread owning a
+// fixed block of c, so results are deterministic for a fixed thread count. Must not be called
+// from inside a parallel_for body (use gemm_serial there).
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
           int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// The same on the calling thread only: for kernels that parallelise at a coarser level.
+void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
 }  // namespace cpu
 
 }  // namespace alloy

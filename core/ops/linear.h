@@ -17,4 +17,12 @@ struct LinearGrads {
 LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
                             Tensor& db, bool need_dx);
 
+namespace cpu {
+// fp32 kernels over row-major arrays; b, db and dx may be null (no bias, no dx wanted).
+void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
+                    float* y);
+void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
+                     float* dw, float* db, float* dx);
+}  // namespace cpu
+
 }  // namespace alloy

@@ -2,6 +2,8 @@
 // logits: [N, C] floating; labels: i32 [N] with values in [0, C).
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 
 namespace alloy {
@@ -11,15 +13,27 @@ struct SoftmaxCrossEntropyResult {
   Tensor probabilities;  // f32 [N, C]: kept for backward
 };
 
-SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits,
-                                                        const Tensor& labels);
+SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels);
 
 // dlogits = grad_scale * (probabilities - onehot(labels)) / N, in `dtype` (the logits' dtype).
 // grad_scale carries the loss scale, so scaled gradients are produced in one pass.
 Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
                                       float grad_scale, DType dtype);
 
-// How many rows' largest logit is at the label (first maximum wins ties).
+// How many rows' largest logit is at the label (first maximum wins ties; a NaN counts as the
+// largest).
 std::int64_t count_correct(const Tensor& logits, const Tensor& labels);
+
+namespace cpu {
+// Labels must already be in [0, classes). Returns the mean loss; the per-row losses are
+// summed in row order, so the result does not depend on the thread count.
+float softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
+                                    float* probabilities, std::int64_t rows, std::int64_t classes);
+void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
+                                    float grad_scale, void* dlogits, DType dtype, std::int64_t rows,
+                                    std::int64_t classes);
+std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* labels,
+                           std::int64_t rows, std::int64_t classes);
+}  // namespace cpu
 
 }  // namespace alloy

@@ -1,0 +1,156 @@
+#include "core/ops/batch_norm2d.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/ops/cpu/float_buffer.h"
+#include "core/ops/dispatch.h"
+
+namespace alloy {
+
+namespace {
+
+cpu::BatchNormGeometry check_input(const char* op, const Tensor& x) {
+  check_floating(op, "x", x);
+  check_rank(op, "x", x, 4);
+  return {x.dim(0), x.dim(1), x.dim(2) * x.dim(3)};
+}
+
+// A per-channel tensor: [C], f32 or x's dtype.
+void check_channel_tensor(const char* op, const char* what, const Tensor& tensor, const Tensor& x) {
+  ALLOY_CHECK(tensor.defined(), op, ": ", what, " is an undefined tensor");
+  ALLOY_CHECK(tensor.dtype() == DType::f32 || tensor.dtype() == x.dtype(), op, ": ", what,
+              " must be f32 or x's dtype ", dtype_name(x.dtype()), ", got ", tensor.str());
+  check_shape(op, what, tensor, {x.dim(1)});
+}
+
+Tensor channel_tensor(std::int64_t channels, Device device) {
+  return Tensor::empty({channels}, DType::f32, device, MemoryCategory::activations);
+}
+
+// scale = weight * invstd and shift = bias - mean * scale, so y = x * scale + shift
+// (the same rearrangement PyTorch's CPU kernel uses).
+void affine(const Tensor& x, const Tensor& weight, const Tensor& bias, const float* mean,
+            const float* invstd, Tensor& y, const cpu::BatchNormGeometry& g) {
+  const cpu::FloatInput w(weight);
+  const cpu::FloatInput b(bias);
+  std::vector<float> scale(static_cast<std::size_t>(g.channels));
+  std::vector<float> shift(scale.size());
+  for (std::size_t c = 0; c < scale.size(); ++c) {
+    scale[c] = w.data()[c] * invstd[c];
+    shift[c] = b.data()[c] - mean[c] * scale[c];
+  }
+  cpu::batch_norm2d_affine(x.raw(), y.raw(), x.dtype(), g, scale.data(), shift.data());
+}
+
+}  // namespace
+
+BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& weight,
+                                                const Tensor& bias, Tensor& running_mean,
+                                                Tensor& running_var,
+                                                const BatchNormParams& params) {
+  constexpr const char* op = "batch_norm2d_train_forward";
+  const Device device = common_device(op, {&x, &weight, &bias, &running_mean, &running_var});
+  const cpu::BatchNormGeometry g = check_input(op, x);
+  check_channel_tensor(op, "weight", weight, x);
+  check_channel_tensor(op, "bias", bias, x);
+  check_channel_tensor(op, "running_mean", running_mean, x);
+  check_channel_tensor(op, "running_var", running_var, x);
+  const std::int64_t count = g.batch * g.plane;
+  ALLOY_CHECK(count > 1, op, ": training needs more than one value per channel, got ", x.str());
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  BatchNormTrainResult result;
+  result.saved.mean = channel_tensor(g.channels, device);
+  result.saved.invstd = channel_tensor(g.channels, device);
+  float* mean = result.saved.mean.data<float>();
+  float* invstd = result.saved.invstd.data<float>();
+  std::vector<float> variance(static_cast<std::size_t>(g.channels));
+  cpu::batch_norm2d_statistics(x.raw(), x.dtype(), g, mean, variance.data());
+  for (std::int64_t c = 0; c < g.channels; ++c) {
+    invstd[c] = 1.0f / std::sqrt(variance[static_cast<std::size_t>(c)] + params.eps);
+  }
+
+  result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+  affine(x, weight, bias, mean, invstd, result.y, g);
+
+  cpu::FloatOutput run_mean(running_mean, true);
+  cpu::FloatOutput run_var(running_var, true);
+  const float keep = 1.0f - params.momentum;
+  const float unbias = static_cast<float>(count) / static_cast<float>(count - 1);
+  for (std::int64_t c = 0; c < g.channels; ++c) {
+    const float unbiased = variance[static_cast<std::size_t>(c)] * unbias;
+    run_mean.data()[c] = keep * run_mean.data()[c] + params.momentum * mean[c];
+    run_var.data()[c] = keep * run_var.data()[c] + params.momentum * unbiased;
+  }
+  run_mean.commit();
+  run_var.commit();
+  return result;
+}
+
+Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 const Tensor& running_mean, const Tensor& running_var,
+                                 const BatchNormParams& params) {
+  constexpr const char* op = "batch_norm2d_eval_forward";
+  const Device device = common_device(op, {&x, &weight, &bias, &running_mean, &running_var});
+  const cpu::BatchNormGeometry g = check_input(op, x);
+  check_channel_tensor(op, "weight", weight, x);
+  check_channel_tensor(op, "bias", bias, x);
+  check_channel_tensor(op, "running_mean", running_mean, x);
+  check_channel_tensor(op, "running_var", running_var, x);
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  const cpu::FloatInput mean(running_mean);
+  const cpu::FloatInput var(running_var);
+  std::vector<float> invstd(static_cast<std::size_t>(g.channels));
+  for (std::size_t c = 0; c < invstd.size(); ++c) {
+    invstd[c] = 1.0f / std::sqrt(var.data()[c] + params.eps);
+  }
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+  affine(x, weight, bias, mean.data(), invstd.data(), y, g);
+  return y;
+}
+
+Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                             const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias) {
+  constexpr const char* op = "batch_norm2d_backward";
+  const Device device =
+      common_device(op, {&x, &weight, &dy, &saved.mean, &saved.invstd, &dweight, &dbias});
+  const cpu::BatchNormGeometry g = check_input(op, x);
+  check_floating(op, "dy", dy);
+  check_shape(op, "dy", dy, x.shape());
+  check_channel_tensor(op, "weight", weight, x);
+  check_channel_tensor(op, "dweight", dweight, x);
+  check_channel_tensor(op, "dbias", dbias, x);
+  ALLOY_CHECK(saved.mean.defined() && saved.invstd.defined(), op,
+              ": saved statistics are undefined (was the training forward run?)");
+  check_dtype(op, "saved mean", saved.mean, DType::f32);
+  check_dtype(op, "saved invstd", saved.invstd, DType::f32);
+  check_shape(op, "saved mean", saved.mean, {g.channels});
+  check_shape(op, "saved invstd", saved.invstd, {g.channels});
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  const float* mean = saved.mean.data<float>();
+  const float* invstd = saved.invstd.data<float>();
+  std::vector<float> sum_dy(static_cast<std::size_t>(g.channels));
+  std::vector<float> sum_dy_xmu(sum_dy.size());
+  cpu::batch_norm2d_backward_reduce(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g, mean,
+                                    sum_dy.data(), sum_dy_xmu.data());
+
+  cpu::FloatOutput dw(dweight, true);
+  cpu::FloatOutput db(dbias, true);
+  for (std::size_t c = 0; c < sum_dy.size(); ++c) {
+    dw.data()[c] += sum_dy_xmu[c] * invstd[c];
+    db.data()[c] += sum_dy[c];
+  }
+  dw.commit();
+  db.commit();
+
+  const cpu::FloatInput w(weight);
+  Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+  cpu::batch_norm2d_backward_dx(x.raw(), x.dtype(), dy.raw(), dy.dtype(), dx.raw(), g, mean, invstd,
+                                w.data(), sum_dy.data(), sum_dy_xmu.data());
+  return dx;
+}
+
+}  // namespace alloy

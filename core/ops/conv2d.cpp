@@ -1,0 +1,120 @@
+#include "core/ops/conv2d.h"
+
+#include <limits>
+#include <optional>
+
+#include "core/ops/cpu/float_buffer.h"
+#include "core/ops/dispatch.h"
+
+namespace alloy {
+
+namespace {
+
+Shape output_shape(const char* op, const Shape& x, const Shape& w, const Conv2dParams& params) {
+  ALLOY_CHECK(x.size() == 4, op, ": x must be [N, C, H, W], got shape ", shape_str(x));
+  ALLOY_CHECK(w.size() == 4, op, ": w must be [K, C, R, S], got shape ", shape_str(w));
+  for (const Shape* shape : {&x, &w}) {
+    for (const std::int64_t size : *shape) {
+      ALLOY_CHECK(size >= 1, op, ": sizes must be positive, got x ", shape_str(x), " and w ",
+                  shape_str(w));
+    }
+  }
+  ALLOY_CHECK(params.stride_h >= 1 && params.stride_w >= 1, op, ": strides must be positive, got ",
+              params.stride_h, "x", params.stride_w);
+  ALLOY_CHECK(params.pad_h >= 0 && params.pad_w >= 0, op, ": padding must not be negative, got ",
+              params.pad_h, "x", params.pad_w);
+  ALLOY_CHECK(x[1] == w[1], op, ": x ", shape_str(x), " has ", x[1], " channels but w ",
+              shape_str(w), " expects ", w[1]);
+  const std::int64_t span_h = x[2] + 2 * static_cast<std::int64_t>(params.pad_h) - w[2];
+  const std::int64_t span_w = x[3] + 2 * static_cast<std::int64_t>(params.pad_w) - w[3];
+  ALLOY_CHECK(span_h >= 0 && span_w >= 0, op, ": kernel ", w[2], "x", w[3],
+              " is larger than the padded input of x ", shape_str(x));
+  return {x[0], w[0], span_h / params.stride_h + 1, span_w / params.stride_w + 1};
+}
+
+cpu::Conv2dGeometry geometry(const char* op, const Shape& x, const Shape& w, const Shape& y,
+                             const Conv2dParams& params) {
+  constexpr std::int64_t limit = std::numeric_limits<int>::max();
+  // The kernels hand these products to BLAS as ints.
+  ALLOY_CHECK(x[1] * w[2] * w[3] <= limit && x[0] * y[2] * y[3] <= limit, op, ": x ", shape_str(x),
+              " with w ", shape_str(w), " exceeds the BLAS int range");
+  return {static_cast<int>(x[0]), static_cast<int>(x[1]),
+          static_cast<int>(x[2]), static_cast<int>(x[3]),
+          static_cast<int>(w[0]), static_cast<int>(w[2]),
+          static_cast<int>(w[3]), static_cast<int>(y[2]),
+          static_cast<int>(y[3]), params};
+}
+
+}  // namespace
+
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& params) {
+  return output_shape("conv2d", x, w, params);
+}
+
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
+                      const Conv2dParams& params) {
+  constexpr const char* op = "conv2d_forward";
+  const Device device = common_device(op, {&x, &w, &b});
+  check_floating(op, "x", x);
+  check_dtype(op, "w", w, x.dtype());
+  const Shape y_shape = output_shape(op, x.shape(), w.shape(), params);
+  if (b.defined()) {
+    check_dtype(op, "b", b, x.dtype());
+    check_shape(op, "b", b, {w.dim(0)});
+  }
+  const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  const cpu::FloatInput x_float(x);
+  const cpu::FloatInput w_float(w);
+  std::optional<cpu::FloatInput> b_float;
+  if (b.defined()) b_float.emplace(b);
+  cpu::FloatOutput y_float(y, false);
+  cpu::conv2d_forward(g, x_float.data(), w_float.data(), b_float ? b_float->data() : nullptr,
+                      y_float.data());
+  y_float.commit();
+  return y;
+}
+
+Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
+                            Tensor& db, const Conv2dParams& params, bool need_dx) {
+  constexpr const char* op = "conv2d_backward";
+  const Device device = common_device(op, {&x, &w, &dy, &dw, &db});
+  check_floating(op, "x", x);
+  check_dtype(op, "w", w, x.dtype());
+  const Shape y_shape = output_shape(op, x.shape(), w.shape(), params);
+  check_dtype(op, "dy", dy, x.dtype());
+  check_shape(op, "dy", dy, y_shape);
+  check_dtype(op, "dw", dw, x.dtype());
+  check_shape(op, "dw", dw, w.shape());
+  if (db.defined()) {
+    check_dtype(op, "db", db, x.dtype());
+    check_shape(op, "db", db, {w.dim(0)});
+  }
+  const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
+  if (!device.is_cpu()) no_kernel(op, device);
+
+  Conv2dGrads grads;
+  const cpu::FloatInput x_float(x);
+  const cpu::FloatInput dy_float(dy);
+  cpu::FloatOutput dw_float(dw, true);
+  std::optional<cpu::FloatOutput> db_float;
+  if (db.defined()) db_float.emplace(db, true);
+  std::optional<cpu::FloatInput> w_float;
+  std::optional<cpu::FloatOutput> dx_float;
+  if (need_dx) {
+    grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+    w_float.emplace(w);
+    dx_float.emplace(grads.dx, false);
+  }
+  cpu::conv2d_backward(g, x_float.data(), w_float ? w_float->data() : nullptr, dy_float.data(),
+                       dw_float.data(), db_float ? db_float->data() : nullptr,
+                       dx_float ? dx_float->data() : nullptr);
+  dw_float.commit();
+  if (db_float) db_float->commit();
+  if (dx_float) dx_float->commit();
+  return grads;
+}
+
+}  // namespace alloy

@@ -1,0 +1,145 @@
+#include "core/ops/batch_norm2d.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/parallel.h"
+
+namespace alloy::cpu {
+
+namespace {
+
+// Sums run in fp32 over independent lanes (which the compiler vectorises) for spans short
+// enough to stay accurate; span totals are joined in double.
+constexpr std::int64_t kLanes = 16;
+constexpr std::int64_t kSpan = 2048;
+
+template <class Term>
+double sum_of(std::int64_t count, const Term& term) {
+  double total = 0.0;
+  for (std::int64_t start = 0; start < count; start += kSpan) {
+    const std::int64_t end = std::min(start + kSpan, count);
+    float lanes[kLanes] = {};
+    std::int64_t i = start;
+    for (; i + kLanes <= end; i += kLanes) {
+      for (std::int64_t lane = 0; lane < kLanes; ++lane)
+        lanes[lane] += term(i + lane);
+    }
+    for (; i < end; ++i)
+      lanes[0] += term(i);
+    float span = 0.0f;
+    for (const float lane : lanes)
+      span += lane;
+    total += span;
+  }
+  return total;
+}
+
+// fp32 scratch for one plane of each of up to three tensors.
+struct PlaneScratch {
+  explicit PlaneScratch(std::int64_t plane)
+      : a(static_cast<std::size_t>(plane)),
+        b(static_cast<std::size_t>(plane)),
+        c(static_cast<std::size_t>(plane)) {}
+  std::vector<float> a, b, c;
+};
+
+// Calls body(index, channel, scratch) for every (n, c) plane; index = n * channels + c.
+template <class Body>
+void for_planes(const BatchNormGeometry& g, const Body& body) {
+  parallel_ranges(g.batch * g.channels, g.plane, [&](std::int64_t begin, std::int64_t end) {
+    PlaneScratch scratch(g.plane);
+    for (std::int64_t index = begin; index < end; ++index)
+      body(index, index % g.channels, scratch);
+  });
+}
+
+// Per channel: the sum of its planes' partials in batch order, divided by `count`.
+void combine(const BatchNormGeometry& g, const std::vector<double>& partial, double count,
+             float* out) {
+  for (std::int64_t c = 0; c < g.channels; ++c) {
+    double total = 0.0;
+    for (std::int64_t n = 0; n < g.batch; ++n) {
+      total += partial[static_cast<std::size_t>(n * g.channels + c)];
+    }
+    out[c] = static_cast<float>(total / count);
+  }
+}
+
+}  // namespace
+
+void batch_norm2d_statistics(const void* x, DType dtype, const BatchNormGeometry& g, float* mean,
+                             float* variance) {
+  std::vector<double> partial(static_cast<std::size_t>(g.batch * g.channels));
+  const double count = static_cast<double>(g.batch * g.plane);
+  for_planes(g, [&](std::int64_t index, std::int64_t, PlaneScratch& scratch) {
+    const float* v = load_floats(x, dtype, index * g.plane, g.plane, scratch.a.data());
+    partial[static_cast<std::size_t>(index)] =
+        sum_of(g.plane, [v](std::int64_t i) { return v[i]; });
+  });
+  combine(g, partial, count, mean);
+  // Deviations from the mean, not E[x^2] - mean^2, which cancels badly.
+  for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
+    const float* v = load_floats(x, dtype, index * g.plane, g.plane, scratch.a.data());
+    const float m = mean[channel];
+    partial[static_cast<std::size_t>(index)] = sum_of(g.plane, [v, m](std::int64_t i) {
+      const float d = v[i] - m;
+      return d * d;
+    });
+  });
+  combine(g, partial, count, variance);
+}
+
+void batch_norm2d_affine(const void* x, void* y, DType dtype, const BatchNormGeometry& g,
+                         const float* scale, const float* shift) {
+  for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
+    const float* in = load_floats(x, dtype, index * g.plane, g.plane, scratch.a.data());
+    float* out = output_floats(y, dtype, index * g.plane, scratch.b.data());
+    const float s = scale[channel];
+    const float t = shift[channel];
+    for (std::int64_t i = 0; i < g.plane; ++i)
+      out[i] = in[i] * s + t;
+    store_floats(out, y, dtype, index * g.plane, g.plane);
+  });
+}
+
+void batch_norm2d_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                                  const BatchNormGeometry& g, const float* mean, float* sum_dy,
+                                  float* sum_dy_xmu) {
+  const std::size_t planes = static_cast<std::size_t>(g.batch * g.channels);
+  std::vector<double> partial_dy(planes), partial_dy_xmu(planes);
+  for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
+    const float* xv = load_floats(x, x_dtype, index * g.plane, g.plane, scratch.a.data());
+    const float* gv = load_floats(dy, dy_dtype, index * g.plane, g.plane, scratch.b.data());
+    const float m = mean[channel];
+    const auto slot = static_cast<std::size_t>(index);
+    partial_dy[slot] = sum_of(g.plane, [gv](std::int64_t i) { return gv[i]; });
+    partial_dy_xmu[slot] =
+        sum_of(g.plane, [xv, gv, m](std::int64_t i) { return gv[i] * (xv[i] - m); });
+  });
+  // Sums, not means: combine() divides by its count.
+  combine(g, partial_dy, 1.0, sum_dy);
+  combine(g, partial_dy_xmu, 1.0, sum_dy_xmu);
+}
+
+void batch_norm2d_backward_dx(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
+                              void* dx, const BatchNormGeometry& g, const float* mean,
+                              const float* invstd, const float* weight, const float* sum_dy,
+                              const float* sum_dy_xmu) {
+  const float count = static_cast<float>(g.batch * g.plane);
+  for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
+    const float* xv = load_floats(x, x_dtype, index * g.plane, g.plane, scratch.a.data());
+    const float* gv = load_floats(dy, dy_dtype, index * g.plane, g.plane, scratch.b.data());
+    float* out = output_floats(dx, x_dtype, index * g.plane, scratch.c.data());
+    const float m = mean[channel];
+    const float k = sum_dy_xmu[channel] * invstd[channel] * invstd[channel] / count;
+    const float mean_dy = sum_dy[channel] / count;
+    const float a = invstd[channel] * weight[channel];
+    for (std::int64_t i = 0; i < g.plane; ++i)
+      out[i] = (gv[i] - mean_dy - (xv[i] - m) * k) * a;
+    store_floats(out, dx, x_dtype, index * g.plane, g.plane);
+  });
+}
+
+}  // namespace alloy::cpu

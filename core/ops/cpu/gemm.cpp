@@ -1,0 +1,76 @@
+#include "core/ops/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/thread_pool.h"
+
+namespace alloy::cpu {
+
+namespace {
+
+// The kernels parallelise over alloy's pool themselves; OpenBLAS threads would only compete
+// with it for the same cores and make the split of work depend on OpenBLAS's heuristics.
+void use_single_blas_thread() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+// Below this many flops a fork/join costs more than it saves.
+constexpr double kParallelAboveFlops = 4.0e6;
+// Threads split c at multiples of this, so each gets whole register tiles of the BLAS kernel.
+constexpr int kSplitBlock = 16;
+
+CBLAS_TRANSPOSE blas_op(bool transpose) {
+  return transpose ? CblasTrans : CblasNoTrans;
+}
+
+}  // namespace
+
+void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {  // no products: c = beta * c, where beta == 0 clears NaN too
+    for (int i = 0; i < m; ++i) {
+      float* row = c + static_cast<std::int64_t>(i) * ldc;
+      for (int j = 0; j < n; ++j)
+        row[j] = beta == 0.0f ? 0.0f : beta * row[j];
+    }
+    return;
+  }
+  use_single_blas_thread();
+  cblas_sgemm(CblasRowMajor, blas_op(transpose_a), blas_op(transpose_b), m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
+}
+
+void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
+          int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  const bool split_rows = m >= n;
+  const int extent = split_rows ? m : n;
+  const std::int64_t blocks = (extent + kSplitBlock - 1) / kSplitBlock;
+  const double flops = 2.0 * m * n * k;
+  if (cpu_threads() == 1 || blocks < 2 || flops < kParallelAboveFlops) {
+    gemm_serial(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  cpu_pool().parallel_for(blocks, [&](std::int64_t begin, std::int64_t end, int) {
+    const std::int64_t first = begin * kSplitBlock;
+    const int count = static_cast<int>(std::min<std::int64_t>(extent, end * kSplitBlock) - first);
+    if (split_rows) {
+      const float* a_rows = a + (transpose_a ? first : first * lda);
+      gemm_serial(transpose_a, transpose_b, count, n, k, alpha, a_rows, lda, b, ldb, beta,
+                  c + first * ldc, ldc);
+    } else {
+      const float* b_columns = b + (transpose_b ? first * ldb : first);
+      gemm_serial(transpose_a, transpose_b, m, count, k, alpha, a, lda, b_columns, ldb, beta,
+                  c + first, ldc);
+    }
+  });
+}
+
+}  // namespace alloy::cpu

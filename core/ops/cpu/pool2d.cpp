@@ -1,0 +1,164 @@
+#include "core/ops/pool2d.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/parallel.h"
+
+namespace alloy::cpu {
+
+namespace {
+
+// The input rows (or columns) [begin, end) under output position `out`, padding clipped off.
+struct Span {
+  int begin, end;
+};
+
+Span window(int out, int stride, int pad, int kernel, int extent) {
+  const int start = out * stride - pad;
+  return {std::max(start, 0), std::min(start + kernel, extent)};
+}
+
+// One plane, fp32 in and out. The divisor is the full window (count_include_pad).
+void avg_plane(const float* in, float* out, const Pool2dGeometry& g) {
+  const Pool2dParams& p = g.params;
+  const float divisor = static_cast<float>(p.kernel_h * p.kernel_w);
+  for (int oh = 0; oh < g.out_height; ++oh) {
+    const Span rows = window(oh, p.stride_h, p.pad_h, p.kernel_h, g.height);
+    for (int ow = 0; ow < g.out_width; ++ow) {
+      const Span cols = window(ow, p.stride_w, p.pad_w, p.kernel_w, g.width);
+      float sum = 0.0f;
+      for (int h = rows.begin; h < rows.end; ++h) {
+        for (int w = cols.begin; w < cols.end; ++w)
+          sum += in[h * g.width + w];
+      }
+      out[oh * g.out_width + ow] = sum / divisor;
+    }
+  }
+}
+
+// Each window adds its share in the same order every run, so the fp32 sums (rounded once by
+// the caller) are deterministic.
+void avg_plane_backward(const float* grad, float* result, const Pool2dGeometry& g) {
+  const Pool2dParams& p = g.params;
+  const float divisor = static_cast<float>(p.kernel_h * p.kernel_w);
+  std::fill(result, result + std::int64_t{g.height} * g.width, 0.0f);
+  for (int oh = 0; oh < g.out_height; ++oh) {
+    const Span rows = window(oh, p.stride_h, p.pad_h, p.kernel_h, g.height);
+    for (int ow = 0; ow < g.out_width; ++ow) {
+      const Span cols = window(ow, p.stride_w, p.pad_w, p.kernel_w, g.width);
+      const float share = grad[oh * g.out_width + ow] / divisor;
+      for (int h = rows.begin; h < rows.end; ++h) {
+        for (int w = cols.begin; w < cols.end; ++w)
+          result[h * g.width + w] += share;
+      }
+    }
+  }
+}
+
+// Padding never wins (PyTorch pads max pooling with -inf), and padding of at most half the
+// kernel leaves every window at least one input element.
+void max_plane(const float* in, float* out, std::int32_t* index, const Pool2dGeometry& g) {
+  const Pool2dParams& p = g.params;
+  for (int oh = 0; oh < g.out_height; ++oh) {
+    const Span rows = window(oh, p.stride_h, p.pad_h, p.kernel_h, g.height);
+    for (int ow = 0; ow < g.out_width; ++ow) {
+      const Span cols = window(ow, p.stride_w, p.pad_w, p.kernel_w, g.width);
+      int best_index = rows.begin * g.width + cols.begin;
+      float best = in[best_index];
+      for (int h = rows.begin; h < rows.end; ++h) {
+        for (int w = cols.begin; w < cols.end; ++w) {
+          const float value = in[h * g.width + w];
+          // Strictly greater keeps the first maximum; the first NaN replaces any number.
+          if (value > best || (value != value && best == best)) {
+            best = value;
+            best_index = h * g.width + w;
+          }
+        }
+      }
+      out[oh * g.out_width + ow] = best;
+      index[oh * g.out_width + ow] = best_index;
+    }
+  }
+}
+
+void max_plane_backward(const float* grad, const std::int32_t* index, float* result,
+                        std::int64_t plane, const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  std::fill(result, result + in_size, 0.0f);
+  for (std::int64_t o = 0; o < out_size; ++o) {
+    ALLOY_CHECK(index[o] >= 0 && index[o] < in_size, "max_pool2d_backward: argmax ", index[o],
+                " at plane ", plane, " position ", o, " is outside the ", g.height, "x", g.width,
+                " input plane");
+    result[index[o]] += grad[o];
+  }
+}
+
+// Calls body(plane, in, out) for every plane, planes split over the pool. `in` and `out` are
+// fp32 scratch of one input and one output plane.
+template <class Body>
+void for_planes(const Pool2dGeometry& g, std::int64_t work_per_plane, const Body& body) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  parallel_ranges(g.planes, work_per_plane, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> in(static_cast<std::size_t>(in_size));
+    std::vector<float> out(static_cast<std::size_t>(out_size));
+    for (std::int64_t plane = begin; plane < end; ++plane)
+      body(plane, in.data(), out.data());
+  });
+}
+
+}  // namespace
+
+void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  const std::int64_t work = out_size * g.params.kernel_h * g.params.kernel_w;
+  for_planes(g, work, [&](std::int64_t plane, float* in_scratch, float* out_scratch) {
+    float* out = output_floats(y, dtype, plane * out_size, out_scratch);
+    avg_plane(load_floats(x, dtype, plane * in_size, in_size, in_scratch), out, g);
+    store_floats(out, y, dtype, plane * out_size, out_size);
+  });
+}
+
+void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  const std::int64_t work = in_size + out_size * g.params.kernel_h * g.params.kernel_w;
+  for_planes(g, work, [&](std::int64_t plane, float* in_scratch, float* out_scratch) {
+    float* result = output_floats(dx, dtype, plane * in_size, in_scratch);
+    avg_plane_backward(load_floats(dy, dtype, plane * out_size, out_size, out_scratch), result, g);
+    store_floats(result, dx, dtype, plane * in_size, in_size);
+  });
+}
+
+void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
+                        const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  const std::int64_t work = out_size * g.params.kernel_h * g.params.kernel_w;
+  for_planes(g, work, [&](std::int64_t plane, float* in_scratch, float* out_scratch) {
+    float* out = output_floats(y, dtype, plane * out_size, out_scratch);
+    max_plane(load_floats(x, dtype, plane * in_size, in_size, in_scratch), out,
+              argmax + plane * out_size, g);
+    // Every output is an input value, so narrowing it back is exact.
+    store_floats(out, y, dtype, plane * out_size, out_size);
+  });
+}
+
+void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, DType dtype,
+                         const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  for_planes(g, in_size + out_size, [&](std::int64_t plane, float* in_scratch, float* out_scratch) {
+    float* result = output_floats(dx, dtype, plane * in_size, in_scratch);
+    max_plane_backward(load_floats(dy, dtype, plane * out_size, out_size, out_scratch),
+                       argmax + plane * out_size, result, plane, g);
+    store_floats(result, dx, dtype, plane * in_size, in_size);
+  });
+}
+
+}  // namespace alloy::cpu

@@ -1,0 +1,79 @@
+#include "core/ops/softmax_cross_entropy.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/parallel.h"
+
+namespace alloy::cpu {
+
+namespace {
+
+// Calls body(row, scratch) for every row, rows split over the pool; scratch holds one row.
+template <class Body>
+void for_rows(std::int64_t rows, std::int64_t classes, const Body& body) {
+  parallel_ranges(rows, classes, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> scratch(static_cast<std::size_t>(classes));
+    for (std::int64_t row = begin; row < end; ++row)
+      body(row, scratch.data());
+  });
+}
+
+}  // namespace
+
+float softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
+                                    float* probabilities, std::int64_t rows, std::int64_t classes) {
+  std::vector<double> row_loss(static_cast<std::size_t>(rows));
+  for_rows(rows, classes, [&](std::int64_t row, float* scratch) {
+    const float* x = load_floats(logits, dtype, row * classes, classes, scratch);
+    float* p = probabilities + row * classes;
+    float max = x[0];
+    for (std::int64_t c = 1; c < classes; ++c)
+      max = std::fmax(max, x[c]);
+    float sum = 0.0f;
+    for (std::int64_t c = 0; c < classes; ++c) {
+      p[c] = std::exp(x[c] - max);
+      sum += p[c];
+    }
+    for (std::int64_t c = 0; c < classes; ++c)
+      p[c] /= sum;
+    // -log softmax at the label, without forming the (possibly underflowed) probability.
+    row_loss[static_cast<std::size_t>(row)] = std::log(sum) + (max - x[labels[row]]);
+  });
+  double total = 0.0;
+  for (const double loss : row_loss)
+    total += loss;
+  return static_cast<float>(total / static_cast<double>(rows));
+}
+
+void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
+                                    float grad_scale, void* dlogits, DType dtype, std::int64_t rows,
+                                    std::int64_t classes) {
+  const float factor = grad_scale / static_cast<float>(rows);
+  for_rows(rows, classes, [&](std::int64_t row, float* scratch) {
+    const float* p = probabilities + row * classes;
+    float* out = output_floats(dlogits, dtype, row * classes, scratch);
+    for (std::int64_t c = 0; c < classes; ++c)
+      out[c] = p[c] * factor;
+    out[labels[row]] = (p[labels[row]] - 1.0f) * factor;
+    store_floats(out, dlogits, dtype, row * classes, classes);
+  });
+}
+
+std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* labels,
+                           std::int64_t rows, std::int64_t classes) {
+  std::vector<float> scratch(static_cast<std::size_t>(classes));
+  std::int64_t correct = 0;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    const float* x = load_floats(logits, dtype, row * classes, classes, scratch.data());
+    std::int64_t best = 0;
+    for (std::int64_t c = 1; c < classes; ++c) {
+      if (x[c] > x[best] || (x[c] != x[c] && x[best] == x[best])) best = c;
+    }
+    correct += best == labels[row];
+  }
+  return correct;
+}
+
+}  // namespace alloy::cpu

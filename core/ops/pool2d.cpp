@@ -1,0 +1,104 @@
+#include "core/ops/pool2d.h"
+
+#include <limits>
+
+#include "core/ops/dispatch.h"
+
+namespace alloy {
+
+namespace {
+
+Shape output_shape(const char* op, const Shape& x, const Pool2dParams& p) {
+  ALLOY_CHECK(x.size() == 4, op, ": input must be NCHW (4 dimensions), got ", shape_str(x));
+  ALLOY_CHECK(p.kernel_h > 0 && p.kernel_w > 0, op, ": kernel must be positive, got ", p.kernel_h,
+              "x", p.kernel_w);
+  ALLOY_CHECK(p.stride_h > 0 && p.stride_w > 0, op, ": stride must be positive, got ", p.stride_h,
+              "x", p.stride_w);
+  ALLOY_CHECK(
+      p.pad_h >= 0 && p.pad_w >= 0 && 2 * p.pad_h <= p.kernel_h && 2 * p.pad_w <= p.kernel_w, op,
+      ": padding ", p.pad_h, "x", p.pad_w, " must be between 0 and half the kernel ", p.kernel_h,
+      "x", p.kernel_w);
+  const std::int64_t padded_h = x[2] + 2 * p.pad_h;
+  const std::int64_t padded_w = x[3] + 2 * p.pad_w;
+  ALLOY_CHECK(padded_h >= p.kernel_h && padded_w >= p.kernel_w, op, ": kernel ", p.kernel_h, "x",
+              p.kernel_w, " is larger than the padded input ", shape_str(x));
+  // argmax holds flat indices within a plane as i32.
+  ALLOY_CHECK(x[2] * x[3] <= std::numeric_limits<std::int32_t>::max(), op, ": input plane of ",
+              shape_str(x), " is too large");
+  return {x[0], x[1], (padded_h - p.kernel_h) / p.stride_h + 1,
+          (padded_w - p.kernel_w) / p.stride_w + 1};
+}
+
+cpu::Pool2dGeometry geometry(const Shape& x, const Shape& y, const Pool2dParams& params) {
+  cpu::Pool2dGeometry g;
+  g.planes = x[0] * x[1];
+  g.height = static_cast<int>(x[2]);
+  g.width = static_cast<int>(x[3]);
+  g.out_height = static_cast<int>(y[2]);
+  g.out_width = static_cast<int>(y[3]);
+  g.params = params;
+  return g;
+}
+
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& params) {
+  return output_shape("pool2d", x, params);
+}
+
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
+  constexpr const char* op = "avg_pool2d_forward";
+  const Device device = common_device(op, {&x});
+  check_floating(op, "x", x);
+  const Shape y_shape = output_shape(op, x.shape(), params);
+  if (!device.is_cpu()) no_kernel(op, device);
+  Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  cpu::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params));
+  return y;
+}
+
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params) {
+  constexpr const char* op = "avg_pool2d_backward";
+  const Device device = common_device(op, {&dy});
+  check_floating(op, "dy", dy);
+  const Shape y_shape = output_shape(op, x_shape, params);
+  check_shape(op, "dy", dy, y_shape);
+  if (!device.is_cpu()) no_kernel(op, device);
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
+  cpu::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params));
+  return dx;
+}
+
+MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
+  constexpr const char* op = "max_pool2d_forward";
+  const Device device = common_device(op, {&x});
+  check_floating(op, "x", x);
+  const Shape y_shape = output_shape(op, x.shape(), params);
+  if (!device.is_cpu()) no_kernel(op, device);
+  MaxPoolResult result;
+  result.y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  result.argmax = Tensor::empty(y_shape, DType::i32, device, MemoryCategory::activations);
+  cpu::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(), x.dtype(),
+                          geometry(x.shape(), y_shape, params));
+  return result;
+}
+
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape) {
+  constexpr const char* op = "max_pool2d_backward";
+  const Device device = common_device(op, {&dy, &argmax});
+  check_floating(op, "dy", dy);
+  check_rank(op, "dy", dy, 4);
+  check_dtype(op, "argmax", argmax, DType::i32);
+  check_shape(op, "argmax", argmax, dy.shape());
+  ALLOY_CHECK(x_shape.size() == 4 && x_shape[0] == dy.dim(0) && x_shape[1] == dy.dim(1), op,
+              ": input shape ", shape_str(x_shape), " does not match dy ", dy.str());
+  ALLOY_CHECK(x_shape[2] * x_shape[3] <= std::numeric_limits<std::int32_t>::max(), op,
+              ": input plane of ", shape_str(x_shape), " is too large");
+  if (!device.is_cpu()) no_kernel(op, device);
+  Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
+  cpu::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(), dy.dtype(),
+                           geometry(x_shape, dy.shape(), Pool2dParams{}));
+  return dx;
+}
+
+}  // namespace alloy

@@ -1,0 +1,77 @@
+#include "core/ops/softmax_cross_entropy.h"
+
+#include "core/ops/dispatch.h"
+
+namespace alloy {
+
+namespace {
+
+// Shapes, dtypes and label range shared by the three entry points; returns the class count.
+std::int64_t check_inputs(const char* op, const char* what, const Tensor& scores,
+                          const Tensor& labels) {
+  check_rank(op, what, scores, 2);
+  check_dtype(op, "labels", labels, DType::i32);
+  check_shape(op, "labels", labels, {scores.dim(0)});
+  ALLOY_CHECK(scores.dim(1) > 0, op, ": ", what, " must have at least one class, got ",
+              scores.str());
+  return scores.dim(1);
+}
+
+// Out-of-range labels would index outside a row; checked on the host, where labels live.
+void check_labels(const char* op, const Tensor& labels, std::int64_t classes) {
+  const std::int32_t* values = labels.data<std::int32_t>();
+  for (std::int64_t row = 0; row < labels.numel(); ++row) {
+    ALLOY_CHECK(values[row] >= 0 && values[row] < classes, op, ": label ", values[row], " of row ",
+                row, " is outside [0, ", classes, ")");
+  }
+}
+
+}  // namespace
+
+SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits,
+                                                        const Tensor& labels) {
+  constexpr const char* op = "softmax_cross_entropy_forward";
+  const Device device = common_device(op, {&logits, &labels});
+  check_floating(op, "logits", logits);
+  const std::int64_t classes = check_inputs(op, "logits", logits, labels);
+  ALLOY_CHECK(logits.dim(0) > 0, op, ": the mean over an empty batch is undefined");
+  if (!device.is_cpu()) no_kernel(op, device);
+  check_labels(op, labels, classes);
+  SoftmaxCrossEntropyResult result;
+  result.loss = Tensor::empty({1}, DType::f32, device, MemoryCategory::activations);
+  result.probabilities =
+      Tensor::empty(logits.shape(), DType::f32, device, MemoryCategory::activations);
+  result.loss.data<float>()[0] = cpu::softmax_cross_entropy_forward(
+      logits.raw(), logits.dtype(), labels.data<std::int32_t>(), result.probabilities.data<float>(),
+      logits.dim(0), classes);
+  return result;
+}
+
+Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
+                                      float grad_scale, DType dtype) {
+  constexpr const char* op = "softmax_cross_entropy_backward";
+  const Device device = common_device(op, {&probabilities, &labels});
+  check_dtype(op, "probabilities", probabilities, DType::f32);
+  const std::int64_t classes = check_inputs(op, "probabilities", probabilities, labels);
+  ALLOY_CHECK(is_floating(dtype), op, ": gradient dtype must be f32, f16 or bf16, got ",
+              dtype_name(dtype));
+  if (!device.is_cpu()) no_kernel(op, device);
+  check_labels(op, labels, classes);
+  Tensor dlogits = Tensor::empty(probabilities.shape(), dtype, device, MemoryCategory::activations);
+  cpu::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
+                                      grad_scale, dlogits.raw(), dtype, probabilities.dim(0),
+                                      classes);
+  return dlogits;
+}
+
+std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
+  constexpr const char* op = "count_correct";
+  const Device device = common_device(op, {&logits, &labels});
+  check_floating(op, "logits", logits);
+  const std::int64_t classes = check_inputs(op, "logits", logits, labels);
+  if (!device.is_cpu()) no_kernel(op, device);
+  return cpu::count_correct(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
+                            logits.dim(0), classes);
+}
+
+}  // namespace alloy
