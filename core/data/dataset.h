@@ -23,9 +23,15 @@ struct DatasetPair {
   Dataset test;
 };
 
-// "fashion-mnist" and "mnist" read IDX files from `directory`; "synthetic" makes a seeded,
-// learnable dataset of the same geometry without touching the disk. Errors name the file and
-// the problem (missing directory or file, bad magic, truncated data, count mismatch).
+// Sizes of the "synthetic" kind: a tenth of MNIST's 60000/10000 keeps tests and smoke runs
+// fast while one epoch of LeNet still learns it well above chance.
+constexpr std::int64_t kSyntheticTrainSize = 12800;
+constexpr std::int64_t kSyntheticTestSize = 2560;
+
+// "fashion-mnist" and "mnist" read the IDX files train-* and t10k-* from `directory`;
+// "synthetic" makes a seeded, learnable dataset of the same geometry without touching the
+// disk. Errors name the file and the problem (missing directory or file, bad magic, truncated
+// data, count mismatch); an unknown kind is a UsageError listing the choices.
 DatasetPair load_datasets(const std::string& kind, const std::string& directory,
                           std::uint64_t seed);
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -14,17 +15,22 @@
 namespace alloy::data {
 
 struct Batch {
-  Tensor images;  // u8 [B, 1, H, W]
-  Tensor labels;  // i32 [B]
-  std::int64_t index = 0;  // batch number within the epoch
+  Tensor images;  // u8 [B, 1, H, W], category data
+  Tensor labels;  // i32 [B], category data
+  // Batch number within the epoch, counted from the epoch's first example:
+  // start / batch_size for the first batch a loader yields, then one more each.
+  std::int64_t index = 0;
 };
 
 class Loader {
  public:
   // Visits `order` from position `start` (a resumed epoch starts past its first examples) in
-  // batches of `batch_size`; the last batch may be smaller.
+  // batches of `batch_size`; the last batch may be smaller. The loader keeps its own handle
+  // on the dataset's tensors. A batch size below 1 is a UsageError; an index outside the
+  // dataset surfaces from next() when its batch is reached.
   Loader(const Dataset& dataset, std::vector<std::int64_t> order, std::int64_t batch_size,
          std::int64_t start = 0);
+  // Stops the worker and waits for it, also when the consumer stopped before the end.
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
@@ -35,19 +41,19 @@ class Loader {
 
  private:
   void produce();
+  Batch assemble(std::int64_t position) const;
 
-  const Dataset& dataset_;
-  std::vector<std::int64_t> order_;
-  std::int64_t batch_size_;
-  std::int64_t start_;
+  const Dataset dataset_;  // a copy shares the tensors' storage
+  const std::vector<std::int64_t> order_;
+  const std::int64_t batch_size_;
+  const std::int64_t start_;
   std::mutex mutex_;
   std::condition_variable changed_;
-  std::vector<Batch> ready_;  // at most one batch waits here
-  std::int64_t produced_ = 0;
-  bool finished_ = false;
+  std::optional<Batch> ready_;  // the one batch assembled ahead of the consumer
+  bool finished_ = false;       // the worker has left: no batch will follow ready_
   bool stopping_ = false;
   std::exception_ptr error_;
-  std::thread worker_;
+  std::thread worker_;  // last, so it starts after everything it reads
 };
 
 }  // namespace alloy::data

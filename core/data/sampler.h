@@ -10,11 +10,13 @@ namespace alloy::data {
 
 class Sampler {
  public:
-  // shuffle=false gives the identity order (evaluation).
+  // shuffle=false gives the identity order (evaluation). A rank outside [0, world_size) or a
+  // world size below 1 is a UsageError.
   Sampler(std::int64_t dataset_size, std::uint64_t seed, bool shuffle, int rank = 0,
           int world_size = 1);
 
-  // This rank's example indices for `epoch` (0-based), in visiting order.
+  // This rank's example indices for `epoch` (0-based), in visiting order: positions rank,
+  // rank + world_size, ... of the padded permutation, as PyTorch's DistributedSampler takes.
   std::vector<std::int64_t> epoch_indices(std::int64_t epoch) const;
 
   std::int64_t dataset_size() const { return dataset_size_; }
