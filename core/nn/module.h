@@ -38,11 +38,15 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
+  // forward keeps what backward needs only in training mode; backward releases it, so
+  // activation memory never outlives one step. Evaluation-mode forwards keep nothing.
   virtual Tensor forward(const Tensor& x) = 0;
   virtual Tensor backward(const Tensor& dy) = 0;
   virtual std::string type_name() const = 0;
+  // Hyper-parameters shown by describe(), e.g. "kernel=3, stride=1, padding=0".
+  virtual std::string options() const { return {}; }
 
-  // Parameters and buffers of this module and its children, in registration order.
+  // Parameters and buffers of this module and then of its children, in registration order.
   std::vector<Parameter*> parameters();
   std::vector<Buffer*> buffers();
 
@@ -55,13 +59,17 @@ class Module {
   // Sets every parameter gradient to zero, allocating gradients on first use.
   void zero_grad();
 
-  // Converts every parameter (and its gradient) to `dtype`, except normalisation parameters
-  // and buffers when keep_norm_fp32. Used by the amp layer for O2/O3.
+  // Converts every parameter (and its gradient) and every buffer to `dtype`; with
+  // keep_norm_fp32, normalisation parameters and buffers go to f32 instead. Used by the amp
+  // layer for O2/O3.
   void cast_parameters(DType dtype, bool keep_norm_fp32);
 
   // Moves parameters, gradients and buffers to `device`.
   void to_device(Device device);
 
+  // Installs the hook on this module and every descendant. A leaf reports its parameters
+  // at the end of its backward in reverse registration order, so over a whole backward the
+  // hook sees parameters() reversed.
   void set_grad_ready_hook(GradReadyHook hook);
 
   // One line per module with its parameter shapes: the model's description in checkpoints.
@@ -70,22 +78,28 @@ class Module {
  protected:
   Parameter& register_parameter(const std::string& name, Tensor value, bool is_norm = false);
   Buffer& register_buffer(const std::string& name, Tensor value);
-  // Children are owned by their parent; the returned reference stays valid.
+  // Children are owned by their parent; the returned reference stays valid. The child's
+  // parameter and buffer names (its whole subtree's) gain the prefix "name.", so register a
+  // child once it is complete.
   template <class M>
   M& register_module(const std::string& name, std::unique_ptr<M> module) {
     M& reference = *module;
+    static_cast<Module&>(reference).add_name_prefix(name + ".");
     children_.push_back({name, std::move(module)});
     return reference;
   }
+  // The gradient to accumulate into: zeros of the value's dtype, shape and device, allocated
+  // on first use (or after the value changed dtype or device).
+  static Tensor& grad_of(Parameter& parameter);
   // Tells the hook this module's parameters' gradients are final (end of its backward).
   void notify_grads_ready();
   bool needs_input_grad() const { return needs_input_grad_; }
   const GradReadyHook& grad_ready_hook() const { return hook_; }
 
  private:
-  void collect(const std::string& prefix, std::vector<Parameter*>& params,
-               std::vector<Buffer*>& buffers);
-  void describe_into(const std::string& prefix, std::string& out) const;
+  void add_name_prefix(const std::string& prefix);
+  void collect(std::vector<Parameter*>& params, std::vector<Buffer*>& buffers);
+  void describe_into(const std::string& path, std::string& out) const;
 
   struct Child {
     std::string name;

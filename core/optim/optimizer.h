@@ -38,6 +38,8 @@ class Optimizer {
   // Every state tensor, allocating lazily-created ones so a checkpoint can restore them.
   virtual std::vector<StateTensor> state() = 0;
 
+  // Calls to step(), including those found_inf skipped: the host cannot tell them apart
+  // without a sync, so AdamW's bias correction counts them too.
   std::int64_t steps() const { return steps_; }
   void set_steps(std::int64_t steps) { steps_ = steps; }
   const OptimizerConfig& config() const { return config_; }
@@ -46,6 +48,10 @@ class Optimizer {
  protected:
   Optimizer(std::vector<nn::Parameter*> params, OptimizerConfig config)
       : params_(std::move(params)), config_(std::move(config)) {}
+
+  // The checks every kind shares: lr > 0 and weight_decay >= 0 (UsageError), and parameters
+  // that are f32 and not null (Error). `kind` starts the messages.
+  void check_common(const char* kind) const;
 
   std::vector<nn::Parameter*> params_;
   OptimizerConfig config_;

@@ -1,0 +1,15 @@
+// The builders behind make_model, one file each.
+#pragma once
+
+#include <memory>
+
+#include "core/nn/module.h"
+#include "core/random.h"
+
+namespace alloy::models {
+
+std::unique_ptr<nn::Module> make_lenet(Generator& generator, int classes);
+std::unique_ptr<nn::Module> make_mlp(Generator& generator, int classes);
+std::unique_ptr<nn::Module> make_resnet18(Generator& generator, int classes);
+
+}  // namespace alloy::models

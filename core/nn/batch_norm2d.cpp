@@ -1,0 +1,58 @@
+#include "core/nn/batch_norm2d.h"
+
+#include "core/nn/input_dtype.h"
+#include "core/nn/new_parameter.h"
+
+namespace alloy::nn {
+
+BatchNorm2d::BatchNorm2d(int channels, float momentum, float eps)
+    : weight_(register_parameter("weight", new_parameter("BatchNorm2d", {channels}, 1.0f),
+                                 /*is_norm=*/true)),
+      bias_(register_parameter("bias", new_parameter("BatchNorm2d", {channels}, 0.0f),
+                               /*is_norm=*/true)),
+      running_mean_(
+          register_buffer("running_mean", new_parameter("BatchNorm2d", {channels}, 0.0f))),
+      running_var_(
+          register_buffer("running_var", new_parameter("BatchNorm2d", {channels}, 1.0f))) {
+  ALLOY_CHECK(momentum >= 0.0f && momentum <= 1.0f && eps > 0.0f,
+              "BatchNorm2d: momentum must be in [0, 1] and eps positive, got momentum ",
+              momentum, ", eps ", eps);
+  params_.momentum = momentum;
+  params_.eps = eps;
+}
+
+std::string BatchNorm2d::options() const {
+  return detail::concat("momentum=", params_.momentum, ", eps=", params_.eps);
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  // The op takes f32 parameters with an input of any dtype, half parameters only with an
+  // input of their own dtype (keep_batchnorm_fp32 off).
+  const DType dtype = weight_.value.dtype();
+  Tensor input = dtype == DType::f32 ? x : in_dtype(x, dtype);
+  input_dtype_ = x.dtype();
+  if (!training()) {
+    x_ = Tensor();
+    saved_ = {};
+    return batch_norm2d_eval_forward(input, weight_.value, bias_.value, running_mean_.value,
+                                     running_var_.value, params_);
+  }
+  BatchNormTrainResult result = batch_norm2d_train_forward(
+      input, weight_.value, bias_.value, running_mean_.value, running_var_.value, params_);
+  x_ = std::move(input);
+  saved_ = std::move(result.saved);
+  return std::move(result.y);
+}
+
+Tensor BatchNorm2d::backward(const Tensor& dy) {
+  ALLOY_CHECK(x_.defined(), "BatchNorm2d (", weight_.name,
+              "): backward without a training forward");
+  Tensor dx = batch_norm2d_backward(x_, weight_.value, in_dtype(dy, x_.dtype()), saved_,
+                                    grad_of(weight_), grad_of(bias_));
+  x_ = Tensor();
+  saved_ = {};
+  notify_grads_ready();
+  return in_dtype(dx, input_dtype_);
+}
+
+}  // namespace alloy::nn

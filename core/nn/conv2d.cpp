@@ -1,0 +1,43 @@
+#include "core/nn/conv2d.h"
+
+#include "core/nn/input_dtype.h"
+#include "core/nn/new_parameter.h"
+
+namespace alloy::nn {
+
+Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, bool bias)
+    : weight_(register_parameter(
+          "weight",
+          new_parameter("Conv2d", {out_channels, in_channels, kernel, kernel}, 0.0f))) {
+  ALLOY_CHECK(stride > 0 && padding >= 0, "Conv2d: stride must be positive and padding ",
+              "non-negative, got stride ", stride, ", padding ", padding);
+  if (bias) bias_ = &register_parameter("bias", new_parameter("Conv2d", {out_channels}, 0.0f));
+  params_.stride_h = params_.stride_w = stride;
+  params_.pad_h = params_.pad_w = padding;
+}
+
+std::string Conv2d::options() const {
+  return detail::concat("kernel=", weight_.value.dim(2), ", stride=", params_.stride_h,
+                        ", padding=", params_.pad_h);
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  Tensor input = in_dtype(x, weight_.value.dtype());
+  Tensor y = conv2d_forward(input, weight_.value, bias_ ? bias_->value : Tensor(), params_);
+  input_dtype_ = x.dtype();
+  x_ = training() ? std::move(input) : Tensor();
+  return y;
+}
+
+Tensor Conv2d::backward(const Tensor& dy) {
+  ALLOY_CHECK(x_.defined(), "Conv2d (", weight_.name, "): backward without a training forward");
+  Tensor no_bias;
+  const Conv2dGrads grads =
+      conv2d_backward(x_, weight_.value, in_dtype(dy, weight_.value.dtype()), grad_of(weight_),
+                      bias_ ? grad_of(*bias_) : no_bias, params_, needs_input_grad());
+  x_ = Tensor();
+  notify_grads_ready();
+  return grads.dx.defined() ? in_dtype(grads.dx, input_dtype_) : Tensor();
+}
+
+}  // namespace alloy::nn

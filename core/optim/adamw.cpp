@@ -1,0 +1,54 @@
+#include "core/optim/adamw.h"
+
+#include "core/ops/optimizer_update.h"
+
+namespace alloy::optim {
+
+AdamW::AdamW(std::vector<nn::Parameter*> params, OptimizerConfig config)
+    : Optimizer(std::move(params), std::move(config)),
+      exp_avg_(params_.size()),
+      exp_avg_sq_(params_.size()) {
+  check_common("adamw");
+  const OptimizerConfig& c = config_;
+  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f)) usage_fail("adamw: beta1 must be in [0, 1), got ", c.beta1);
+  if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f)) usage_fail("adamw: beta2 must be in [0, 1), got ", c.beta2);
+  if (!(c.eps > 0.0f)) usage_fail("adamw: eps must be > 0, got ", c.eps);
+}
+
+void AdamW::allocate_state(std::size_t index) {
+  if (exp_avg_[index].defined()) return;
+  const Tensor& value = params_[index]->value;
+  for (auto* state : {&exp_avg_[index], &exp_avg_sq_[index]}) {
+    *state = Tensor::zeros(value.shape(), DType::f32, value.device(),
+                           MemoryCategory::optimizer_state);
+  }
+}
+
+void AdamW::step(float grad_scale, const Tensor& found_inf) {
+  AdamWHyper hyper;
+  hyper.lr = config_.lr;
+  hyper.beta1 = config_.beta1;
+  hyper.beta2 = config_.beta2;
+  hyper.eps = config_.eps;
+  hyper.weight_decay = config_.weight_decay;
+  hyper.grad_scale = grad_scale;
+  ++steps_;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    nn::Parameter& param = *params_[i];
+    if (!param.grad.defined()) continue;  // took no part in the loss
+    allocate_state(i);
+    adamw_update(param.value, param.grad, exp_avg_[i], exp_avg_sq_[i], hyper, steps_, found_inf);
+  }
+}
+
+std::vector<StateTensor> AdamW::state() {
+  std::vector<StateTensor> tensors;
+  for (std::size_t i = 0; i < params_.size(); ++i) {
+    allocate_state(i);
+    tensors.push_back({params_[i]->name + ".exp_avg", &exp_avg_[i]});
+    tensors.push_back({params_[i]->name + ".exp_avg_sq", &exp_avg_sq_[i]});
+  }
+  return tensors;
+}
+
+}  // namespace alloy::optim

@@ -1,0 +1,25 @@
+// Adam with decoupled weight decay (Loshchilov & Hutter), with PyTorch's torch.optim.AdamW
+// semantics.
+#pragma once
+
+#include "core/optim/optimizer.h"
+
+namespace alloy::optim {
+
+class AdamW : public Optimizer {
+ public:
+  // Throws UsageError unless lr > 0, weight_decay >= 0, betas in [0, 1) and eps > 0.
+  AdamW(std::vector<nn::Parameter*> params, OptimizerConfig config);
+
+  void step(float grad_scale, const Tensor& found_inf) override;
+  std::vector<StateTensor> state() override;
+
+ private:
+  void allocate_state(std::size_t index);
+
+  // One of each per parameter; allocated on first use.
+  std::vector<Tensor> exp_avg_;
+  std::vector<Tensor> exp_avg_sq_;
+};
+
+}  // namespace alloy::optim
