@@ -1,0 +1,71 @@
+#include "core/digest.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace alloy {
+
+namespace {
+
+constexpr std::uint64_t kFnvOffset = 0xcbf29ce484222325ull;
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ull;
+
+class Fnv1a {
+ public:
+  void bytes(const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      state_ ^= p[i];
+      state_ *= kFnvPrime;
+    }
+  }
+  // Little-endian whatever the host's order, so digests compare across machines.
+  void u64(std::uint64_t value) {
+    unsigned char little[8];
+    for (int i = 0; i < 8; ++i) little[i] = static_cast<unsigned char>(value >> (8 * i));
+    bytes(little, sizeof little);
+  }
+  void u32(std::uint32_t value) {
+    unsigned char little[4];
+    for (int i = 0; i < 4; ++i) little[i] = static_cast<unsigned char>(value >> (8 * i));
+    bytes(little, sizeof little);
+  }
+  std::uint64_t value() const { return state_; }
+
+ private:
+  std::uint64_t state_ = kFnvOffset;
+};
+
+// The parameter's values as host floats, whatever its device and floating dtype.
+std::vector<float> host_values(const Tensor& value) {
+  if (value.device().is_cpu()) return value.to_floats();
+  Tensor host = Tensor::empty(value.shape(), value.dtype(), Device::cpu(), MemoryCategory::workspace);
+  host.copy_from(value);
+  return host.to_floats();
+}
+
+}  // namespace
+
+std::uint64_t params_hash(const std::vector<nn::Parameter*>& params) {
+  Fnv1a hash;
+  for (const nn::Parameter* param : params) {
+    hash.bytes(param->name.c_str(), param->name.size() + 1);  // with the NUL: names stay apart
+    const Shape& shape = param->value.shape();
+    hash.u64(shape.size());
+    for (const std::int64_t extent : shape) hash.u64(static_cast<std::uint64_t>(extent));
+    for (const float v : host_values(param->value)) {
+      std::uint32_t bits;
+      std::memcpy(&bits, &v, sizeof bits);
+      hash.u32(bits);
+    }
+  }
+  return hash.value();
+}
+
+std::string params_digest(const std::vector<nn::Parameter*>& params) {
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(params)));
+  return hex;
+}
+
+}  // namespace alloy
