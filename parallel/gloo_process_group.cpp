@@ -1,0 +1,267 @@
+#include "parallel/gloo_process_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <csignal>
+#include <cstdint>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "parallel/tcp_store.h"
+
+namespace alloy::parallel {
+namespace {
+
+// Gloo writes to its sockets with writev, which raises SIGPIPE when the peer has died; left at
+// the default action, that signal would kill this process before Gloo could report the peer.
+void ignore_sigpipe() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+    std::signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+// Gloo prefixes its messages with "[source.cc:123] "; the reader needs only the rest.
+std::string gloo_cause(const std::string& message) {
+  const auto end = message.find("] ");
+  return message.rfind('[', 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
+}
+
+std::string describe(const char* operation, const Tensor& tensor) {
+  return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
+}
+
+std::string joined_key(int rank) {
+  return "alloy/joined/" + std::to_string(rank);
+}
+
+}  // namespace
+
+GlooProcessGroup::GlooProcessGroup(int rank, int size, const std::string& master_addr,
+                                   int master_port, const ProcessGroupOptions& options)
+    : rank_(rank), size_(size), options_(options), master_(endpoint_str(master_addr, master_port)) {
+  ALLOY_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank ", rank,
+              " does not exist in a world of size ", size);
+  ignore_sigpipe();
+  try {
+    if (rank == 0) server_ = std::make_unique<TcpStoreServer>(master_addr, master_port);
+    store_ = std::make_unique<TcpStore>(master_addr, master_port, options.timeout);
+    store_->join_as(rank);
+  } catch (const Error& error) {
+    fail(here(), ": ", error.what());
+  }
+  join();
+  connect_peers();
+}
+
+GlooProcessGroup::~GlooProcessGroup() = default;
+
+std::string GlooProcessGroup::here() const {
+  return detail::concat("rank ", rank_, " of ", size_);
+}
+
+// Every rank announces itself with its world size and waits for the others, so that a rank
+// that never starts is named, and a rank started with another world size is caught.
+void GlooProcessGroup::join() {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < size_; ++rank)
+    keys.push_back(joined_key(rank));
+  const std::string world = std::to_string(size_);
+  try {
+    store_->set(joined_key(rank_), std::vector<char>(world.begin(), world.end()));
+    const auto missing = store_->missing_after(keys, options_.timeout);
+    if (!missing.empty()) {
+      std::string ranks;
+      for (const auto& key : missing) {
+        ranks += (ranks.empty() ? "" : ", ") + key.substr(key.rfind('/') + 1);
+      }
+      fail("rendezvous at ", master_, " timed out after ", seconds_str(options_.timeout), ": rank",
+           missing.size() > 1 ? "s " : " ", ranks, " of ", size_, " did not join");
+    }
+    for (int rank = 0; rank < size_; ++rank) {
+      const auto theirs = store_->get(joined_key(rank));
+      if (std::string(theirs.begin(), theirs.end()) != world) {
+        fail("rank ", rank, " was started with world size ",
+             std::string(theirs.begin(), theirs.end()), ", this rank with ", size_);
+      }
+    }
+  } catch (const Error& error) {
+    fail(here(), ": ", error.what());
+  }
+}
+
+void GlooProcessGroup::connect_peers() {
+  try {
+    gloo::transport::tcp::attr attr;
+    // Listen for peers on the interface that reaches the master: the one they can reach too.
+    attr.hostname = store_->local_address();
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank_, size_);
+    context->setTimeout(options_.timeout);
+    gloo::rendezvous::PrefixStore store("gloo", *store_);
+    context->connectFullMesh(store, device);
+    context_ = std::move(context);
+  } catch (const gloo::Exception& error) {
+    fail(here(), ": cannot connect to its peers: ", gloo_cause(error.what()));
+  } catch (const gloo::EnforceNotMet& error) {
+    fail(here(), ": cannot connect to its peers: ", gloo_cause(error.what()));
+  } catch (const Error& error) {
+    fail(here(), ": cannot connect to its peers: ", error.what());
+  }
+}
+
+template <class Body>
+void GlooProcessGroup::run(const std::string& what, Body&& body) {
+  if (!failure_.empty()) {
+    fail(what, " on ", here(), ": the process group is unusable after an earlier failure (",
+         failure_, ")");
+  }
+  std::string cause;
+  try {
+    body();
+    return;
+  } catch (const gloo::Exception& error) {
+    cause = gloo_cause(error.what());
+  } catch (const gloo::EnforceNotMet& error) {
+    cause = gloo_cause(error.what());
+  }
+  failure_ = detail::concat(what, " failed on ", here(), ": ", departures(), "; gloo: ", cause);
+  throw Error(failure_);
+}
+
+// What the store knows about ranks that are gone, for the message of a failed collective.
+std::string GlooProcessGroup::departures() {
+  try {
+    // A rank that died a moment ago may not be recorded yet: give the master a moment.
+    const auto wait =
+        std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(1));
+    const auto record = store_->try_get(kDepartedKey, wait);
+    if (!record) {
+      return "every rank is still connected (a peer may be stalled; timeout " +
+             seconds_str(options_.timeout) + ")";
+    }
+    std::istringstream lines(std::string(record->begin(), record->end()));
+    std::string text;
+    int rank = 0;
+    std::string how;
+    while (lines >> rank >> how) {
+      text += text.empty() ? "" : ", ";
+      text += how == "lost" ? detail::concat("rank ", rank, " was lost (its process died)")
+                            : detail::concat("rank ", rank, " left the group");
+    }
+    return text;
+  } catch (const Error&) {
+    return "rank 0 is gone (its rendezvous store at " + master_ + " is unreachable)";
+  }
+}
+
+void GlooProcessGroup::reduce_f32(const std::string& what, float* values, std::size_t count,
+                                  ReduceOp op) {
+  run(what, [&] {
+    gloo::AllreduceOptions options(context_);
+    options.setOutput(values, count);
+    options.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
+    options.setTimeout(options_.timeout);
+    gloo::allreduce(options);
+  });
+  if (op == ReduceOp::average) {
+    const float divisor = static_cast<float>(size_);
+    for (std::size_t i = 0; i < count; ++i)
+      values[i] /= divisor;
+  }
+}
+
+void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
+  const std::string what =
+      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
+  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group reduces CPU tensors");
+  ALLOY_CHECK(is_floating(tensor.dtype()), what, ": only f32, f16 and bf16 can be reduced");
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  if (tensor.dtype() == DType::f32) {
+    reduce_f32(what, tensor.data<float>(), count, op);
+    return;
+  }
+  const bool bf16 = tensor.dtype() == DType::bf16;
+  std::uint16_t* half = tensor.half_data();
+  Tensor wide =
+      Tensor::empty({tensor.numel()}, DType::f32, Device::cpu(), MemoryCategory::communication);
+  float* values = wide.data<float>();
+  for (std::size_t i = 0; i < count; ++i) {
+    values[i] = bf16 ? bf16_bits_to_float(half[i]) : half_bits_to_float(half[i]);
+  }
+  reduce_f32(what, values, count, op);
+  for (std::size_t i = 0; i < count; ++i) {
+    half[i] = bf16 ? float_to_bf16_bits(values[i]) : float_to_half_bits(values[i]);
+  }
+}
+
+void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
+  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
+  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group broadcasts CPU tensors");
+  ALLOY_CHECK(root >= 0 && root < size_, what, ": no such rank in a world of size ", size_);
+  if (tensor.nbytes() == 0) return;
+  run(what, [&] {
+    gloo::BroadcastOptions options(context_);
+    options.setOutput(static_cast<std::uint8_t*>(tensor.raw()), tensor.nbytes());
+    options.setRoot(root);
+    options.setTimeout(options_.timeout);
+    gloo::broadcast(options);
+  });
+}
+
+std::vector<std::string> GlooProcessGroup::allgather_bytes(const std::string& bytes) {
+  const std::string what = "allgather of " + std::to_string(bytes.size()) + " bytes";
+  std::uint64_t length = bytes.size();
+  std::vector<std::uint64_t> lengths(static_cast<std::size_t>(size_));
+  run(what, [&] {
+    gloo::AllgatherOptions options(context_);
+    options.setInput(&length, 1);
+    options.setOutput(lengths.data(), lengths.size());
+    options.setTimeout(options_.timeout);
+    gloo::allgather(options);
+  });
+  std::vector<std::size_t> counts(lengths.begin(), lengths.end());
+  std::size_t total = 0;
+  for (const std::size_t count : counts)
+    total += count;
+  std::string gathered(total, '\0');
+  if (total > 0) {
+    std::string input = bytes;  // Gloo takes a mutable pointer even for its input
+    run(what, [&] {
+      gloo::AllgathervOptions options(context_);
+      options.setInput(input.data(), input.size());
+      options.setOutput(gathered.data(), counts);
+      options.setTimeout(options_.timeout);
+      gloo::allgatherv(options);
+    });
+  }
+  std::vector<std::string> pieces;
+  std::size_t offset = 0;
+  for (const std::size_t count : counts) {
+    pieces.push_back(gathered.substr(offset, count));
+    offset += count;
+  }
+  return pieces;
+}
+
+void GlooProcessGroup::barrier() {
+  run("barrier", [&] {
+    gloo::BarrierOptions options(context_);
+    options.setTimeout(options_.timeout);
+    gloo::barrier(options);
+  });
+}
+
+}  // namespace alloy::parallel

@@ -1,0 +1,62 @@
+// GlooProcessGroup: collectives over CPU tensors on Gloo's TCP transport.
+//
+// Rank 0 serves the rendezvous store on the master address; every rank registers there, waits
+// for all the others (naming those that never come), and Gloo connects every pair of ranks
+// directly. The store stays up while the group lives, so that when a collective fails the ranks
+// still alive can learn from it which rank left, and say so.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "parallel/process_group.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace alloy::parallel {
+
+class TcpStore;
+class TcpStoreServer;
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  // Joins the group of `size` ranks that meet at master_addr:master_port; blocks until every
+  // rank has joined. Throws alloy::Error saying which rank could not do what: the master port
+  // is busy, the master is unreachable, ranks did not join within the timeout, two processes
+  // claim one rank, or ranks disagree on the world size.
+  GlooProcessGroup(int rank, int size, const std::string& master_addr, int master_port,
+                   const ProcessGroupOptions& options = {});
+  ~GlooProcessGroup() override;
+  GlooProcessGroup(const GlooProcessGroup&) = delete;
+  GlooProcessGroup& operator=(const GlooProcessGroup&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce(const Tensor& tensor, ReduceOp op) override;
+  void broadcast(const Tensor& tensor, int root) override;
+  std::vector<std::string> allgather_bytes(const std::string& bytes) override;
+  void barrier() override;
+
+ private:
+  void join();
+  void connect_peers();
+  void reduce_f32(const std::string& what, float* values, std::size_t count, ReduceOp op);
+  template <class Body>
+  void run(const std::string& what, Body&& body);
+  std::string departures();
+  std::string here() const;
+
+  int rank_;
+  int size_;
+  ProcessGroupOptions options_;
+  std::string master_;
+  std::unique_ptr<TcpStoreServer> server_;  // rank 0 only
+  std::unique_ptr<TcpStore> store_;
+  std::shared_ptr<gloo::Context> context_;
+  std::string failure_;  // the first failed operation's message; the group is unusable after it
+};
+
+}  // namespace alloy::parallel

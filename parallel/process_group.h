@@ -1,0 +1,53 @@
+// ProcessGroup: the collectives that data parallelism needs, over the ranks of one job.
+// Implementations: GlooProcessGroup (CPU tensors, TCP); NCCL for GPU tensors.
+//
+// Every rank calls the same operations in the same order with tensors of the same shape and
+// dtype. Each operation is bounded by the group's timeout: when a peer dies or stalls, it
+// throws an alloy::Error that names the operation, the rank that left when known, and the
+// cause, instead of hanging. After such a failure the group is unusable; every later call
+// throws. A group serves one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace alloy::parallel {
+
+struct ProcessGroupOptions {
+  // Bounds every collective, the rendezvous, and the wait for the master to come up.
+  std::chrono::milliseconds timeout = std::chrono::seconds(60);
+};
+
+enum class ReduceOp { sum, average };
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // Replaces `tensor` on every rank with the elementwise sum (or mean) over all ranks; every
+  // rank ends with the same bits. f32 is reduced in f32. f16 and bf16 are widened to f32,
+  // reduced (and divided) there, and rounded to the half type once, so no intermediate sum
+  // overflows or loses bits to half rounding.
+  virtual void allreduce(const Tensor& tensor, ReduceOp op) = 0;
+  void allreduce_sum(const Tensor& tensor) { allreduce(tensor, ReduceOp::sum); }
+  void allreduce_average(const Tensor& tensor) { allreduce(tensor, ReduceOp::average); }
+
+  // Copies `root`'s tensor into every other rank's tensor, bit for bit (any dtype).
+  virtual void broadcast(const Tensor& tensor, int root) = 0;
+
+  // Every rank's bytes (any length, including none), indexed by rank.
+  virtual std::vector<std::string> allgather_bytes(const std::string& bytes) = 0;
+  std::vector<std::int64_t> allgather_int64(std::int64_t value);
+
+  // Returns once every rank has entered it.
+  virtual void barrier() = 0;
+};
+
+}  // namespace alloy::parallel

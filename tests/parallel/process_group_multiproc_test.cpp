@@ -1,0 +1,342 @@
+// The Gloo process group with every rank a forked child process on 127.0.0.1: collectives,
+// their numerics, and the failures a job must report instead of hanging.
+#include "parallel/gloo_process_group.h"
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "core/half.h"
+#include "parallel/socket.h"
+#include "tests/parallel/forked.h"
+#include "tests/support/process.h"
+
+using namespace alloy;
+using namespace alloy::parallel;
+using alloy::test::check_all_succeeded;
+using alloy::test::contains;
+using alloy::test::expect;
+using alloy::test::free_port;
+using alloy::test::run_ranks;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kHost = "127.0.0.1";
+
+ProcessGroupOptions timeout_of(std::chrono::milliseconds timeout) {
+  ProcessGroupOptions options;
+  options.timeout = timeout;
+  return options;
+}
+
+// Generous for a working job, short enough that a broken one fails the test quickly.
+const ProcessGroupOptions kTestOptions = timeout_of(std::chrono::seconds(10));
+
+std::string floats_str(const std::vector<float>& values) {
+  std::string text;
+  for (const float value : values)
+    text += (text.empty() ? "" : ", ") + std::to_string(value);
+  return "[" + text + "]";
+}
+
+// The reference check: rank r holds [r+1, r+1]; after allreduce every rank holds the sum.
+void check_reference_sum(int world, float expected) {
+  const int port = free_port();
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    const float mine = static_cast<float>(rank + 1);
+    const Tensor tensor = Tensor::from_floats({2}, {mine, mine});
+    group.allreduce_sum(tensor);
+    const std::vector<float> want{expected, expected};
+    expect(tensor.to_floats() == want,
+           "got " + floats_str(tensor.to_floats()) + ", want " + floats_str(want));
+  }));
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gloo_process_group)
+
+BOOST_AUTO_TEST_CASE(allreduce_sum_over_2_ranks_gives_3_3) {
+  check_reference_sum(2, 3.0f);
+}
+
+BOOST_AUTO_TEST_CASE(allreduce_sum_over_3_ranks_gives_6_6) {
+  check_reference_sum(3, 6.0f);
+}
+
+BOOST_AUTO_TEST_CASE(allreduce_sum_over_4_ranks_gives_10_10) {
+  check_reference_sum(4, 10.0f);
+}
+
+BOOST_AUTO_TEST_CASE(allreduce_average_divides_the_sum_by_the_world_size) {
+  const int world = 4;
+  const int port = free_port();
+  const auto values_of = [](int rank) {
+    const float r = static_cast<float>(rank);
+    return std::vector<float>{r, -2.0f * r, 0.5f * r + 1.0f};
+  };
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    const Tensor tensor = Tensor::from_floats({3}, values_of(rank));
+    group.allreduce_average(tensor);
+    std::vector<float> want(3, 0.0f);
+    for (int other = 0; other < world; ++other) {
+      for (std::size_t i = 0; i < want.size(); ++i)
+        want[i] += values_of(other)[i];
+    }
+    for (float& value : want)
+      value /= static_cast<float>(world);
+    expect(tensor.to_floats() == want,
+           "got " + floats_str(tensor.to_floats()) + ", want " + floats_str(want));
+  }));
+}
+
+// Half values whose three-way sums are exact in fp32 but not representable in the half type:
+// the result must be that exact sum rounded once (reducing in half precision would round at
+// each step and differ on some elements).
+BOOST_AUTO_TEST_CASE(half_allreduce_widens_to_fp32_and_rounds_once) {
+  const int world = 3;
+  const int port = free_port();
+  const std::size_t count = 2000;
+  // f16: multiples of 1/256 in [-8, 8]; bf16: multiples of 1/16 in [-8, 8]. Both exact.
+  const auto values_of = [count](int rank, float step) {
+    std::mt19937 generator(static_cast<unsigned>(rank) * 7919u + 1u);
+    std::uniform_int_distribution<int> steps(-static_cast<int>(8 / step),
+                                             static_cast<int>(8 / step));
+    std::vector<float> values(count);
+    for (float& value : values)
+      value = static_cast<float>(steps(generator)) * step;
+    return values;
+  };
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    for (const DType dtype : {DType::f16, DType::bf16}) {
+      const float step = dtype == DType::f16 ? 1.0f / 256 : 1.0f / 16;
+      const auto round = [dtype](float value) {
+        return dtype == DType::f16 ? round_to_half(value) : round_to_bf16(value);
+      };
+      for (const ReduceOp op : {ReduceOp::sum, ReduceOp::average}) {
+        const Tensor tensor =
+            Tensor::from_floats({static_cast<std::int64_t>(count)}, values_of(rank, step), dtype);
+        group.allreduce(tensor, op);
+        const std::vector<float> got = tensor.to_floats();
+        std::size_t mismatches = 0;
+        std::size_t rounded = 0;  // elements where rounding to half actually changed the sum
+        for (std::size_t i = 0; i < count; ++i) {
+          float sum = 0.0f;
+          for (int other = 0; other < world; ++other)
+            sum += values_of(other, step)[i];
+          const float exact = op == ReduceOp::sum ? sum : sum / static_cast<float>(world);
+          mismatches += got[i] != round(exact);
+          rounded += round(exact) != exact;
+        }
+        expect(mismatches == 0, std::string(dtype_name(dtype)) + ": " + std::to_string(mismatches) +
+                                    " elements differ");
+        expect(rounded > count / 10, "the test values do not exercise rounding");
+      }
+    }
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_copies_the_root_tensor_to_every_rank) {
+  const int world = 3;
+  const int port = free_port();
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    const float base = 10.0f * static_cast<float>(rank);
+    const Tensor weights = Tensor::from_floats({3}, {base, base + 1, base + 2});
+    group.broadcast(weights, 2);
+    expect(weights.to_floats() == std::vector<float>{20, 21, 22},
+           "f32 from rank 2: got " + floats_str(weights.to_floats()));
+    const Tensor half = Tensor::from_floats({2}, {base + 0.5f, -base}, DType::f16);
+    group.broadcast(half, 0);
+    expect(half.to_floats() == std::vector<float>{0.5f, 0.0f},
+           "f16 from rank 0: got " + floats_str(half.to_floats()));
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(allgather_returns_every_rank_bytes_in_rank_order) {
+  const int world = 3;
+  const int port = free_port();
+  const auto bytes_of = [](int rank) -> std::string {
+    if (rank == 0) return "";  // an empty contribution is allowed
+    if (rank == 1) return "digest-of-rank-1";
+    return std::string("a\0b", 3) + std::string(5000, 'z');
+  };
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    const auto gathered = group.allgather_bytes(bytes_of(rank));
+    expect(gathered.size() == static_cast<std::size_t>(world), "wrong number of entries");
+    for (int other = 0; other < world; ++other) {
+      expect(gathered[other] == bytes_of(other), "entry of rank " + std::to_string(other));
+    }
+    const std::int64_t big = 1'000'000'000'000;
+    const auto numbers = group.allgather_int64((rank - 1) * big);
+    expect(numbers == std::vector<std::int64_t>{-big, 0, big}, "int64 values");
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(barrier_waits_for_the_last_rank) {
+  const int world = 3;
+  const int port = free_port();
+  const alloy::test::TempDir directory;
+  const std::string arrived = directory.file("rank-2-arrived");
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    if (rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      expect(static_cast<bool>(std::ofstream(arrived)), "cannot create " + arrived);
+    }
+    group.barrier();
+    expect(std::filesystem::exists(arrived), "left the barrier before rank 2 reached it");
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(a_busy_master_port_gives_a_clear_error) {
+  const UniqueFd taken = listen_tcp(kHost, 0);
+  const int port = local_port(taken);
+  const std::string expected =
+      "cannot listen on 127.0.0.1:" + std::to_string(port) + ": address already in use";
+  BOOST_CHECK_EXCEPTION(GlooProcessGroup(0, 2, kHost, port, timeout_of(std::chrono::seconds(2))),
+                        Error, [&](const Error& error) {
+                          BOOST_TEST_MESSAGE(error.what());
+                          return contains(error.what(), expected);
+                        });
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_master_gives_a_clear_error_within_the_timeout) {
+  const int port = free_port();  // nobody listens there
+  const auto start = Clock::now();
+  const std::string expected =
+      "cannot reach the master at 127.0.0.1:" + std::to_string(port) + " after 2 s";
+  BOOST_CHECK_EXCEPTION(GlooProcessGroup(1, 2, kHost, port, timeout_of(std::chrono::seconds(2))),
+                        Error, [&](const Error& error) {
+                          BOOST_TEST_MESSAGE(error.what());
+                          return contains(error.what(), expected);
+                        });
+  const double elapsed = seconds_since(start);
+  BOOST_TEST(elapsed >= 1.9);
+  BOOST_TEST(elapsed < 4.0);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_never_starts_is_named_after_the_timeout) {
+  const int port = free_port();
+  const auto outcomes = run_ranks(2, [&](int rank) {
+    const auto start = Clock::now();
+    try {
+      GlooProcessGroup group(rank, 3, kHost, port, timeout_of(std::chrono::milliseconds(1500)));
+    } catch (const Error& error) {
+      expect(contains(error.what(), "timed out after 1.5 s: rank 2 of 3 did not join"),
+             error.what());
+      expect(seconds_since(start) < 4.0, "took too long");
+      return;
+    }
+    throw std::runtime_error("joined a group with a missing rank");
+  });
+  check_all_succeeded(outcomes);
+}
+
+BOOST_AUTO_TEST_CASE(ranks_that_disagree_on_rank_or_world_size_are_told) {
+  const int port = free_port();
+  // Processes claim ranks 0, 1, 1 of a world of 3, and a fourth claims rank 2 of a world of 4.
+  const std::vector<std::pair<int, int>> claims{{0, 3}, {1, 3}, {1, 3}, {2, 4}};
+  const auto outcomes = run_ranks(4, [&](int process) {
+    try {
+      GlooProcessGroup group(claims[process].first, claims[process].second, kHost, port,
+                             timeout_of(std::chrono::milliseconds(1500)));
+    } catch (const Error& error) {
+      throw std::runtime_error(error.what());
+    }
+  });
+  bool duplicate_named = false;
+  bool world_named = false;
+  for (const auto& outcome : outcomes) {
+    BOOST_TEST_MESSAGE(outcome.error);
+    duplicate_named |= contains(outcome.error, "rank 1 has already joined from another process");
+    world_named |= contains(outcome.error, "started with world size");
+  }
+  BOOST_TEST(duplicate_named);
+  BOOST_TEST(world_named);
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_that_dies_makes_the_others_fail_naming_it) {
+  const int world = 3;
+  const int port = free_port();
+  const auto timeout = std::chrono::seconds(5);
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, timeout_of(timeout));
+    group.barrier();
+    if (rank == 1) _exit(0);  // vanishes without a word, as a killed process does
+    const Tensor tensor = Tensor::from_floats({2}, {1.0f, 1.0f});
+    const auto start = Clock::now();
+    try {
+      group.allreduce_sum(tensor);
+    } catch (const Error& error) {
+      expect(contains(error.what(),
+                      "allreduce_sum of f32[2] failed on rank " + std::to_string(rank) + " of 3"),
+             error.what());
+      expect(contains(error.what(), "rank 1 was lost"), error.what());
+      expect(seconds_since(start) < 4.0, "took too long to notice");
+      try {
+        group.barrier();
+      } catch (const Error& again) {
+        expect(contains(again.what(), "unusable after an earlier failure"), again.what());
+        return;
+      }
+      throw std::runtime_error("the group still worked after a failure");
+    }
+    throw std::runtime_error("allreduce succeeded without rank 1");
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(losing_the_master_rank_is_reported_too) {
+  const int world = 3;
+  const int port = free_port();
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, timeout_of(std::chrono::seconds(5)));
+    group.barrier();
+    if (rank == 0) _exit(0);
+    const Tensor tensor = Tensor::from_floats({2}, {1.0f, 1.0f});
+    try {
+      group.allreduce_sum(tensor);
+    } catch (const Error& error) {
+      expect(contains(error.what(), "rank 0 is gone"), error.what());
+      return;
+    }
+    throw std::runtime_error("allreduce succeeded without rank 0");
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(a_stalled_rank_makes_the_others_time_out) {
+  const int world = 2;
+  const int port = free_port();
+  const auto timeout = std::chrono::milliseconds(1000);
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, timeout_of(timeout));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));  // alive, but not taking part
+      return;
+    }
+    const auto start = Clock::now();
+    try {
+      group.allreduce_sum(Tensor::from_floats({2}, {1.0f, 1.0f}));
+    } catch (const Error& error) {
+      const double elapsed = seconds_since(start);
+      expect(contains(error.what(), "every rank is still connected"), error.what());
+      expect(elapsed >= 0.9 && elapsed < 3.0, "failed after " + std::to_string(elapsed) + " s");
+      return;
+    }
+    throw std::runtime_error("allreduce succeeded without rank 1");
+  }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
