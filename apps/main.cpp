@@ -1,2 +1,101 @@
-// Placeholder until the command line lands.
-int main() { return 0; }
+// alloy: dispatches to the subcommands and maps every failure to one line on stderr and an
+// exit status (DESIGN.md: 0 success, 2 usage error, 1 anything else). This is the only place
+// exceptions are caught.
+#include <iostream>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <boost/program_options/errors.hpp>
+
+#include "apps/commands.h"
+#include "apps/exit_codes.h"
+#include "apps/version.h"
+#include "core/error.h"
+
+namespace {
+
+using alloy::app::kExitFailure;
+using alloy::app::kExitSuccess;
+using alloy::app::kExitUsage;
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"train", alloy::app::run_train, "train a model (fp32 today; opt levels as they land)"},
+    {"eval", alloy::app::run_eval, "evaluate a checkpoint (not available yet)"},
+    {"mem", alloy::app::run_mem, "compare memory per opt level (not available yet)"},
+    {"ckpt", alloy::app::run_ckpt, "inspect or verify a checkpoint (not available yet)"},
+};
+
+void print_usage(std::ostream& out) {
+  out << "Usage: alloy <command> [options]\n"
+         "       alloy --help | --version\n\n"
+         "Alloy trains image classifiers in fp32 or mixed precision on the CPU or a GPU.\n\n"
+         "Commands:\n";
+  for (const Command& command : kCommands) {
+    out << "  " << command.name << std::string(8 - std::string(command.name).size(), ' ')
+        << command.summary << '\n';
+  }
+  out << "\n'alloy <command> --help' lists a command's flags.\n"
+         "Exit status: 0 success, 1 failure, 2 usage error.\n";
+}
+
+const Command* find_command(const std::string& name) {
+  for (const Command& command : kCommands) {
+    if (name == command.name) return &command;
+  }
+  return nullptr;
+}
+
+int dispatch(const std::vector<std::string>& args) {
+  if (args.empty()) {
+    print_usage(std::cerr);
+    return kExitUsage;
+  }
+  const std::string& first = args.front();
+  if (first == "--help" || first == "-h" || first == "help") {
+    print_usage(std::cout);
+    return kExitSuccess;
+  }
+  if (first == "--version") {
+    std::cout << alloy::app::version_string() << '\n';
+    return kExitSuccess;
+  }
+  if (const Command* command = find_command(first)) {
+    return command->run({args.begin() + 1, args.end()});
+  }
+  alloy::usage_fail("unknown command '", first, "' (expected train, eval, mem or ckpt)");
+}
+
+int report(const char* message, int status, const std::vector<std::string>& args) {
+  std::cerr << "alloy: error: " << message;
+  if (status == kExitUsage && !args.empty() && find_command(args.front())) {
+    std::cerr << " (see 'alloy " << args.front() << " --help')";
+  }
+  std::cerr << std::endl;
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    return dispatch(args);
+  } catch (const boost::program_options::error& e) {
+    return report(e.what(), kExitUsage, args);
+  } catch (const alloy::UsageError& e) {
+    return report(e.what(), kExitUsage, args);
+  } catch (const std::bad_alloc&) {
+    return report("out of memory", kExitFailure, args);
+  } catch (const std::exception& e) {
+    return report(e.what(), kExitFailure, args);
+  } catch (...) {
+    return report("unexpected failure", kExitFailure, args);
+  }
+}

@@ -1,0 +1,51 @@
+#include "apps/cli.h"
+
+#include <iostream>
+
+#include "core/error.h"
+
+namespace alloy::app {
+
+namespace {
+constexpr unsigned kLineLength = 100;
+constexpr unsigned kDescriptionColumn = 50;
+constexpr const char* kStrayKey = "stray-argument";
+}  // namespace
+
+po::options_description make_group(const std::string& title) {
+  return po::options_description(title, kLineLength, kLineLength - kDescriptionColumn);
+}
+
+void parse_arguments(const std::vector<std::string>& args, const po::options_description& options,
+                     po::variables_map& values, const char* positional_key) {
+  po::options_description all;
+  all.add(options);
+  const char* key = positional_key ? positional_key : kStrayKey;
+  if (!positional_key) {
+    all.add_options()(kStrayKey, po::value<std::vector<std::string>>(), "");
+  }
+  po::positional_options_description positional;
+  positional.add(key, -1);
+  const int style = po::command_line_style::unix_style ^ po::command_line_style::allow_guessing;
+  po::store(po::command_line_parser(args).options(all).positional(positional).style(style).run(),
+            values);
+  if (!positional_key && values.count(kStrayKey)) {
+    usage_fail("unexpected argument '", values[kStrayKey].as<std::vector<std::string>>().front(),
+               "'");
+  }
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (const auto& arg : args) {
+    if (arg == "--help" || arg == "-h") return true;
+    if (arg == "--") break;
+  }
+  return false;
+}
+
+void print_help(const std::string& synopsis, const std::string& description,
+                const po::options_description& options) {
+  std::cout << "Usage: " << synopsis << "\n\n" << description << "\n" << options;
+}
+
+}  // namespace alloy::app

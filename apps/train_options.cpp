@@ -1,0 +1,277 @@
+#include "apps/train_options.h"
+
+#include <sched.h>
+
+#include <cmath>
+#include <iostream>
+#include <thread>
+
+#include "apps/config_file.h"
+#include "core/error.h"
+#include "core/models/models.h"
+
+namespace alloy::app {
+
+namespace {
+
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+constexpr int kMaxThreads = 1024;
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == words.size() ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
+void check_choice(const char* flag, const std::string& value,
+                  const std::vector<std::string>& choices) {
+  for (const auto& choice : choices) {
+    if (value == choice) return;
+  }
+  usage_fail(flag, " '", value, "' is not one of ", join(choices));
+}
+
+// The cores this process may run on (its affinity mask, which containers and taskset narrow),
+// not every core of the machine.
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(cores);
+}
+
+bool parse_bool(const char* flag, const std::string& text) {
+  if (text == "true") return true;
+  if (text == "false") return false;
+  usage_fail(flag, " must be true or false, got '", text, "'");
+}
+
+DType parse_half_dtype(const std::string& text) {
+  if (text == "fp16") return DType::f16;
+  if (text == "bf16") return DType::bf16;
+  usage_fail("--half-dtype '", text, "' is not one of fp16 or bf16");
+}
+
+template <class T>
+std::optional<T> optional_value(const po::variables_map& values, const char* key) {
+  if (!values.count(key)) return std::nullopt;
+  return values[key].as<T>();
+}
+
+amp::AmpOverrides precision_overrides(const po::variables_map& values) {
+  amp::AmpOverrides overrides;
+  if (const auto text = optional_value<std::string>(values, "half-dtype")) {
+    overrides.half_dtype = parse_half_dtype(*text);
+  }
+  if (const auto text = optional_value<std::string>(values, "keep-batchnorm-fp32")) {
+    overrides.keep_batchnorm_fp32 = parse_bool("--keep-batchnorm-fp32", *text);
+  }
+  if (const auto text = optional_value<std::string>(values, "master-weights")) {
+    overrides.master_weights = parse_bool("--master-weights", *text);
+  }
+  overrides.loss_scale = optional_value<std::string>(values, "loss-scale");
+  overrides.init_scale = optional_value<float>(values, "init-loss-scale");
+  overrides.window = optional_value<std::int64_t>(values, "scale-window");
+  overrides.min_scale = optional_value<float>(values, "min-loss-scale");
+  overrides.max_scale = optional_value<float>(values, "max-loss-scale");
+  return overrides;
+}
+
+template <class T>
+void check_at_least(const char* flag, T value, T minimum) {
+  if (value < minimum) usage_fail(flag, " must be at least ", minimum, ", got ", value);
+}
+
+void check_finite(const char* flag, double value) {
+  if (!std::isfinite(value)) usage_fail(flag, " must be a finite number, got ", value);
+}
+
+void validate(TrainOptions& o, const po::variables_map& values) {
+  check_choice("--model", o.model, models::model_names());
+  check_choice("--dataset", o.dataset, kDatasets);
+  if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
+        o.device.rfind("cuda:", 0) == 0)) {
+    usage_fail("--device '", o.device, "' is not one of auto, cpu, cuda or cuda:N");
+  }
+  if (values.count("threads")) {
+    if (o.threads < 1 || o.threads > kMaxThreads) {
+      usage_fail("--threads must be between 1 and ", kMaxThreads, ", got ", o.threads);
+    }
+  } else {
+    o.threads = available_cores();
+  }
+  check_at_least<std::int64_t>("--seed", o.seed, 0);
+
+  check_choice("--optimizer", o.optimizer, kOptimizers);
+  check_finite("--lr", o.lr);
+  if (!(o.lr > 0)) usage_fail("--lr must be positive, got ", o.lr);
+  check_finite("--momentum", o.momentum);
+  if (o.momentum < 0 || o.momentum >= 1) usage_fail("--momentum must be in [0, 1), got ", o.momentum);
+  if (o.optimizer != "sgd" && o.was_given("momentum")) {
+    usage_fail("--momentum applies to --optimizer sgd only, not ", o.optimizer);
+  }
+  check_finite("--weight-decay", o.weight_decay);
+  check_at_least("--weight-decay", o.weight_decay, 0.0);
+  check_at_least<std::int64_t>("--epochs", o.epochs, 1);
+  check_at_least<std::int64_t>("--batch-size", o.batch_size, 1);
+
+  check_at_least<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0);
+  check_at_least("--keep-checkpoints", o.keep_checkpoints, 1);
+
+  if (values.count("nproc-per-node")) {
+    const int alias = values["nproc-per-node"].as<int>();
+    if (o.was_given("gpus") && alias != o.gpus) {
+      usage_fail("--gpus ", o.gpus, " and --nproc-per-node ", alias,
+                 " disagree (they are the same flag)");
+    }
+    o.gpus = alias;
+  }
+  check_at_least("--nodes", o.nodes, 1);
+  check_at_least("--gpus", o.gpus, 1);
+  if (o.nr < 0 || o.nr >= o.nodes) {
+    usage_fail("--nr must be in [0, --nodes) = [0, ", o.nodes, "), got ", o.nr);
+  }
+  if (o.master_port < 1 || o.master_port > 65535) {
+    usage_fail("--master-port must be in [1, 65535], got ", o.master_port);
+  }
+  if (o.was_given("log-json") && o.log_json.empty()) {
+    usage_fail("--log-json needs a file name or '-' for standard output");
+  }
+
+  o.precision = amp::resolve_properties(
+      amp::parse_opt_level(values["opt-level"].as<std::string>()), precision_overrides(values));
+}
+
+}  // namespace
+
+po::options_description train_options_description(TrainOptions& o) {
+  using po::value;
+  auto model = make_group("Model and data");
+  model.add_options()
+    ("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
+     "lenet, mlp or resnet18")
+    ("dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
+     "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")
+    ("data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
+     "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")
+    ("device", value(&o.device)->default_value(o.device)->value_name("D"),
+     "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")
+    ("threads", value(&o.threads)->value_name("N"),
+     "CPU threads for the kernels (default: every core this process may use)")
+    ("seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
+     "seed of the weight initialisation, the shuffling and the synthetic data");
+
+  auto precision = make_group("Mixed precision (defaults follow the opt level)");
+  precision.add_options()
+    ("opt-level", value<std::string>()->default_value("O0")->value_name("O0|O1|O2|O3"),
+     "O0 fp32; O1 per-op casts; O2 half model + fp32 masters; O3 pure half")
+    ("half-dtype", value<std::string>()->value_name("fp16|bf16"),
+     "the half type of O1-O3 (default fp16)")
+    ("loss-scale", value<std::string>()->value_name("dynamic|X"),
+     "dynamic, or a static scale (default: dynamic at O1/O2 with fp16, else 1)")
+    ("init-loss-scale", value<float>()->value_name("X"),
+     "first dynamic scale (default 65536)")
+    ("scale-window", value<std::int64_t>()->value_name("N"),
+     "finite steps before the dynamic scale doubles (default 2000)")
+    ("min-loss-scale", value<float>()->value_name("X"), "lowest dynamic scale (default 1)")
+    ("max-loss-scale", value<float>()->value_name("X"), "highest dynamic scale (default 2^24)")
+    ("keep-batchnorm-fp32", value<std::string>()->value_name("true|false"),
+     "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")
+    ("master-weights", value<std::string>()->value_name("true|false"),
+     "keep fp32 master weights for a half model (default: true at O2, false at O3)");
+
+  auto optimizer = make_group("Optimizer");
+  optimizer.add_options()
+    ("optimizer", value(&o.optimizer)->default_value(o.optimizer)->value_name("NAME"),
+     "sgd or adamw")
+    ("lr", value(&o.lr)->default_value(o.lr, "0.1")->value_name("X"), "learning rate")
+    ("momentum", value(&o.momentum)->default_value(o.momentum, "0")->value_name("X"),
+     "SGD momentum, in [0, 1)")
+    ("weight-decay", value(&o.weight_decay)->default_value(o.weight_decay, "0")->value_name("X"),
+     "L2 penalty for sgd, decoupled decay for adamw")
+    ("epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"), "passes over the training set")
+    ("batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
+     "global minibatch size, split evenly across ranks");
+
+  auto checkpoints = make_group("Checkpoints");
+  checkpoints.add_options()
+    ("checkpoint-dir", value(&o.checkpoint_dir)->value_name("DIR"),
+     "write checkpoints here (default: none)")
+    ("checkpoint-every", value(&o.checkpoint_every)->default_value(o.checkpoint_every)->value_name("N"),
+     "also checkpoint every N steps (0: only at each epoch end)")
+    ("keep-checkpoints", value(&o.keep_checkpoints)->default_value(o.keep_checkpoints)->value_name("K"),
+     "keep the newest K checkpoints")
+    ("resume", value(&o.resume)->value_name("FILE|DIR"),
+     "continue from a checkpoint file, or the newest one in DIR");
+
+  auto distributed = make_group("Distributed");
+  distributed.add_options()
+    ("nodes", value(&o.nodes)->default_value(o.nodes)->value_name("N"), "number of nodes")
+    ("gpus", value(&o.gpus)->default_value(o.gpus)->value_name("G"),
+     "processes per node, one per device (worker processes on the CPU)")
+    ("nproc-per-node", value<int>()->value_name("G"), "same as --gpus")
+    ("nr", value(&o.nr)->default_value(o.nr)->value_name("R"), "this node's rank, in [0, --nodes)")
+    ("master-addr", value(&o.master_addr)->default_value(o.master_addr)->value_name("A"),
+     "rendezvous address (rank 0's host)")
+    ("master-port", value(&o.master_port)->default_value(o.master_port)->value_name("P"),
+     "rendezvous port")
+    ("allreduce-fp32", value(&o.allreduce_fp32)->default_value(false, "false")->implicit_value(true, "true")->value_name("BOOL"),
+     "reduce gradients in fp32 instead of the half type");
+
+  auto output = make_group("Output");
+  output.add_options()
+    ("log-json", value(&o.log_json)->value_name("FILE|-"),
+     "write start/epoch/end events, one JSON object per line ('-': standard output)")
+    ("config", value(&o.config)->value_name("FILE"),
+     "read flags from FILE, one per line as 'key value' or 'key=value' ('#' comments); "
+     "the command line wins")
+    ("help,h", "print this help and exit");
+
+  po::options_description all;
+  all.add(model).add(precision).add(optimizer).add(checkpoints).add(distributed).add(output);
+  return all;
+}
+
+TrainOptions parse_train_options(const std::vector<std::string>& args) {
+  TrainOptions o;
+  const auto description = train_options_description(o);
+  po::variables_map values;
+  parse_arguments(args, description, values);
+  if (values.count("config")) {
+    const std::string path = values["config"].as<std::string>();
+    for (const ConfigLine& line : read_config_file(path)) {
+      if (line.key == "config" || line.key == "help") {
+        usage_fail(path, ":", line.number, ": '", line.key, "' cannot be set in a config file");
+      }
+      try {
+        parse_arguments({line.word}, description, values);
+      } catch (const po::error& e) {
+        usage_fail(path, ":", line.number, ": ", e.what());
+      }
+    }
+  }
+  po::notify(values);
+  for (const auto& [key, value] : values) {
+    if (!value.defaulted()) o.given.insert(key);
+  }
+  validate(o, values);
+  return o;
+}
+
+void print_train_help() {
+  TrainOptions defaults;
+  print_help("alloy train [options]",
+             "Trains a model on an image classification dataset and prints one line per epoch.\n"
+             "Flags of features that have not landed yet are accepted and answered with an\n"
+             "error that says so.",
+             train_options_description(defaults));
+}
+
+}  // namespace alloy::app

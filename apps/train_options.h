@@ -1,0 +1,69 @@
+// Every flag of `alloy train` (DESIGN.md's command line contract), with its default, and the
+// validation that turns bad values into UsageErrors naming the flag.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "amp/opt_level.h"
+#include "apps/cli.h"
+
+namespace alloy::app {
+
+struct TrainOptions {
+  // Model and data.
+  std::string model = "lenet";
+  std::string dataset = "fashion-mnist";
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  int threads = 0;              // resolved to the cores this process may use when not given
+  std::int64_t seed = 1;
+
+  // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
+  amp::AmpProperties precision;
+
+  // Optimizer and schedule.
+  std::string optimizer = "sgd";
+  double lr = 0.1;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+  std::int64_t epochs = 10;
+  std::int64_t batch_size = 256;  // global: split across ranks
+
+  // Checkpoints.
+  std::string checkpoint_dir;         // empty: no checkpoints
+  std::int64_t checkpoint_every = 0;  // steps; 0: at epoch ends only
+  int keep_checkpoints = 3;
+  std::string resume;  // empty: start fresh
+
+  // Distributed.
+  int nodes = 1;
+  int gpus = 1;  // processes per node
+  int nr = 0;    // this node's rank
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  bool allreduce_fp32 = false;
+
+  // Output.
+  std::string log_json;  // empty: no JSON log; "-": standard output
+  std::string config;
+
+  // Long names of the flags given on the command line or in the config file.
+  std::set<std::string> given;
+  bool was_given(const std::string& flag) const { return given.count(flag) != 0; }
+};
+
+// The `alloy train` options, bound to `options` (defaults are the struct's initial values).
+po::options_description train_options_description(TrainOptions& options);
+
+// Parses and validates the words after `alloy train`; the config file (--config) fills in
+// what the command line did not set. Throws UsageError for bad flags and values, Error when
+// the config file cannot be read.
+TrainOptions parse_train_options(const std::vector<std::string>& args);
+
+// For --help.
+void print_train_help();
+
+}  // namespace alloy::app

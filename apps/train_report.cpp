@@ -1,0 +1,115 @@
+#include "apps/train_report.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "amp/opt_level.h"
+#include "apps/version.h"
+
+namespace alloy::app {
+
+namespace {
+
+std::string format(const char* pattern, double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, pattern, value);
+  return text;
+}
+
+std::string mebibytes(std::int64_t bytes) {
+  return format("%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+}
+
+}  // namespace
+
+TrainReport::TrainReport(const TrainOptions& options)
+    : options_(options),
+      log_(options.log_json.empty() ? nullptr : std::make_unique<JsonLog>(options.log_json)),
+      human_(log_ && log_->to_stdout() ? std::cerr : std::cout) {}
+
+void TrainReport::start(Trainer& trainer) {
+  const TrainOptions& o = options_;
+  const data::DatasetPair& data = trainer.data();
+  const std::int64_t parameters = trainer.parameter_count();
+  const char* level = amp::opt_level_name(o.precision.level);
+  human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
+         << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
+         << data.test.size() << " test | " << level << " | " << o.optimizer << " lr " << o.lr;
+  if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
+  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | "
+         << o.epochs << " epochs | seed " << o.seed << std::endl;
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "start")
+      .add("model", o.model)
+      .add("opt_level", level)
+      .add("device", trainer.device().str())
+      .add("world_size", 1)
+      .add("dataset", o.dataset)
+      .add("train_examples", data.train.size())
+      .add("test_examples", data.test.size())
+      .add("batch_size", o.batch_size)
+      .add("optimizer", o.optimizer)
+      .add("lr", o.lr)
+      .add("momentum", o.momentum)
+      .add("weight_decay", o.weight_decay)
+      .add("epochs", o.epochs)
+      .add("seed", o.seed)
+      .add("threads", o.threads)
+      .add("parameters", parameters)
+      .add("version", version_string());
+  log_->write(event);
+}
+
+void TrainReport::on_epoch_begin(std::int64_t epoch, std::int64_t batches) {
+  progress_ = std::make_unique<ProgressBar>(
+      "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs), batches);
+}
+
+void TrainReport::on_step(std::int64_t batches, std::int64_t images, double mean_loss,
+                          double seconds) {
+  if (!progress_) return;
+  progress_->update(batches, format("loss %.4f", mean_loss) + "  " +
+                                 format("%.0f img/s", seconds > 0 ? images / seconds : 0.0));
+}
+
+void TrainReport::on_epoch_end(const EpochStats& s) {
+  progress_.reset();  // clears the bar before the epoch's line
+  total_seconds_ += s.epoch_seconds;
+  human_ << "epoch " << s.epoch << "/" << options_.epochs << format("  loss %.4f", s.train_loss)
+         << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc)
+         << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
+         << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps << "  peak "
+         << mebibytes(s.peak_memory_bytes) << std::endl;
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "epoch")
+      .add("epoch", s.epoch)
+      .add("step", s.step)
+      .add("train_loss", s.train_loss)
+      .add("train_acc", s.train_acc)
+      .add("test_acc", s.test_acc)
+      .add("epoch_seconds", s.epoch_seconds)
+      .add("images_per_second", s.images_per_second)
+      .add("loss_scale", s.loss_scale)
+      .add("skipped_steps", s.skipped_steps)
+      .add("peak_memory_bytes", s.peak_memory_bytes);
+  log_->write(event);
+}
+
+void TrainReport::end(Trainer& trainer) {
+  const std::string digest = trainer.params_digest();
+  human_ << "done: " << trainer.epochs_done() << " epochs, " << trainer.steps() << " steps"
+         << format(", test_acc %.4f", trainer.last_test_acc()) << ", params_digest " << digest
+         << format(", %.1f s training", total_seconds_) << std::endl;
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "end")
+      .add("epoch", trainer.epochs_done())
+      .add("step", trainer.steps())
+      .add("test_acc", trainer.last_test_acc())
+      .add("params_digest", digest);
+  log_->write(event);
+}
+
+}  // namespace alloy::app

@@ -1,0 +1,36 @@
+// What `alloy train` tells its user: a progress bar on a terminal, one human line per epoch,
+// and the JSON log of the command line contract (start, epoch and end events). Human lines go
+// to standard output, or to standard error when the JSON log takes standard output.
+#pragma once
+
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "apps/json_log.h"
+#include "apps/progress.h"
+#include "apps/trainer.h"
+
+namespace alloy::app {
+
+class TrainReport : public TrainObserver {
+ public:
+  // Opens the JSON log (if any) right away, so a bad path fails before any work.
+  explicit TrainReport(const TrainOptions& options);
+
+  void start(Trainer& trainer);
+  void on_epoch_begin(std::int64_t epoch, std::int64_t batches) override;
+  void on_step(std::int64_t batches, std::int64_t images, double mean_loss,
+               double seconds) override;
+  void on_epoch_end(const EpochStats& stats) override;
+  void end(Trainer& trainer);
+
+ private:
+  const TrainOptions& options_;
+  std::unique_ptr<JsonLog> log_;
+  std::ostream& human_;
+  std::unique_ptr<ProgressBar> progress_;
+  double total_seconds_ = 0;
+};
+
+}  // namespace alloy::app

@@ -1,0 +1,168 @@
+#include "apps/trainer.h"
+
+#include <chrono>
+
+#include "core/digest.h"
+#include "core/models/models.h"
+#include "core/ops/elementwise.h"
+#include "core/random.h"
+
+namespace alloy::app {
+
+namespace {
+
+// Reads element 0 of a one-element tensor; a device-to-host copy off the CPU.
+float read_scalar(const Tensor& tensor) {
+  if (tensor.device().is_cpu()) return tensor.to_floats()[0];
+  Tensor host = Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(),
+                              MemoryCategory::workspace);
+  host.copy_from(tensor);
+  return host.to_floats()[0];
+}
+
+optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
+  optim::OptimizerConfig config;
+  config.kind = o.optimizer;
+  config.lr = static_cast<float>(o.lr);
+  config.momentum = static_cast<float>(o.momentum);
+  config.weight_decay = static_cast<float>(o.weight_decay);
+  return config;
+}
+
+std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device) {
+  Generator generator(static_cast<std::uint64_t>(o.seed));
+  auto model = models::make_model(o.model, generator, /*classes=*/10);
+  model->to_device(device);
+  model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
+  return model;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair data)
+    : options_(options),
+      device_(device),
+      data_(std::move(data)),
+      model_(build_model(options, device)),
+      precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
+                                                       optimizer_config(options))),
+      sampler_(data_.train.size(), static_cast<std::uint64_t>(options.seed), /*shuffle=*/true) {
+  ALLOY_CHECK(data_.train.size() > 0, "the training set ", data_.train.name, " is empty");
+}
+
+void Trainer::run(TrainObserver& observer) {
+  for (std::int64_t epoch = epochs_done_; epoch < options_.epochs; ++epoch) {
+    observer.on_epoch_end(train_epoch(epoch, observer));
+  }
+}
+
+EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
+  memory_stats(device_).reset_peaks();
+  data::Loader loader(data_.train, sampler_.epoch_indices(epoch), options_.batch_size);
+  observer.on_epoch_begin(epoch, loader.batches());
+  model_->set_training(true);
+
+  // Sums in double: a float loses the low digits of a 60000-example mean.
+  double loss_sum = 0;
+  std::int64_t images = 0;
+  std::int64_t correct = 0;
+  std::int64_t batches = 0;
+  const auto start = std::chrono::steady_clock::now();
+  data::Batch batch;
+  while (loader.next(batch)) {
+    const StepResult result = step(batch);
+    const std::int64_t size = batch.labels.numel();
+    loss_sum += result.loss * static_cast<double>(size);
+    correct += result.correct;
+    images += size;
+    ++batches;
+    observer.on_step(batches, images, loss_sum / static_cast<double>(images),
+                     seconds_since(start));
+  }
+  EpochStats stats;
+  stats.epoch_seconds = seconds_since(start);
+  stats.epoch = epoch + 1;
+  stats.step = steps_;
+  stats.train_loss = images ? loss_sum / static_cast<double>(images) : 0.0;
+  stats.train_acc = images ? static_cast<double>(correct) / static_cast<double>(images) : 0.0;
+  stats.images_per_second =
+      stats.epoch_seconds > 0 ? static_cast<double>(images) / stats.epoch_seconds : 0.0;
+  stats.test_acc = evaluate(data_.test);
+  const amp::ScalerSnapshot scaler = precision_->scaler().snapshot();
+  stats.loss_scale = scaler.scale;
+  stats.skipped_steps = scaler.skipped_steps;
+  stats.peak_memory_bytes = memory_stats(device_).snapshot().total_peak;
+  epochs_done_ = epoch + 1;
+  last_test_acc_ = stats.test_acc;
+  return stats;
+}
+
+Trainer::StepResult Trainer::step(const data::Batch& batch) {
+  const Tensor labels = to_device(batch.labels);
+  const Tensor logits = forward(to_device(batch.images));
+  const std::int64_t correct = count_correct(logits, labels);
+  const SoftmaxCrossEntropyResult result = loss(logits, labels);
+  backward(result, labels, logits.dtype());
+  update();
+  ++steps_;
+  return {read_scalar(result.loss), correct};
+}
+
+Tensor Trainer::forward(const Tensor& images) {
+  return model_->forward(normalize_images(images, precision_->input_dtype()));
+}
+
+SoftmaxCrossEntropyResult Trainer::loss(const Tensor& logits, const Tensor& labels) {
+  return softmax_cross_entropy_forward(logits, labels);
+}
+
+void Trainer::backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels,
+                       DType logits_dtype) {
+  // The loss scale enters here, so every gradient below the loss is scaled.
+  model_->backward(
+      softmax_cross_entropy_backward(loss.probabilities, labels, loss_scale_value(), logits_dtype));
+}
+
+void Trainer::update() {
+  precision_->step();
+  model_->zero_grad();
+}
+
+double Trainer::evaluate(const data::Dataset& dataset) {
+  if (dataset.size() == 0) return 0.0;
+  model_->set_training(false);
+  const data::Sampler order(dataset.size(), 0, /*shuffle=*/false);
+  data::Loader loader(dataset, order.epoch_indices(0), options_.batch_size);
+  std::int64_t correct = 0;
+  data::Batch batch;
+  while (loader.next(batch)) correct += count_correct(forward(to_device(batch.images)), to_device(batch.labels));
+  model_->set_training(true);
+  return static_cast<double>(correct) / static_cast<double>(dataset.size());
+}
+
+std::string Trainer::params_digest() { return alloy::params_digest(precision_->canonical_parameters()); }
+
+std::int64_t Trainer::parameter_count() {
+  std::int64_t count = 0;
+  for (const nn::Parameter* param : model_->parameters()) count += param->value.numel();
+  return count;
+}
+
+Tensor Trainer::to_device(const Tensor& host) const {
+  if (device_ == host.device()) return host;
+  Tensor placed = Tensor::empty(host.shape(), host.dtype(), device_, MemoryCategory::data);
+  placed.copy_from(host);
+  return placed;
+}
+
+float Trainer::loss_scale_value() const {
+  const amp::LossScaleConfig& config = precision_->properties().loss_scale;
+  // A static scale is known on the host; only a dynamic one has to be read back.
+  return config.dynamic ? read_scalar(precision_->loss_scale()) : config.static_scale;
+}
+
+}  // namespace alloy::app

@@ -1,0 +1,98 @@
+// The training loop of `alloy train`, independent of the command line's output so tests can
+// drive it. One step is forward -> loss -> backward -> optimizer step, each its own function;
+// the amp layer (amp::MixedPrecision) owns the optimizer and the loss scale, so opt levels,
+// checkpoints and data parallelism attach at those seams.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "amp/mixed_precision.h"
+#include "apps/train_options.h"
+#include "core/data/dataset.h"
+#include "core/data/loader.h"
+#include "core/data/sampler.h"
+#include "core/nn/module.h"
+#include "core/ops/softmax_cross_entropy.h"
+
+namespace alloy::app {
+
+// One epoch's figures; the JSON log's epoch event has exactly these.
+struct EpochStats {
+  std::int64_t epoch = 0;  // 1-based
+  std::int64_t step = 0;   // steps taken since the start of training
+  double train_loss = 0;   // mean over the epoch's examples
+  double train_acc = 0;
+  double test_acc = 0;
+  double epoch_seconds = 0;  // the training steps only; evaluation is not counted
+  double images_per_second = 0;
+  double loss_scale = 1;
+  std::int64_t skipped_steps = 0;
+  std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
+};
+
+// Hooks for progress display and logging; the trainer calls them in order.
+class TrainObserver {
+ public:
+  virtual ~TrainObserver() = default;
+  virtual void on_epoch_begin(std::int64_t /*epoch*/, std::int64_t /*batches*/) {}
+  // After each step: batches and images done in this epoch, their mean loss, seconds so far.
+  virtual void on_step(std::int64_t /*batches*/, std::int64_t /*images*/, double /*mean_loss*/,
+                       double /*seconds*/) {}
+  virtual void on_epoch_end(const EpochStats& /*stats*/) {}
+};
+
+class Trainer {
+ public:
+  // Builds the model from options.seed, places it on `device` and wraps it for the options'
+  // opt level. `data` is kept for the trainer's lifetime.
+  Trainer(const TrainOptions& options, Device device, data::DatasetPair data);
+
+  // Trains options.epochs epochs, evaluating on the test set after each.
+  void run(TrainObserver& observer);
+
+  // One pass over the training set (epoch is 0-based), then evaluation.
+  EpochStats train_epoch(std::int64_t epoch, TrainObserver& observer);
+
+  // Fraction of `dataset` classified correctly, in evaluation mode.
+  double evaluate(const data::Dataset& dataset);
+
+  // The fingerprint of the canonical (fp32 master) weights; see core/digest.h.
+  std::string params_digest();
+
+  std::int64_t parameter_count();
+  std::int64_t steps() const { return steps_; }
+  std::int64_t epochs_done() const { return epochs_done_; }
+  double last_test_acc() const { return last_test_acc_; }
+  const data::DatasetPair& data() const { return data_; }
+  Device device() const { return device_; }
+  nn::Module& model() { return *model_; }
+
+ private:
+  struct StepResult {
+    double loss = 0;
+    std::int64_t correct = 0;
+  };
+
+  StepResult step(const data::Batch& batch);
+  Tensor forward(const Tensor& images);
+  SoftmaxCrossEntropyResult loss(const Tensor& logits, const Tensor& labels);
+  void backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels, DType logits_dtype);
+  void update();
+
+  Tensor to_device(const Tensor& host) const;
+  float loss_scale_value() const;
+
+  TrainOptions options_;
+  Device device_;
+  data::DatasetPair data_;
+  std::unique_ptr<nn::Module> model_;
+  std::unique_ptr<amp::MixedPrecision> precision_;
+  data::Sampler sampler_;
+  std::int64_t steps_ = 0;
+  std::int64_t epochs_done_ = 0;
+  double last_test_acc_ = 0;
+};
+
+}  // namespace alloy::app
