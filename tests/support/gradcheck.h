@@ -30,6 +30,19 @@ void check_close(const Tensor& actual, const std::vector<double>& expected, doub
 std::vector<double> numerical_gradient(const std::function<double()>& loss, Tensor& input,
                                        float step);
 
+// Central differences for functions with kinks (ReLU, max pooling): an element whose
+// differences at `step` and `step / 2` disagree beyond the tolerance straddles a kink, where
+// no derivative exists, and is reported as NaN instead of a value.
+std::vector<double> numerical_gradient_off_kinks(const std::function<double()>& loss,
+                                                 Tensor& input, float step, double rtol,
+                                                 double atol);
+
+// check_close over the elements whose expected value is not NaN; fails when more than
+// `max_skipped_share` of them were NaN (too many kinks make the check meaningless).
+void check_close_off_kinks(const std::vector<double>& actual, const std::vector<double>& expected,
+                           double rtol, double atol, double max_skipped_share,
+                           const std::string& what);
+
 // sum_i y_i * weights_i in double: the scalar whose gradient with respect to y is `weights`.
 double weighted_sum(const Tensor& y, const std::vector<double>& weights);
 

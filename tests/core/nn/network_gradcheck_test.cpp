@@ -42,8 +42,6 @@ double cross_entropy(const Tensor& logits, const std::vector<int>& labels) {
 
 void check_network(nn::Sequential& net, const Shape& input_shape, std::uint64_t seed,
                    float step, double rtol, double atol) {
-  if (getenv("STEP")) step = atof(getenv("STEP"));
-  if (getenv("SEED")) seed += atoi(getenv("SEED"));
   Generator generator(seed);
   for (nn::Parameter* p : net.parameters()) {
     const float centre = p->is_norm && p->name.find("weight") != std::string::npos ? 1.0f : 0.0f;
@@ -72,11 +70,17 @@ void check_network(nn::Sequential& net, const Shape& input_shape, std::uint64_t 
   for (const nn::Parameter* p : net.parameters()) analytic.push_back(test::to_doubles(p->grad));
 
   const auto loss = [&] { return cross_entropy(net.forward(x), labels); };
-  test::check_close(analytic_dx, test::numerical_gradient(loss, x, step), rtol, atol, "dx");
+  // ReLU and max pooling make the loss piecewise smooth; elements within a step of a kink
+  // have no derivative to compare against and are left out (a few percent at most).
+  constexpr double kMaxKinkShare = 0.1;
+  test::check_close_off_kinks(analytic_dx,
+                              test::numerical_gradient_off_kinks(loss, x, step, rtol, atol), rtol,
+                              atol, kMaxKinkShare, "dx");
   std::size_t index = 0;
   for (nn::Parameter* p : net.parameters()) {
-    test::check_close(analytic[index++], test::numerical_gradient(loss, p->value, step), rtol,
-                      atol, "d" + p->name);
+    test::check_close_off_kinks(
+        analytic[index++], test::numerical_gradient_off_kinks(loss, p->value, step, rtol, atol),
+        rtol, atol, kMaxKinkShare, "d" + p->name);
   }
 }
 
