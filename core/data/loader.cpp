@@ -86,8 +86,9 @@ Batch Loader::assemble(std::int64_t position) const {
 
 void Loader::produce() {
   try {
-    for (auto position = start_; position + batch_size_ <= static_cast<std::int64_t>(order_.size());
-         position += batch_size_) {
+    // Up to the end of the order: the last batch may be smaller (assemble() clips it).
+    const auto size = static_cast<std::int64_t>(order_.size());
+    for (auto position = start_; position < size; position += batch_size_) {
       {
         // Assemble only once the previous batch was taken: exactly one batch ahead.
         std::unique_lock<std::mutex> lock(mutex_);
