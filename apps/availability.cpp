@@ -25,11 +25,6 @@ void check_train_features_available(const TrainOptions& o) {
     fail("loss scaling (--loss-scale and its tuning flags) is not available yet: it comes with "
          "mixed-precision training, which has not landed");
   }
-  for (const char* flag : {"checkpoint-dir", "checkpoint-every", "keep-checkpoints", "resume"}) {
-    if (o.was_given(flag)) {
-      fail("--", flag, " is not available yet: checkpoints have not landed");
-    }
-  }
   if (o.nodes > 1 || o.gpus > 1) {
     fail(o.nodes > 1 ? "--nodes " : "--gpus ", o.nodes > 1 ? o.nodes : o.gpus,
          " is not available yet: data-parallel training has not landed; run one process");

@@ -1,9 +1,21 @@
-// alloy eval: the flags of the contract are parsed and checked; evaluation itself waits for
-// checkpoints.
-#include "apps/availability.h"
+// alloy eval --checkpoint FILE: rebuilds the checkpoint's model at its opt level, loads the
+// weights and reports the test accuracy on the dataset it was trained on.
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
 #include "apps/cli.h"
 #include "apps/commands.h"
+#include "apps/device_choice.h"
 #include "apps/exit_codes.h"
+#include "apps/json_log.h"
+#include "apps/trainer.h"
+#include "apps/training_state.h"
+#include "core/checkpoint/checkpoint_file.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace alloy::app {
 
@@ -23,19 +35,86 @@ po::options_description eval_options() {
   options.add(group);
   return options;
 }
+
+void warn(const std::string& message) {
+  std::cerr << "alloy: warning: " << message << std::endl;
+}
 }  // namespace
 
 int run_eval(const std::vector<std::string>& args) {
   const auto options = eval_options();
   if (wants_help(args)) {
     print_help("alloy eval --checkpoint FILE [options]",
-               "Evaluates a checkpoint on its dataset's test set. Not available yet.", options);
+               "Evaluates a checkpoint on its dataset's test set, at the opt level it was saved "
+               "at, and prints the test accuracy.",
+               options);
     return kExitSuccess;
   }
   po::variables_map values;
   parse_arguments(args, options, values);
   po::notify(values);
-  command_not_available("eval", "checkpoint loading");
+  const std::string device_flag = values["device"].as<std::string>();
+  if (!(device_flag == "auto" || device_flag == "cpu" || device_flag == "cuda" ||
+        device_flag.rfind("cuda:", 0) == 0)) {
+    usage_fail("--device '", device_flag, "' is not one of auto, cpu, cuda or cuda:N");
+  }
+  std::unique_ptr<JsonLog> log;
+  if (values.count("log-json")) {
+    const std::string path = values["log-json"].as<std::string>();
+    if (path.empty()) usage_fail("--log-json needs a file name or '-' for standard output");
+    log = std::make_unique<JsonLog>(path);
+  }
+  std::ostream& human = log && log->to_stdout() ? std::cerr : std::cout;
+
+  const std::string path = values["checkpoint"].as<std::string>();
+  checkpoint::CheckpointState state = checkpoint::read_checkpoint(path);
+  TrainOptions train = options_from_checkpoint(state);
+  train.resume = path;
+  if (values.count("data-dir")) train.data_dir = values["data-dir"].as<std::string>();
+  train.device = device_flag;
+  // The training run's thread count, so the accuracy is the one its epoch event reported.
+  const unsigned cores = std::thread::hardware_concurrency();
+  train.threads = cores == 0 ? 1 : static_cast<int>(cores);
+  const auto threads = state.extra.find("threads");
+  if (threads != state.extra.end()) {
+    const int saved = std::atoi(threads->second.c_str());
+    if (saved >= 1 && saved <= 1024) train.threads = saved;
+  }
+  set_cpu_threads(train.threads);
+  const DeviceChoice device = choose_device(train.device);
+  std::cerr << "alloy: " << device.explanation << std::endl;
+
+  Trainer trainer(train, device.device,
+                  data::load_datasets(train.dataset, train.data_dir,
+                                      static_cast<std::uint64_t>(train.seed)));
+  restore_training_state(trainer, state, path, warn);
+  state = {};  // the weights are in the model now
+  const data::Dataset& test = trainer.data().test;
+  const double accuracy = trainer.evaluate(test);
+  const std::string digest = trainer.params_digest();
+  const char* level = amp::opt_level_name(trainer.precision().properties().level);
+
+  char figure[32];
+  std::snprintf(figure, sizeof figure, "%.4f", accuracy);
+  human << path << ": " << train.model << " " << level << ", epoch " << trainer.epochs_done()
+        << ", step " << trainer.steps() << ": test_acc " << figure << " on " << test.size()
+        << " " << test.name << " examples, params_digest " << digest << std::endl;
+  if (log) {
+    JsonObject event;
+    event.add("event", "eval")
+        .add("checkpoint", path)
+        .add("model", train.model)
+        .add("opt_level", level)
+        .add("device", trainer.device().str())
+        .add("dataset", train.dataset)
+        .add("epoch", trainer.epochs_done())
+        .add("step", trainer.steps())
+        .add("test_examples", test.size())
+        .add("test_acc", accuracy)
+        .add("params_digest", digest);
+    log->write(event);
+  }
+  return kExitSuccess;
 }
 
 }  // namespace alloy::app

@@ -1,23 +1,39 @@
-// alloy train: parse, check what is available, pick the device, load the data, train, report.
+// alloy train: parse, check what is available, pick the device, load the data (and the
+// checkpoint to resume from), train with periodic checkpoints, report.
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "apps/availability.h"
 #include "apps/commands.h"
 #include "apps/device_choice.h"
 #include "apps/exit_codes.h"
+#include "apps/stop_signals.h"
 #include "apps/train_options.h"
 #include "apps/train_report.h"
 #include "apps/trainer.h"
+#include "apps/training_state.h"
 #include "core/thread_pool.h"
 
 namespace alloy::app {
+
+namespace {
+void warn(const std::string& message) {
+  std::cerr << "alloy: warning: " << message << std::endl;
+}
+}  // namespace
 
 int run_train(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     print_train_help();
     return kExitSuccess;
   }
-  const TrainOptions options = parse_train_options(args);
+  TrainOptions options = parse_train_options(args);
+  std::optional<checkpoint::LoadedCheckpoint> resume;
+  if (!options.resume.empty()) {
+    resume = load_resume_checkpoint(options.resume, warn);
+    apply_checkpoint_defaults(resume->state, options);
+  }
   check_train_features_available(options);
   set_cpu_threads(options.threads);
   const DeviceChoice device = choose_device(options.device);
@@ -27,8 +43,59 @@ int run_train(const std::vector<std::string>& args) {
   Trainer trainer(options, device.device,
                   data::load_datasets(options.dataset, options.data_dir,
                                       static_cast<std::uint64_t>(options.seed)));
+  if (resume) {
+    restore_training_state(trainer, resume->state, resume->path, warn);
+    std::cerr << "alloy: resuming from " << resume->path << " at epoch "
+              << trainer.epochs_done() + 1 << ", step " << trainer.steps() << std::endl;
+    resume.reset();  // the weights are in the model now
+  }
+
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!options.checkpoint_dir.empty()) {
+    checkpointer = std::make_unique<Checkpointer>(
+        options.checkpoint_dir, options.keep_checkpoints,
+        [&report](const std::string& path, std::int64_t step) {
+          report.on_checkpoint(path, step);
+        });
+  }
+  const StopSignals signals;
+  trainer.set_step_hook([&] {
+    const bool stop = signals.requested();
+    // The last step of an epoch is saved by the epoch hook, after evaluation.
+    const bool epoch_ends = trainer.epoch_progress().batches == trainer.epoch_batches();
+    const bool due = options.checkpoint_every > 0 &&
+                     trainer.steps() % options.checkpoint_every == 0 && !epoch_ends;
+    if (checkpointer && (stop || due)) checkpointer->save(trainer);
+    return stop;
+  });
+  trainer.set_epoch_hook([&] {
+    if (checkpointer) checkpointer->save(trainer);
+    return signals.requested();
+  });
+
   report.start(trainer);
   trainer.run(report);
+  if (trainer.stopped()) {
+    // Preemption: the contract's failure status (1), since the run did not finish.
+    report.interrupted();
+    const EpochProgress& progress = trainer.epoch_progress();
+    std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
+              << trainer.steps() << " (";
+    if (progress.batches > 0) {
+      std::cerr << "epoch " << trainer.epochs_done() + 1 << ", batch " << progress.batches
+                << " of " << trainer.epoch_batches();
+    } else {
+      std::cerr << trainer.epochs_done() << " of " << options.epochs << " epochs done";
+    }
+    std::cerr << "); ";
+    if (checkpointer) {
+      std::cerr << "saved " << checkpointer->last_path() << "; continue with --resume "
+                << checkpointer->dir() << std::endl;
+    } else {
+      std::cerr << "no checkpoint saved (no --checkpoint-dir)" << std::endl;
+    }
+    return kExitFailure;
+  }
   report.end(trainer);
   return kExitSuccess;
 }

@@ -112,4 +112,12 @@ void TrainReport::end(Trainer& trainer) {
   log_->write(event);
 }
 
+void TrainReport::on_checkpoint(const std::string& path, std::int64_t step) {
+  if (!progress_ || !ProgressBar::enabled()) human_ << "checkpoint " << path << std::endl;
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "checkpoint").add("path", path).add("step", step);
+  log_->write(event);
+}
+
 }  // namespace alloy::app

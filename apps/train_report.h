@@ -24,6 +24,11 @@ class TrainReport : public TrainObserver {
                double seconds) override;
   void on_epoch_end(const EpochStats& stats) override;
   void end(Trainer& trainer);
+  // A checkpoint was written: the JSON log's checkpoint event, and a line for people when no
+  // progress bar is being drawn.
+  void on_checkpoint(const std::string& path, std::int64_t step);
+  // Training stopped mid-epoch: clears the progress bar.
+  void interrupted() { progress_.reset(); }
 
  private:
   const TrainOptions& options_;

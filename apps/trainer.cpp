@@ -55,22 +55,40 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
 }
 
 void Trainer::run(TrainObserver& observer) {
-  for (std::int64_t epoch = epochs_done_; epoch < options_.epochs; ++epoch) {
-    observer.on_epoch_end(train_epoch(epoch, observer));
+  for (std::int64_t epoch = epochs_done_; epoch < options_.epochs && !stopped_; ++epoch) {
+    const EpochStats stats = train_epoch(epoch, observer);
+    if (stopped_) break;  // mid-epoch: the epoch is not over, so it is not reported
+    observer.on_epoch_end(stats);
+    if (epoch_hook_ && epoch_hook_()) stopped_ = epochs_done_ < options_.epochs;
   }
+}
+
+void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
+                           const EpochProgress& progress) {
+  ALLOY_CHECK(epochs_done >= 0 && steps >= 0 && progress.batches >= 0 && progress.images >= 0 &&
+                  progress.images <= sampler_.per_rank(),
+              "cannot resume at epoch ", epochs_done, ", step ", steps, ", example ",
+              progress.images, " of an epoch of ", sampler_.per_rank());
+  epochs_done_ = epochs_done;
+  steps_ = steps;
+  progress_ = progress;
 }
 
 EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   memory_stats(device_).reset_peaks();
-  data::Loader loader(data_.train, sampler_.epoch_indices(epoch), options_.batch_size);
-  observer.on_epoch_begin(epoch, loader.batches());
+  // A resumed epoch starts where its checkpoint left off (progress_ is zero otherwise).
+  data::Loader loader(data_.train, sampler_.epoch_indices(epoch), options_.batch_size,
+                      progress_.images);
+  epoch_batches_ = progress_.batches + loader.batches();
+  observer.on_epoch_begin(epoch, epoch_batches_);
   model_->set_training(true);
 
   // Sums in double: a float loses the low digits of a 60000-example mean.
-  double loss_sum = 0;
-  std::int64_t images = 0;
-  std::int64_t correct = 0;
-  std::int64_t batches = 0;
+  double& loss_sum = progress_.loss_sum;
+  std::int64_t& images = progress_.images;
+  std::int64_t& correct = progress_.correct;
+  std::int64_t& batches = progress_.batches;
+  const std::int64_t images_before = images;
   const auto start = std::chrono::steady_clock::now();
   data::Batch batch;
   while (loader.next(batch)) {
@@ -82,6 +100,10 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     ++batches;
     observer.on_step(batches, images, loss_sum / static_cast<double>(images),
                      seconds_since(start));
+    if (step_hook_ && step_hook_()) {
+      stopped_ = true;
+      return {};
+    }
   }
   EpochStats stats;
   stats.epoch_seconds = seconds_since(start);
@@ -90,7 +112,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.train_loss = images ? loss_sum / static_cast<double>(images) : 0.0;
   stats.train_acc = images ? static_cast<double>(correct) / static_cast<double>(images) : 0.0;
   stats.images_per_second =
-      stats.epoch_seconds > 0 ? static_cast<double>(images) / stats.epoch_seconds : 0.0;
+      stats.epoch_seconds > 0 ? static_cast<double>(images - images_before) / stats.epoch_seconds
+                              : 0.0;
+  progress_ = EpochProgress{};  // the sums are in stats; the next epoch starts from zero
   stats.test_acc = evaluate(data_.test);
   const amp::ScalerSnapshot scaler = precision_->scaler().snapshot();
   stats.loss_scale = scaler.scale;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,16 @@ struct EpochStats {
   double loss_scale = 1;
   std::int64_t skipped_steps = 0;
   std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
+};
+
+// Where training stands inside the epoch in progress: the sampler position and the sums
+// behind the epoch's figures. A checkpoint carries it, so a run resumed mid-epoch visits the
+// same batches and reports the same train_loss as the run that was never stopped.
+struct EpochProgress {
+  std::int64_t batches = 0;  // steps taken in this epoch
+  std::int64_t images = 0;   // examples visited in this epoch: where the loader resumes
+  std::int64_t correct = 0;
+  double loss_sum = 0;  // sum of per-example losses, in double
 };
 
 // Hooks for progress display and logging; the trainer calls them in order.
@@ -69,6 +80,22 @@ class Trainer {
   Device device() const { return device_; }
   nn::Module& model() { return *model_; }
 
+  // Checkpoint seams (apps/training_state.h). A hook runs after every step, and after every
+  // epoch once the observer has seen it; when it returns true, training stops right there.
+  using StopHook = std::function<bool()>;
+  void set_step_hook(StopHook hook) { step_hook_ = std::move(hook); }
+  void set_epoch_hook(StopHook hook) { epoch_hook_ = std::move(hook); }
+  // Whether a hook stopped training before options.epochs were done.
+  bool stopped() const { return stopped_; }
+  const TrainOptions& options() const { return options_; }
+  amp::MixedPrecision& precision() { return *precision_; }
+  const EpochProgress& epoch_progress() const { return progress_; }
+  // Batches of the epoch in progress, counting those done before a resume.
+  std::int64_t epoch_batches() const { return epoch_batches_; }
+  // Puts the trainer where a checkpoint left off: `epochs_done` complete epochs, `steps`
+  // optimizer steps, and `progress` into the next epoch.
+  void set_position(std::int64_t epochs_done, std::int64_t steps, const EpochProgress& progress);
+
  private:
   struct StepResult {
     double loss = 0;
@@ -93,6 +120,11 @@ class Trainer {
   std::int64_t steps_ = 0;
   std::int64_t epochs_done_ = 0;
   double last_test_acc_ = 0;
+  EpochProgress progress_;
+  std::int64_t epoch_batches_ = 0;
+  StopHook step_hook_;
+  StopHook epoch_hook_;
+  bool stopped_ = false;
 };
 
 }  // namespace alloy::app
