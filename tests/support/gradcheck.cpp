@@ -6,8 +6,7 @@
 
 namespace alloy::test {
 
-Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, float low,
-                     float high) {
+Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, float low, float high) {
   std::vector<float> values(static_cast<std::size_t>(shape_numel(shape)));
   for (auto& value : values) {
     value = low + (high - low) * static_cast<float>(generator.uniform());
@@ -22,8 +21,8 @@ std::vector<double> to_doubles(const Tensor& tensor) {
 
 void check_close(const std::vector<double>& actual, const std::vector<double>& expected,
                  double rtol, double atol, const std::string& what) {
-  BOOST_TEST_REQUIRE(actual.size() == expected.size(), what << ": size " << actual.size()
-                                                            << " vs expected " << expected.size());
+  BOOST_TEST_REQUIRE(actual.size() == expected.size(),
+                     what << ": size " << actual.size() << " vs expected " << expected.size());
   std::size_t bad = 0;
   std::size_t worst = 0;
   double worst_excess = -1.0;
@@ -39,9 +38,9 @@ void check_close(const std::vector<double>& actual, const std::vector<double>& e
   }
   std::ostringstream message;
   if (bad > 0) {
-    message << what << ": " << bad << " of " << actual.size()
-            << " elements out of tolerance (rtol " << rtol << ", atol " << atol << "); worst at "
-            << worst << ": got " << actual[worst] << ", expected " << expected[worst];
+    message << what << ": " << bad << " of " << actual.size() << " elements out of tolerance (rtol "
+            << rtol << ", atol " << atol << "); worst at " << worst << ": got " << actual[worst]
+            << ", expected " << expected[worst];
   }
   BOOST_TEST(bad == 0u, message.str());
 }
@@ -65,38 +64,34 @@ std::vector<double> numerical_gradient(const std::function<double()>& loss, Tens
     const double minus = loss();
     values[i] = original;
     // Divide by the step actually taken, which float rounding may have changed.
-    const double taken = static_cast<double>(original + step) - static_cast<double>(original - step);
+    const double taken =
+        static_cast<double>(original + step) - static_cast<double>(original - step);
     gradient[i] = (plus - minus) / taken;
   }
   return gradient;
 }
 
 std::vector<double> numerical_gradient_off_kinks(const std::function<double()>& loss,
-                                                 Tensor& input, float step, double rtol,
-                                                 double atol) {
+                                                 const std::function<Piece()>& piece, Tensor& input,
+                                                 float step) {
   BOOST_TEST_REQUIRE((input.dtype() == DType::f32),
                      "numerical_gradient_off_kinks perturbs f32 tensors only, got " << input.str());
-  // One-sided differences agree up to step * curvature where the loss is smooth and differ
-  // by the jump in slope where a kink lies within the step; the margin absorbs curvature.
-  constexpr double kCurvatureMargin = 4.0;
+  loss();
+  const Piece centre = piece();
   float* values = input.data<float>();
-  const double centre = loss();
   std::vector<double> gradient(static_cast<std::size_t>(input.numel()));
   for (std::size_t i = 0; i < gradient.size(); ++i) {
     const float original = values[i];
     values[i] = original + step;
     const double plus = loss();
+    const bool plus_smooth = piece() == centre;
     values[i] = original - step;
     const double minus = loss();
+    const bool minus_smooth = piece() == centre;
     values[i] = original;
-    const double up = static_cast<double>(original + step) - static_cast<double>(original);
-    const double down = static_cast<double>(original) - static_cast<double>(original - step);
-    const double forward = (plus - centre) / up;
-    const double backward = (centre - minus) / down;
-    const double central = (plus - minus) / (up + down);
-    const bool smooth = std::fabs(forward - backward) <=
-                        kCurvatureMargin * (atol + rtol * std::fabs(central));
-    gradient[i] = smooth ? central : NAN;
+    const double taken =
+        static_cast<double>(original + step) - static_cast<double>(original - step);
+    gradient[i] = plus_smooth && minus_smooth ? (plus - minus) / taken : NAN;
   }
   return gradient;
 }
@@ -122,7 +117,8 @@ double weighted_sum(const Tensor& y, const std::vector<double>& weights) {
   const auto values = y.to_floats();
   BOOST_TEST_REQUIRE(values.size() == weights.size());
   double sum = 0.0;
-  for (std::size_t i = 0; i < values.size(); ++i) sum += static_cast<double>(values[i]) * weights[i];
+  for (std::size_t i = 0; i < values.size(); ++i)
+    sum += static_cast<double>(values[i]) * weights[i];
   return sum;
 }
 

@@ -2,6 +2,7 @@
 // float64 references with a report of the worst element, and central differences.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,12 +31,19 @@ void check_close(const Tensor& actual, const std::vector<double>& expected, doub
 std::vector<double> numerical_gradient(const std::function<double()>& loss, Tensor& input,
                                        float step);
 
-// Central differences for functions with kinks (ReLU, max pooling): an element whose
-// differences at `step` and `step / 2` disagree beyond the tolerance straddles a kink, where
-// no derivative exists, and is reported as NaN instead of a value.
+// The smooth piece of a piecewise-smooth function that its last evaluation lay in: for a
+// network, say, the sign of every ReLU input and the winner of every max-pooling window.
+using Piece = std::vector<std::int32_t>;
+
+// Central differences for functions with kinks (ReLU, max pooling). After each call of `loss`,
+// `piece` tells which smooth piece that call evaluated. An element whose perturbed evaluations
+// leave the piece of the unperturbed one straddles a kink, where the central difference is no
+// derivative, and is reported as NaN instead of a value. Unlike a test on the differences
+// themselves, this misses no kink however small its jump in slope (unless a perturbation
+// crosses one and back again).
 std::vector<double> numerical_gradient_off_kinks(const std::function<double()>& loss,
-                                                 Tensor& input, float step, double rtol,
-                                                 double atol);
+                                                 const std::function<Piece()>& piece, Tensor& input,
+                                                 float step);
 
 // check_close over the elements whose expected value is not NaN; fails when more than
 // `max_skipped_share` of them were NaN (too many kinks make the check meaningless).
