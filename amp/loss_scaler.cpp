@@ -28,6 +28,13 @@ LossScaler::LossScaler(const LossScaleConfig& config, Device device) : config_(c
   state_.at_min_streak = scalar(DType::i32, device, 0);
   state_.found_inf = scalar(DType::f32, device, 0);
   state_.first_overflow = scalar(DType::i32, device, -1);
+  state_.unreported_overflow = scalar(DType::i32, device, -1);
+}
+
+std::int32_t LossScaler::take_unreported_overflow() {
+  const auto index = static_cast<std::int32_t>(read(state_.unreported_overflow));
+  if (index >= 0) state_.unreported_overflow.copy_from(scalar(DType::i32, Device::cpu(), -1));
+  return index;
 }
 
 void LossScaler::update() {

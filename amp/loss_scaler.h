@@ -36,6 +36,9 @@ class LossScaler {
   // Host copies; each is a device-to-host read on a GPU, so call them only to log.
   ScalerSnapshot snapshot() const;
   void restore(const ScalerSnapshot& snapshot);
+  // The index of the gradient that overflowed first in the earliest skipped step since the
+  // last call, or -1; resets it. For the rate-limited overflow warning.
+  std::int32_t take_unreported_overflow();
 
  private:
   LossScaleConfig config_;

@@ -1,5 +1,6 @@
 #include "core/nn/batch_norm2d.h"
 
+#include "core/nn/cast_policy.h"
 #include "core/nn/input_dtype.h"
 #include "core/nn/new_parameter.h"
 
@@ -26,10 +27,13 @@ std::string BatchNorm2d::options() const {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  // The op takes f32 parameters with an input of any dtype, half parameters only with an
-  // input of their own dtype (keep_batchnorm_fp32 off).
+  // Under O1 norms compute in fp32 and hand fp32 on. Otherwise the op takes f32 parameters
+  // with an input of any dtype (O2's keep_batchnorm_fp32: half in, half out), half
+  // parameters only with an input of their own dtype.
   const DType dtype = weight_.value.dtype();
-  Tensor input = dtype == DType::f32 ? x : in_dtype(x, dtype);
+  const bool follows_input = !cast_policy().enabled && dtype == DType::f32;
+  Tensor input =
+      follows_input ? x : in_dtype(x, compute_dtype(OpClass::fp32_compute, x.dtype(), dtype));
   input_dtype_ = x.dtype();
   if (!training()) {
     x_ = Tensor();

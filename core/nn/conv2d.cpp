@@ -1,5 +1,6 @@
 #include "core/nn/conv2d.h"
 
+#include "core/nn/cast_policy.h"
 #include "core/nn/input_dtype.h"
 #include "core/nn/new_parameter.h"
 
@@ -22,8 +23,11 @@ std::string Conv2d::options() const {
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
-  Tensor input = in_dtype(x, weight_.value.dtype());
-  Tensor y = conv2d_forward(input, weight_.value, bias_ ? bias_->value : Tensor(), params_);
+  compute_dtype_ = compute_dtype(OpClass::half_compute, x.dtype(), weight_.value.dtype());
+  Tensor input = in_dtype(x, compute_dtype_);
+  Tensor y = conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
+                            bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(),
+                            params_);
   input_dtype_ = x.dtype();
   x_ = training() ? std::move(input) : Tensor();
   return y;
@@ -32,9 +36,10 @@ Tensor Conv2d::forward(const Tensor& x) {
 Tensor Conv2d::backward(const Tensor& dy) {
   ALLOY_CHECK(x_.defined(), "Conv2d (", weight_.name, "): backward without a training forward");
   Tensor no_bias;
-  const Conv2dGrads grads =
-      conv2d_backward(x_, weight_.value, in_dtype(dy, weight_.value.dtype()), grad_of(weight_),
-                      bias_ ? grad_of(*bias_) : no_bias, params_, needs_input_grad());
+  // Under O1 the gradients of the fp32 weights accumulate in fp32 from half operands.
+  const Conv2dGrads grads = conv2d_backward(
+      x_, cached_weight_cast(weight_.value, compute_dtype_), in_dtype(dy, compute_dtype_),
+      grad_of(weight_), bias_ ? grad_of(*bias_) : no_bias, params_, needs_input_grad());
   x_ = Tensor();
   notify_grads_ready();
   return grads.dx.defined() ? in_dtype(grads.dx, input_dtype_) : Tensor();

@@ -24,8 +24,9 @@ class Conv2d : public Module {
   Parameter& weight_;
   Parameter* bias_ = nullptr;
   Conv2dParams params_;
-  Tensor x_;  // the input in the parameters' dtype, until backward
+  Tensor x_;  // the input in the compute dtype, until backward
   DType input_dtype_ = DType::f32;
+  DType compute_dtype_ = DType::f32;
 };
 
 }  // namespace alloy::nn

@@ -1,5 +1,6 @@
 #include "core/nn/linear.h"
 
+#include "core/nn/cast_policy.h"
 #include "core/nn/input_dtype.h"
 #include "core/nn/new_parameter.h"
 #include "core/ops/linear.h"
@@ -13,8 +14,10 @@ Linear::Linear(int in_features, int out_features, bool bias)
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  Tensor input = in_dtype(x, weight_.value.dtype());
-  Tensor y = linear_forward(input, weight_.value, bias_ ? bias_->value : Tensor());
+  compute_dtype_ = compute_dtype(OpClass::half_compute, x.dtype(), weight_.value.dtype());
+  Tensor input = in_dtype(x, compute_dtype_);
+  Tensor y = linear_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
+                            bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor());
   input_dtype_ = x.dtype();
   x_ = training() ? std::move(input) : Tensor();
   return y;
@@ -23,9 +26,10 @@ Tensor Linear::forward(const Tensor& x) {
 Tensor Linear::backward(const Tensor& dy) {
   ALLOY_CHECK(x_.defined(), "Linear (", weight_.name, "): backward without a training forward");
   Tensor no_bias;
-  const LinearGrads grads =
-      linear_backward(x_, weight_.value, in_dtype(dy, weight_.value.dtype()), grad_of(weight_),
-                      bias_ ? grad_of(*bias_) : no_bias, needs_input_grad());
+  // Under O1 the gradients of the fp32 weights accumulate in fp32 from half operands.
+  const LinearGrads grads = linear_backward(
+      x_, cached_weight_cast(weight_.value, compute_dtype_), in_dtype(dy, compute_dtype_),
+      grad_of(weight_), bias_ ? grad_of(*bias_) : no_bias, needs_input_grad());
   x_ = Tensor();
   notify_grads_ready();
   return grads.dx.defined() ? in_dtype(grads.dx, input_dtype_) : Tensor();

@@ -20,8 +20,9 @@ class Linear : public Module {
  private:
   Parameter& weight_;
   Parameter* bias_ = nullptr;
-  Tensor x_;  // the input in the parameters' dtype, until backward
+  Tensor x_;  // the input in the compute dtype, until backward
   DType input_dtype_ = DType::f32;
+  DType compute_dtype_ = DType::f32;
 };
 
 }  // namespace alloy::nn

@@ -86,10 +86,10 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
   const Shape y_shape = output_shape(op, x.shape(), w.shape(), params);
   check_dtype(op, "dy", dy, x.dtype());
   check_shape(op, "dy", dy, y_shape);
-  check_dtype(op, "dw", dw, x.dtype());
+  check_accumulator_dtype(op, "dw", dw, x.dtype());
   check_shape(op, "dw", dw, w.shape());
   if (db.defined()) {
-    check_dtype(op, "db", db, x.dtype());
+    check_accumulator_dtype(op, "db", db, x.dtype());
     check_shape(op, "db", db, {w.dim(0)});
   }
   const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);

@@ -21,6 +21,12 @@ void check_dtype(const char* op, const char* what, const Tensor& tensor, DType d
               tensor.str());
 }
 
+void check_accumulator_dtype(const char* op, const char* what, const Tensor& tensor,
+                             DType compute) {
+  ALLOY_CHECK(tensor.dtype() == compute || tensor.dtype() == DType::f32, op, ": ", what,
+              " must be ", dtype_name(compute), " or f32, got ", tensor.str());
+}
+
 void check_floating(const char* op, const char* what, const Tensor& tensor) {
   ALLOY_CHECK(is_floating(tensor.dtype()), op, ": ", what, " must be f32, f16 or bf16, got ",
               tensor.str());

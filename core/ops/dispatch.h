@@ -15,6 +15,10 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> tensor
 // Throws "<op>: <what> must be <dtype>-typed ..." unless tensor has `dtype`.
 void check_dtype(const char* op, const char* what, const Tensor& tensor, DType dtype);
 void check_floating(const char* op, const char* what, const Tensor& tensor);
+// A gradient accumulator of an op computing in `compute`: that dtype, or f32 (O1 keeps fp32
+// weights whose gradients accumulate in fp32 from half operands).
+void check_accumulator_dtype(const char* op, const char* what, const Tensor& tensor,
+                             DType compute);
 void check_rank(const char* op, const char* what, const Tensor& tensor, int rank);
 void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape);
 

@@ -60,10 +60,10 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
   const LinearSizes sizes = check_linear(op, x, w, Tensor());
   check_dtype(op, "dy", dy, x.dtype());
   check_shape(op, "dy", dy, {sizes.batch, sizes.out});
-  check_dtype(op, "dw", dw, x.dtype());
+  check_accumulator_dtype(op, "dw", dw, x.dtype());
   check_shape(op, "dw", dw, w.shape());
   if (db.defined()) {
-    check_dtype(op, "db", db, x.dtype());
+    check_accumulator_dtype(op, "db", db, x.dtype());
     check_shape(op, "db", db, {sizes.out});
   }
   if (!device.is_cpu()) no_kernel(op, device);

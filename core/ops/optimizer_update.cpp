@@ -1,5 +1,6 @@
 #include "core/ops/optimizer_update.h"
 
+#include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
 namespace alloy {
@@ -7,7 +8,7 @@ namespace alloy {
 namespace {
 
 void check_param_and_grad(const char* op, const Tensor& param, const Tensor& grad) {
-  check_dtype(op, "param", param, DType::f32);
+  check_floating(op, "param", param);
   check_floating(op, "grad", grad);
   check_shape(op, "grad", grad, param.shape());
 }
@@ -45,9 +46,12 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   if (hyper.momentum != 0.0f) check_state(op, "momentum_buffer", momentum_buffer, param);
   if (!device.is_cpu()) no_kernel(op, device);
   if (skip_step(found_inf)) return;
-  cpu::sgd_update(param.data<float>(), grad.raw(), grad.dtype(),
+  // A half parameter (O3, or O2 without masters) is updated in fp32 and rounded once.
+  cpu::FloatOutput param_float(param, /*accumulate=*/true);
+  cpu::sgd_update(param_float.data(), grad.raw(), grad.dtype(),
                   hyper.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr, param.numel(),
                   hyper, first_step);
+  param_float.commit();
 }
 
 void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
@@ -67,8 +71,10 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
       ": betas must be in [0, 1), got ", hyper.beta1, ", ", hyper.beta2);
   if (!device.is_cpu()) no_kernel(op, device);
   if (skip_step(found_inf)) return;
-  cpu::adamw_update(param.data<float>(), grad.raw(), grad.dtype(), exp_avg.data<float>(),
+  cpu::FloatOutput param_float(param, /*accumulate=*/true);
+  cpu::adamw_update(param_float.data(), grad.raw(), grad.dtype(), exp_avg.data<float>(),
                     exp_avg_sq.data<float>(), param.numel(), hyper, step);
+  param_float.commit();
 }
 
 }  // namespace alloy

@@ -64,6 +64,16 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
   return dlogits;
 }
 
+Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
+                                      const Tensor& loss_scale, DType dtype) {
+  constexpr const char* op = "softmax_cross_entropy_backward";
+  common_device(op, {&probabilities, &labels, &loss_scale});
+  check_dtype(op, "loss_scale", loss_scale, DType::f32);
+  check_shape(op, "loss_scale", loss_scale, {1});
+  if (!loss_scale.device().is_cpu()) no_kernel(op, loss_scale.device());
+  return softmax_cross_entropy_backward(probabilities, labels, loss_scale.data<float>()[0], dtype);
+}
+
 std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
   const Device device = common_device(op, {&logits, &labels});

@@ -19,6 +19,10 @@ SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, co
 // grad_scale carries the loss scale, so scaled gradients are produced in one pass.
 Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
                                       float grad_scale, DType dtype);
+// The same with the scale read where it lives (f32 [1] on the probabilities' device), so a
+// dynamic loss scale never has to visit the host.
+Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
+                                      const Tensor& loss_scale, DType dtype);
 
 // How many rows' largest logit is at the label (first maximum wins ties; a NaN counts as the
 // largest).

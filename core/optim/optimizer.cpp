@@ -12,8 +12,10 @@ void Optimizer::check_common(const char* kind) const {
   }
   for (const nn::Parameter* param : params_) {
     ALLOY_CHECK(param != nullptr, kind, ": null parameter");
-    ALLOY_CHECK(param->value.dtype() == DType::f32, kind, ": parameter ", param->name, " is ",
-                param->value.str(), "; optimizers update f32 weights (use master weights)");
+    // Half weights (O3, or O2 without masters) are updated in fp32 and rounded; the state
+    // stays fp32 either way.
+    ALLOY_CHECK(is_floating(param->value.dtype()), kind, ": parameter ", param->name, " is ",
+                param->value.str(), "; optimizers update floating-point weights");
   }
 }
 

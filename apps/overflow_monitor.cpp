@@ -1,0 +1,40 @@
+#include "apps/overflow_monitor.h"
+
+#include "core/error.h"
+
+namespace alloy::app {
+
+OverflowMonitor::OverflowMonitor(amp::LossScaler& scaler, std::function<std::string(int)> name_of,
+                                 std::int64_t interval)
+    : scaler_(scaler), name_of_(std::move(name_of)), interval_(interval) {
+  ALLOY_CHECK(interval > 0, "OverflowMonitor: interval must be positive, got ", interval);
+}
+
+std::optional<std::string> OverflowMonitor::after_step(std::int64_t /*step*/) {
+  if (!scaler_.dynamic()) return std::nullopt;  // a static scale never skips
+  if (++steps_since_poll_ < interval_) return std::nullopt;
+  return poll();
+}
+
+std::optional<std::string> OverflowMonitor::poll() {
+  if (!scaler_.dynamic()) return std::nullopt;
+  const std::int64_t steps = steps_since_poll_;
+  steps_since_poll_ = 0;
+  const amp::ScalerSnapshot state = scaler_.snapshot();
+  const std::int32_t previous = reported_skips_ < 0 ? 0 : reported_skips_;
+  reported_skips_ = state.skipped_steps;
+  const std::int32_t new_skips = state.skipped_steps - previous;
+  if (new_skips <= 0) return std::nullopt;
+
+  const std::int32_t first = scaler_.take_unreported_overflow();
+  const std::string where = first >= 0 ? " (first in " + name_of_(first) + ")" : "";
+  if (state.at_min_streak >= kMaxStepsAtMinimum) {
+    fail("training diverged: the last ", state.at_min_streak,
+         " steps all overflowed with the loss scale at its minimum ", state.scale, where,
+         "; lower --lr, or check the data and the model");
+  }
+  return detail::concat("gradient overflow: ", new_skips, " of the last ", steps,
+                        " steps skipped", where, "; loss scale now ", state.scale);
+}
+
+}  // namespace alloy::app

@@ -1,0 +1,290 @@
+// The amp step end to end on small models: each opt level's dtypes, O1's cast decisions, O2's
+// master/model consistency after a step, and skipped steps leaving every weight untouched.
+#include "amp/mixed_precision.h"
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "core/half.h"
+#include "core/models/models.h"
+#include "core/nn/batch_norm2d.h"
+#include "core/nn/cast_policy.h"
+#include "core/nn/linear.h"
+#include "core/nn/relu.h"
+#include "core/ops/softmax_cross_entropy.h"
+#include "core/random.h"
+#include "tests/support/gradcheck.h"
+
+using namespace alloy;
+using namespace alloy::amp;
+
+namespace {
+
+optim::OptimizerConfig sgd(float lr, float momentum) {
+  optim::OptimizerConfig config;
+  config.kind = "sgd";
+  config.lr = lr;
+  config.momentum = momentum;
+  return config;
+}
+
+// Sets the process-wide O1 policy for one test and restores "off" afterwards.
+struct ScopedCastPolicy {
+  explicit ScopedCastPolicy(const AmpProperties& properties) {
+    nn::CastPolicy policy;
+    policy.enabled = properties.cast_policy;
+    policy.half_dtype = properties.half_dtype;
+    nn::set_cast_policy(policy);
+  }
+  ~ScopedCastPolicy() { nn::set_cast_policy({}); }
+};
+
+struct Fixture {
+  Fixture(OptLevel level, const AmpOverrides& overrides = {}, const char* model_name = "lenet")
+      : properties(resolve_properties(level, overrides)), policy(properties) {
+    Generator generator(7);
+    model = models::make_model(model_name, generator, 10);
+    model->set_needs_input_grad(false);
+    precision = std::make_unique<MixedPrecision>(properties, *model, sgd(0.1f, 0.9f));
+  }
+
+  // One forward/backward on random images with the scaled loss; returns the loss.
+  float forward_backward(std::uint64_t seed) {
+    Generator generator(seed);
+    const Tensor images =
+        test::random_tensor({4, 1, 28, 28}, properties.model_dtype, generator, 0.0f, 1.0f);
+    std::vector<float> labels;
+    for (int i = 0; i < 4; ++i) labels.push_back(static_cast<float>(generator.below(10)));
+    const Tensor label_tensor = Tensor::from_floats({4}, labels, DType::i32);
+    nn::clear_weight_cast_cache();
+    const Tensor logits = model->forward(images);
+    const SoftmaxCrossEntropyResult loss = softmax_cross_entropy_forward(logits, label_tensor);
+    model->backward(softmax_cross_entropy_backward(loss.probabilities, label_tensor,
+                                                   precision->loss_scale(), logits.dtype()));
+    return loss.loss.to_floats()[0];
+  }
+
+  void step() {
+    precision->step();
+    model->zero_grad();
+    nn::clear_weight_cast_cache();
+  }
+
+  AmpProperties properties;
+  ScopedCastPolicy policy;
+  std::unique_ptr<nn::Module> model;
+  std::unique_ptr<MixedPrecision> precision;
+};
+
+std::vector<std::uint16_t> bits16(const Tensor& tensor) {
+  std::vector<std::uint16_t> bits(static_cast<std::size_t>(tensor.numel()));
+  std::memcpy(bits.data(), tensor.raw(), bits.size() * sizeof(std::uint16_t));
+  return bits;
+}
+
+std::vector<float> values(const Tensor& tensor) { return tensor.to_floats(); }
+
+// model parameter == half(master) bit for bit, for every half parameter.
+void check_model_is_rounded_masters(Fixture& f) {
+  const auto model_params = f.model->parameters();
+  const auto canonical = f.precision->canonical_parameters();
+  BOOST_TEST_REQUIRE(model_params.size() == canonical.size());
+  int half_params = 0;
+  for (std::size_t i = 0; i < model_params.size(); ++i) {
+    const Tensor& half_value = model_params[i]->value;
+    if (half_value.dtype() == DType::f32) continue;
+    ++half_params;
+    BOOST_TEST_REQUIRE((canonical[i]->value.dtype() == DType::f32));
+    const std::vector<float> master = values(canonical[i]->value);
+    const std::vector<std::uint16_t> model_bits = bits16(half_value);
+    std::size_t mismatches = 0;
+    for (std::size_t j = 0; j < master.size(); ++j) {
+      const std::uint16_t expected = half_value.dtype() == DType::f16
+                                         ? float_to_half_bits(master[j])
+                                         : float_to_bf16_bits(master[j]);
+      if (model_bits[j] != expected) ++mismatches;
+    }
+    BOOST_TEST(mismatches == 0u, model_params[i]->name << ": " << mismatches
+                                                       << " elements differ from half(master)");
+  }
+  BOOST_TEST(half_params > 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mixed_precision)
+
+BOOST_AUTO_TEST_CASE(each_level_stores_the_dtypes_its_table_says) {
+  {
+    Fixture o0(OptLevel::O0, {}, "resnet18");
+    for (nn::Parameter* p : o0.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f32));
+    BOOST_TEST((o0.precision->canonical_parameters() == o0.model->parameters()));
+  }
+  {
+    Fixture o1(OptLevel::O1, {}, "resnet18");
+    for (nn::Parameter* p : o1.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f32));
+    BOOST_TEST((o1.precision->canonical_parameters() == o1.model->parameters()));
+  }
+  {
+    Fixture o2(OptLevel::O2, {}, "resnet18");
+    const auto canonical = o2.precision->canonical_parameters();
+    const auto params = o2.model->parameters();
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const DType expected = params[i]->is_norm ? DType::f32 : DType::f16;
+      BOOST_TEST((params[i]->value.dtype() == expected), params[i]->name);
+      BOOST_TEST((canonical[i]->value.dtype() == DType::f32), canonical[i]->name);
+      BOOST_TEST((canonical[i] != params[i]) == !params[i]->is_norm, params[i]->name);
+    }
+    for (nn::Buffer* b : o2.model->buffers()) BOOST_TEST((b->value.dtype() == DType::f32));
+  }
+  {
+    Fixture o3(OptLevel::O3, {}, "resnet18");
+    for (nn::Parameter* p : o3.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f16));
+    for (nn::Buffer* b : o3.model->buffers()) BOOST_TEST((b->value.dtype() == DType::f16));
+    BOOST_TEST((o3.precision->canonical_parameters() == o3.model->parameters()));
+  }
+  {
+    AmpOverrides bf16;
+    bf16.half_dtype = DType::bf16;
+    Fixture o2(OptLevel::O2, bf16, "lenet");
+    for (nn::Parameter* p : o2.model->parameters()) BOOST_TEST((p->value.dtype() == DType::bf16));
+    BOOST_TEST(!o2.properties.loss_scale.dynamic);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
+  AmpProperties properties = resolve_properties(OptLevel::O1, {});
+  ScopedCastPolicy policy(properties);
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::half_compute, DType::f32, DType::f32) == DType::f16));
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::fp32_compute, DType::f16, DType::f16) == DType::f32));
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::follow_input, DType::f16, DType::f32) == DType::f16));
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::promote, DType::f16, DType::f32) == DType::f32));
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::promote, DType::f16, DType::f16) == DType::f16));
+
+  Generator generator(3);
+  nn::Linear linear(6, 5);
+  nn::ReLU relu;
+  nn::BatchNorm2d norm(5);
+  for (nn::Parameter* p : linear.parameters()) {
+    p->value.copy_from(test::random_tensor(p->value.shape(), DType::f32, generator));
+  }
+  linear.zero_grad();
+  const Tensor x = test::random_tensor({4, 6}, DType::f32, generator);
+  const Tensor y = linear.forward(x);
+  BOOST_TEST((y.dtype() == DType::f16));  // fp32 input and weights, half compute
+  BOOST_TEST((relu.forward(y).dtype() == DType::f16));
+  const Tensor normed = norm.forward(y.reshape({4, 5, 1, 1}));
+  BOOST_TEST((normed.dtype() == DType::f32));
+  // Gradients flow back in the input's dtype and land in fp32 weight gradients.
+  const Tensor dx = linear.backward(test::random_tensor({4, 5}, DType::f32, generator));
+  BOOST_TEST((dx.dtype() == DType::f32));
+  for (nn::Parameter* p : linear.parameters()) BOOST_TEST((p->grad.dtype() == DType::f32));
+
+  // The weight gradient is dy^T x from the half-rounded operands, accumulated in fp32.
+  nn::set_cast_policy({});
+  BOOST_TEST((nn::compute_dtype(nn::OpClass::half_compute, DType::f32, DType::f32) == DType::f32));
+}
+
+BOOST_AUTO_TEST_CASE(o1_weight_casts_are_cached_for_one_step) {
+  AmpProperties properties = resolve_properties(OptLevel::O1, {});
+  ScopedCastPolicy policy(properties);
+  Generator generator(5);
+  const Tensor weight = test::random_tensor({3, 3}, DType::f32, generator);
+  const Tensor& first = nn::cached_weight_cast(weight, DType::f16);
+  const Tensor& again = nn::cached_weight_cast(weight, DType::f16);
+  BOOST_TEST(first.raw() == again.raw());
+  BOOST_TEST((first.dtype() == DType::f16));
+  const auto before = memory_stats(Device::cpu()).snapshot();
+  nn::clear_weight_cast_cache();
+  const auto after = memory_stats(Device::cpu()).snapshot();
+  BOOST_TEST(after.current[static_cast<int>(MemoryCategory::workspace)] <
+             before.current[static_cast<int>(MemoryCategory::workspace)]);
+}
+
+BOOST_AUTO_TEST_CASE(o2_model_equals_half_of_masters_after_each_step) {
+  Fixture f(OptLevel::O2);
+  check_model_is_rounded_masters(f);
+  for (std::uint64_t step = 0; step < 3; ++step) {
+    const float loss = f.forward_backward(100 + step);
+    BOOST_TEST(std::isfinite(loss));
+    f.step();
+    check_model_is_rounded_masters(f);
+  }
+  BOOST_TEST(f.precision->scaler().snapshot().skipped_steps == 0);
+}
+
+BOOST_AUTO_TEST_CASE(o2_masters_move_by_less_than_half_precision_allows) {
+  // The update happens on the fp32 masters: a step far below the half model's resolution
+  // still changes them (the reason masters exist).
+  Fixture f(OptLevel::O2);
+  const std::vector<float> before = values(f.precision->canonical_parameters()[0]->value);
+  f.forward_backward(11);
+  f.step();
+  const std::vector<float> after = values(f.precision->canonical_parameters()[0]->value);
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < before.size(); ++i) changed += before[i] != after[i];
+  BOOST_TEST(changed > before.size() / 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_skipped_step_leaves_masters_model_and_momentum_untouched) {
+  Fixture f(OptLevel::O2);
+  f.forward_backward(21);
+  f.step();  // a clean step first, so momentum buffers hold values
+  const float scale_before = f.precision->scaler().snapshot().scale;
+
+  std::vector<std::vector<float>> masters;
+  std::vector<std::vector<std::uint16_t>> model_bits;
+  for (nn::Parameter* p : f.precision->canonical_parameters()) masters.push_back(values(p->value));
+  for (nn::Parameter* p : f.model->parameters()) {
+    model_bits.push_back(p->value.dtype() == DType::f32 ? std::vector<std::uint16_t>()
+                                                        : bits16(p->value));
+  }
+  std::vector<std::vector<float>> momentum;
+  for (const auto& state : f.precision->optimizer().state()) momentum.push_back(values(*state.value));
+
+  f.forward_backward(22);
+  // Poison one gradient in the middle of the model with inf, another with NaN.
+  const auto params = f.model->parameters();
+  nn::Parameter& poisoned = *params[2];
+  const std::uint16_t inf_bits = 0x7c00;
+  std::memcpy(poisoned.grad.raw(), &inf_bits, sizeof inf_bits);
+  const std::uint16_t nan_bits = 0x7e00;
+  std::memcpy(static_cast<char*>(params[4]->grad.raw()) + 2, &nan_bits, sizeof nan_bits);
+  f.precision->step();
+
+  const ScalerSnapshot after = f.precision->scaler().snapshot();
+  BOOST_TEST(after.skipped_steps == 1);
+  BOOST_TEST(after.scale == scale_before / 2);
+  BOOST_TEST(after.first_overflow == 2);
+  BOOST_TEST(f.precision->parameter_name(after.first_overflow) == poisoned.name);
+  std::size_t index = 0;
+  for (nn::Parameter* p : f.precision->canonical_parameters()) {
+    BOOST_TEST(values(p->value) == masters[index++], p->name);
+  }
+  index = 0;
+  for (nn::Parameter* p : f.model->parameters()) {
+    if (p->value.dtype() != DType::f32) BOOST_TEST(bits16(p->value) == model_bits[index], p->name);
+    ++index;
+  }
+  index = 0;
+  for (const auto& state : f.precision->optimizer().state()) {
+    BOOST_TEST(values(*state.value) == momentum[index++], state.name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(o3_updates_half_parameters_in_place) {
+  Fixture f(OptLevel::O3);
+  const auto params = f.model->parameters();
+  const std::vector<std::uint16_t> before = bits16(params[0]->value);
+  f.forward_backward(31);
+  f.step();
+  BOOST_TEST((params[0]->value.dtype() == DType::f16));
+  BOOST_TEST(bits16(params[0]->value) != before);
+  BOOST_TEST(f.precision->scaler().snapshot().scale == 1.0f);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,91 @@
+#include "apps/overflow_monitor.h"
+
+#include <boost/test/unit_test.hpp>
+#include <string>
+
+#include "core/error.h"
+
+using namespace alloy;
+using namespace alloy::app;
+
+namespace {
+
+amp::LossScaleConfig dynamic_config(float init, float min) {
+  amp::LossScaleConfig config;
+  config.dynamic = true;
+  config.init_scale = init;
+  config.min_scale = min;
+  config.max_scale = 1 << 24;
+  config.window = 2000;
+  return config;
+}
+
+// One step as the amp layer runs it: unscale's verdict, then the scaler's update.
+void simulated_step(amp::LossScaler& scaler, int overflowing_gradient) {
+  scaler.state().found_inf.data<float>()[0] = overflowing_gradient >= 0 ? 1.0f : 0.0f;
+  scaler.state().first_overflow.data<std::int32_t>()[0] = overflowing_gradient;
+  scaler.update();
+}
+
+std::string name_of(int index) { return "layer" + std::to_string(index) + ".weight"; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(overflow_monitor)
+
+BOOST_AUTO_TEST_CASE(one_warning_per_interval_names_the_first_overflow) {
+  amp::LossScaler scaler(dynamic_config(1024.0f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, 5);
+  int warnings = 0;
+  std::string last;
+  for (int step = 1; step <= 10; ++step) {
+    // Steps 2 and 3 overflow, in gradients 7 then 3: the warning names 7, the earlier step's.
+    simulated_step(scaler, step == 2 ? 7 : step == 3 ? 3 : -1);
+    if (auto warning = monitor.after_step(step)) {
+      ++warnings;
+      last = *warning;
+      BOOST_TEST(step == 5);
+    }
+  }
+  BOOST_TEST(warnings == 1);
+  BOOST_TEST(last.find("2 of the last 5 steps skipped") != std::string::npos, last);
+  BOOST_TEST(last.find("layer7.weight") != std::string::npos, last);
+  BOOST_TEST(last.find("loss scale now 256") != std::string::npos, last);
+  BOOST_TEST(!monitor.poll().has_value());  // nothing new since
+}
+
+BOOST_AUTO_TEST_CASE(a_static_scale_is_never_polled) {
+  amp::LossScaleConfig config;
+  config.dynamic = false;
+  config.static_scale = 128.0f;
+  amp::LossScaler scaler(config, Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, 1);
+  for (int step = 1; step <= 3; ++step) BOOST_TEST(!monitor.after_step(step).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(overflows_at_the_minimum_scale_stop_training) {
+  amp::LossScaler scaler(dynamic_config(4.0f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, 10);
+  bool stopped = false;
+  for (int step = 1; step <= 60 && !stopped; ++step) {
+    simulated_step(scaler, 0);
+    try {
+      monitor.after_step(step);
+    } catch (const Error& error) {
+      stopped = true;
+      const std::string message = error.what();
+      BOOST_TEST(message.find("at its minimum 1") != std::string::npos, message);
+      BOOST_TEST(message.find("layer0.weight") != std::string::npos, message);
+      // Scale 4 -> 2 -> 1 takes two overflows; the streak at the minimum then needs 20 more.
+      BOOST_TEST(step >= 2 + OverflowMonitor::kMaxStepsAtMinimum);
+    }
+  }
+  BOOST_TEST(stopped);
+}
+
+BOOST_AUTO_TEST_CASE(an_interval_must_be_positive) {
+  amp::LossScaler scaler(dynamic_config(4.0f, 1.0f), Device::cpu());
+  BOOST_CHECK_THROW(OverflowMonitor(scaler, name_of, 0), Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
