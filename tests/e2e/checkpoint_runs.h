@@ -1,0 +1,143 @@
+// Helpers of the checkpoint end-to-end tests: short `alloy train` runs on the synthetic data
+// with a JSON log, the log's events and fields, and a run in the background to signal.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/process.h"
+
+namespace alloy::test {
+
+// A small, fast run: the MLP on the synthetic set (50 steps an epoch at batch 256), one thread
+// (results are bit-exact for a fixed thread count), momentum so the optimizer has state.
+inline std::vector<std::string> quick_train_args(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"train", "--model",    "mlp", "--dataset", "synthetic",
+                                   "--threads", "1",      "--momentum", "0.9"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The raw text of `key`'s value in a one-line JSON object of the log (numbers, or strings
+// without their quotes); "" when absent. The log's values hold no commas or braces.
+inline std::string json_field(const std::string& line, const std::string& key) {
+  const std::string marker = "\"" + key + "\":";
+  const std::size_t at = line.find(marker);
+  if (at == std::string::npos) return "";
+  std::size_t begin = at + marker.size();
+  std::size_t end = line.find_first_of(",}", begin);
+  std::string value = line.substr(begin, end - begin);
+  if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
+  return value;
+}
+
+// The log's lines of one event kind, in order.
+inline std::vector<std::string> events(const std::string& log, const std::string& kind) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines_of(log)) {
+    if (json_field(line, "event") == kind) found.push_back(line);
+  }
+  return found;
+}
+
+struct TrainRun {
+  ProcessResult process;
+  std::string log;
+  std::string digest() const {
+    const auto end = events(log, "end");
+    return end.empty() ? "" : json_field(end.back(), "params_digest");
+  }
+  // train_loss of the epoch event for `epoch` (1-based), "" when absent.
+  std::string train_loss(int epoch) const {
+    for (const std::string& line : events(log, "epoch")) {
+      if (json_field(line, "epoch") == std::to_string(epoch)) return json_field(line, "train_loss");
+    }
+    return "";
+  }
+};
+
+// Runs `alloy` with `args` plus a JSON log in `dir` and requires exit status `expected`.
+inline TrainRun run_logged(const TempDir& dir, const std::string& name,
+                           std::vector<std::string> args, int expected = 0) {
+  const std::string log = dir.file(name + ".jsonl");
+  args.push_back("--log-json");
+  args.push_back(log);
+  TrainRun run{run_alloy(args), ""};
+  run.log = read_text(log);
+  BOOST_TEST_REQUIRE(run.process.exit_code == expected,
+                     name << " exited " << run.process.exit_code << ": " << run.process.errors);
+  return run;
+}
+
+// `alloy` started in the background with stdout and stderr in files; killed and reaped by the
+// destructor if still running.
+class BackgroundAlloy {
+ public:
+  BackgroundAlloy(const std::vector<std::string>& arguments, const std::string& out_path,
+                  const std::string& err_path) {
+    std::vector<char*> argv;
+    const std::string program = ALLOY_BINARY;
+    argv.push_back(const_cast<char*>(program.c_str()));
+    for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    pid_ = fork();
+    BOOST_TEST_REQUIRE(pid_ >= 0, "fork failed");
+    if (pid_ == 0) {
+      const int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (out < 0 || err < 0) _exit(126);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      execv(program.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~BackgroundAlloy() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  BackgroundAlloy(const BackgroundAlloy&) = delete;
+  BackgroundAlloy& operator=(const BackgroundAlloy&) = delete;
+
+  void signal(int number) const { ::kill(pid_, number); }
+  // The exit status, or 128 + signal.
+  int wait() {
+    int status = 0;
+    while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+    }
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+}  // namespace alloy::test
