@@ -13,6 +13,7 @@
 #include "apps/train_report.h"
 #include "apps/trainer.h"
 #include "apps/training_state.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace alloy::app {
@@ -33,6 +34,11 @@ int run_train(const std::vector<std::string>& args) {
   if (!options.resume.empty()) {
     resume = load_resume_checkpoint(options.resume, warn);
     apply_checkpoint_defaults(resume->state, options);
+    // Checked again in full once the model is built; this fails before any data is loaded.
+    if (resume->state.model != options.model) {
+      fail("checkpoint ", resume->path, " holds model ", resume->state.model,
+           ", but this run builds ", options.model);
+    }
   }
   check_train_features_available(options);
   set_cpu_threads(options.threads);
