@@ -1,0 +1,189 @@
+#include "core/ops/softmax_cross_entropy.h"
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "tests/support/gradcheck.h"
+
+using namespace alloy;
+using namespace alloy::test;
+
+namespace {
+
+const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+Tensor random_labels(std::int64_t rows, std::int64_t classes, Generator& generator) {
+  std::vector<float> labels(static_cast<std::size_t>(rows));
+  for (auto& label : labels)
+    label = static_cast<float>(generator.below(classes));
+  return Tensor::from_floats({rows}, labels, DType::i32);
+}
+
+// Softmax probabilities and the mean cross-entropy in float64 (log-sum-exp with the maximum
+// taken out, so large logits are fine).
+struct Reference {
+  std::vector<double> probabilities;
+  double loss = 0.0;
+};
+
+Reference reference(const std::vector<double>& logits, const std::vector<float>& labels,
+                    std::int64_t classes) {
+  Reference r;
+  const auto rows = static_cast<std::int64_t>(labels.size());
+  r.probabilities.resize(logits.size());
+  for (std::int64_t n = 0; n < rows; ++n) {
+    const double* row = logits.data() + n * classes;
+    double max = row[0];
+    for (std::int64_t c = 1; c < classes; ++c)
+      max = std::max(max, row[c]);
+    double sum = 0.0;
+    for (std::int64_t c = 0; c < classes; ++c)
+      sum += std::exp(row[c] - max);
+    for (std::int64_t c = 0; c < classes; ++c)
+      r.probabilities[n * classes + c] = std::exp(row[c] - max) / sum;
+    r.loss += max + std::log(sum) - row[static_cast<std::int64_t>(labels[n])];
+  }
+  r.loss /= static_cast<double>(rows);
+  return r;
+}
+
+struct TwoThreads {
+  TwoThreads() { set_cpu_threads(2); }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(softmax_cross_entropy, TwoThreads)
+
+BOOST_AUTO_TEST_CASE(forward_matches_float64_reference_in_every_dtype) {
+  Generator generator(1);
+  for (const DType dtype : kFloatTypes) {
+    // The last shape is large enough for the thread pool; the offset tests stability.
+    for (const Shape& shape : {Shape{1, 1}, Shape{3, 10}, Shape{7, 5}, Shape{512, 100}}) {
+      for (const float offset : {0.0f, 1000.0f}) {
+        const std::string what = std::string(dtype_name(dtype)) + " " + shape_str(shape) +
+                                 " offset " + std::to_string(offset);
+        const Tensor logits = random_tensor(shape, dtype, generator, offset - 8.0f, offset + 8.0f);
+        const Tensor labels = random_labels(shape[0], shape[1], generator);
+        const SoftmaxCrossEntropyResult result = softmax_cross_entropy_forward(logits, labels);
+        BOOST_TEST((result.loss.dtype() == DType::f32));
+        BOOST_TEST((result.probabilities.dtype() == DType::f32));
+        BOOST_TEST((result.probabilities.shape() == shape));
+        const Reference expected = reference(to_doubles(logits), labels.to_floats(), shape[1]);
+        // fp32 throughout: the result is within fp32 rounding of the float64 one.
+        check_close(result.loss, {expected.loss}, 1e-5, 1e-5, "loss " + what);
+        check_close(result.probabilities, expected.probabilities, 1e-5, 1e-7,
+                    "probabilities " + what);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(backward_matches_central_differences) {
+  Generator generator(2);
+  Tensor logits = random_tensor({4, 6}, DType::f32, generator, -3.0f, 3.0f);
+  const Tensor labels = random_labels(4, 6, generator);
+  const auto loss = [&] {
+    return static_cast<double>(softmax_cross_entropy_forward(logits, labels).loss.to_floats()[0]);
+  };
+  const auto numerical = numerical_gradient(loss, logits, 1e-2f);
+  const SoftmaxCrossEntropyResult result = softmax_cross_entropy_forward(logits, labels);
+  const Tensor dlogits =
+      softmax_cross_entropy_backward(result.probabilities, labels, 1.0f, DType::f32);
+  check_close(dlogits, numerical, 1e-3, 1e-4, "dlogits vs central differences");
+}
+
+BOOST_AUTO_TEST_CASE(backward_is_scaled_and_rounded_once_in_the_logits_dtype) {
+  Generator generator(3);
+  for (const DType dtype : kFloatTypes) {
+    for (const float scale : {1.0f, 65536.0f}) {
+      const Tensor logits = random_tensor({64, 10}, dtype, generator, -4.0f, 4.0f);
+      const Tensor labels = random_labels(64, 10, generator);
+      const auto label_values = labels.to_floats();
+      const SoftmaxCrossEntropyResult result = softmax_cross_entropy_forward(logits, labels);
+      const Tensor dlogits =
+          softmax_cross_entropy_backward(result.probabilities, labels, scale, dtype);
+      BOOST_TEST((dlogits.dtype() == dtype));
+      // d(mean loss)/dlogit = (p - onehot) / N, times the loss scale.
+      const Reference exact = reference(to_doubles(logits), label_values, 10);
+      std::vector<double> expected = exact.probabilities;
+      for (std::size_t n = 0; n < label_values.size(); ++n)
+        expected[n * 10 + static_cast<std::size_t>(label_values[n])] -= 1.0;
+      for (auto& value : expected)
+        value *= scale / 64.0;
+      check_close(dlogits, expected, dtype_tolerance(dtype), 1e-7 * scale,
+                  std::string("dlogits ") + dtype_name(dtype) + " scale " + std::to_string(scale));
+    }
+  }
+  // A loss scale too large for f16 overflows to inf, which the scaler must see.
+  const Tensor logits = Tensor::from_floats({1, 2}, {0.0f, 0.0f}, DType::f16);
+  const Tensor labels = Tensor::from_floats({1}, {0.0f}, DType::i32);
+  const auto result = softmax_cross_entropy_forward(logits, labels);
+  const auto dlogits =
+      softmax_cross_entropy_backward(result.probabilities, labels, 1e6f, DType::f16).to_floats();
+  BOOST_TEST(std::isinf(dlogits[0]));
+  BOOST_TEST(std::isinf(dlogits[1]));
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_logits_give_a_non_finite_loss) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const Tensor labels = Tensor::from_floats({1}, {1.0f}, DType::i32);
+  for (const float bad : {nan, inf}) {
+    for (const DType dtype : kFloatTypes) {
+      const Tensor logits = Tensor::from_floats({1, 3}, {0.5f, bad, -1.0f}, dtype);
+      const float loss = softmax_cross_entropy_forward(logits, labels).loss.to_floats()[0];
+      BOOST_TEST(!std::isfinite(loss), dtype_name(dtype) << " logit " << bad);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(count_correct_takes_the_first_maximum_and_nan_as_largest) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const DType dtype : kFloatTypes) {
+    const Tensor logits = Tensor::from_floats({4, 3},
+                                              {0.1f, 0.9f, 0.3f,   // argmax 1
+                                               2.0f, 2.0f, 1.0f,   // tie: first, 0
+                                               -1.0f, nan, 5.0f,   // NaN wins: 1
+                                               0.0f, 0.0f, 0.5f},  // argmax 2
+                                              dtype);
+    BOOST_TEST(count_correct(logits, Tensor::from_floats({4}, {1, 0, 1, 2}, DType::i32)) == 4,
+               dtype_name(dtype));
+    BOOST_TEST(count_correct(logits, Tensor::from_floats({4}, {0, 1, 2, 0}, DType::i32)) == 0,
+               dtype_name(dtype));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(rejects_bad_inputs) {
+  const Tensor logits = Tensor::zeros({2, 3}, DType::f32);
+  const auto names_op = [](const Error& error) {
+    return std::string(error.what()).find("softmax_cross_entropy") != std::string::npos;
+  };
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_forward(logits, Tensor::from_floats({2}, {0, 3}, DType::i32)), Error,
+      names_op);
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_forward(logits, Tensor::from_floats({2}, {0, -1}, DType::i32)), Error,
+      names_op);
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_forward(logits, Tensor::from_floats({2}, {0, 1}, DType::f32)), Error,
+      names_op);
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_forward(logits, Tensor::from_floats({3}, {0, 1, 2}, DType::i32)), Error,
+      names_op);
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_forward(Tensor::zeros({0, 3}, DType::f32),
+                                                      Tensor::zeros({0}, DType::i32)),
+                        Error, names_op);
+  const Tensor labels = Tensor::from_floats({2}, {0, 1}, DType::i32);
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_backward(Tensor::zeros({2, 3}, DType::f16), labels, 1.0f, DType::f16),
+      Error, names_op);
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_backward(logits, labels, 1.0f, DType::i32), Error,
+                        names_op);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
