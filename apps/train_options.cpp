@@ -252,6 +252,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
       }
       try {
         parse_arguments({line.word}, description, values);
+      } catch (const po::unknown_option&) {
+        usage_fail(path, ":", line.number, ": unknown key '", line.key, "' (the keys are the ",
+                   "long flag names of 'alloy train --help', without the dashes)");
       } catch (const po::error& e) {
         usage_fail(path, ":", line.number, ": ", e.what());
       }

@@ -187,6 +187,10 @@ Tensor read_idx_labels(const std::string& path, int classes) {
 
 Dataset read_idx_dataset(const std::string& directory, const std::string& prefix,
                          const std::string& name) {
+  if (fs::exists(directory) && !fs::is_directory(directory)) {
+    fail("data directory ", directory, " is not a directory; pass --data-dir with the directory ",
+         "that holds the IDX files");
+  }
   if (!fs::is_directory(directory)) {
     fail("data directory ", directory,
          " does not exist; install Fashion-MNIST with `apt-get install dataset-fashion-mnist` "
