@@ -46,9 +46,7 @@ int run_train(const std::vector<std::string>& args) {
   std::cerr << "alloy: " << device.explanation << std::endl;
 
   TrainReport report(options);
-  Trainer trainer(options, device.device,
-                  data::load_datasets(options.dataset, options.data_dir,
-                                      static_cast<std::uint64_t>(options.seed)));
+  Trainer trainer(options, device.device, load_training_data(options));
   if (resume) {
     restore_training_state(trainer, resume->state, resume->path, warn);
     std::cerr << "alloy: resuming from " << resume->path << " at epoch "
