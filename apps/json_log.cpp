@@ -91,6 +91,15 @@ JsonObject& JsonObject::add(const std::string& name, bool value) {
   return *this;
 }
 
+JsonObject& JsonObject::add(const std::string& name, const std::vector<std::string>& values) {
+  key(name);
+  body_ += '[';
+  for (std::size_t i = 0; i < values.size(); ++i)
+    body_ += (i ? "," : "") + json_quote(values[i]);
+  body_ += ']';
+  return *this;
+}
+
 JsonLog::JsonLog(const std::string& path) : path_(path) {
   if (to_stdout()) return;
   file_.open(path, std::ios::out | std::ios::trunc);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace alloy::app {
 
@@ -17,6 +18,7 @@ class JsonObject {
   JsonObject& add(const std::string& key, std::int64_t value);
   JsonObject& add(const std::string& key, int value);
   JsonObject& add(const std::string& key, bool value);
+  JsonObject& add(const std::string& key, const std::vector<std::string>& values);  // strings
 
   // The object as one line of text, without a newline.
   std::string str() const { return body_ + '}'; }

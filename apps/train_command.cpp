@@ -6,6 +6,7 @@
 
 #include "apps/availability.h"
 #include "apps/commands.h"
+#include "apps/data_parallel.h"
 #include "apps/device_choice.h"
 #include "apps/exit_codes.h"
 #include "apps/stop_signals.h"
@@ -41,12 +42,30 @@ int run_train(const std::vector<std::string>& args) {
     }
   }
   check_train_features_available(options);
+  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
+  const parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  if (placement.distributed()) check_distributed_options(options, placement);
+  if (placement.is_launcher()) {
+    run_launcher(options, placement, args);
+    return kExitSuccess;
+  }
   set_cpu_threads(options.threads);
   const DeviceChoice device = choose_device(options.device);
-  std::cerr << "alloy: " << device.explanation << std::endl;
+  std::unique_ptr<parallel::ProcessGroup> group;
+  if (placement.distributed()) group = join_process_group(placement, device.device.str());
+  const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
+  if (rank0) std::cerr << "alloy: " << device.explanation << std::endl;
 
-  TrainReport report(options);
+  std::optional<TrainReport> report;
+  if (rank0) report.emplace(options);
+  TrainObserver silent;
+  TrainObserver& observer = report ? static_cast<TrainObserver&>(*report) : silent;
   Trainer trainer(options, device.device, load_training_data(options));
+  if (group) {
+    parallel::DdpOptions ddp;
+    ddp.allreduce_fp32 = options.allreduce_fp32;
+    trainer.join_data_parallel(*group, ddp);
+  }
   if (resume) {
     restore_training_state(trainer, resume->state, resume->path, warn);
     std::cerr << "alloy: resuming from " << resume->path << " at epoch "
@@ -55,11 +74,11 @@ int run_train(const std::vector<std::string>& args) {
   }
 
   std::unique_ptr<Checkpointer> checkpointer;
-  if (!options.checkpoint_dir.empty()) {
+  if (!options.checkpoint_dir.empty() && rank0) {
     checkpointer = std::make_unique<Checkpointer>(
         options.checkpoint_dir, options.keep_checkpoints,
         [&report](const std::string& path, std::int64_t step) {
-          report.on_checkpoint(path, step);
+          report->on_checkpoint(path, step);
         });
   }
   const StopSignals signals;
@@ -77,11 +96,11 @@ int run_train(const std::vector<std::string>& args) {
     return signals.requested();
   });
 
-  report.start(trainer);
-  trainer.run(report);
+  if (report) report->start(trainer);
+  trainer.run(observer);
   if (trainer.stopped()) {
     // Preemption: the contract's failure status (1), since the run did not finish.
-    report.interrupted();
+    if (report) report->interrupted();
     const EpochProgress& progress = trainer.epoch_progress();
     std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
               << trainer.steps() << " (";
@@ -100,7 +119,8 @@ int run_train(const std::vector<std::string>& args) {
     }
     return kExitFailure;
   }
-  report.end(trainer);
+  const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
+  if (report) report->end(trainer, digests);
   return kExitSuccess;
 }
 

@@ -44,7 +44,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("model", o.model)
       .add("opt_level", level)
       .add("device", trainer.device().str())
-      .add("world_size", 1)
+      .add("world_size", trainer.world_size())
       .add("dataset", o.dataset)
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())
@@ -97,8 +97,8 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
   log_->write(event);
 }
 
-void TrainReport::end(Trainer& trainer) {
-  const std::string digest = trainer.params_digest();
+void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests) {
+  const std::string digest = digests.empty() ? trainer.params_digest() : digests.front();
   human_ << "done: " << trainer.epochs_done() << " epochs, " << trainer.steps() << " steps"
          << format(", test_acc %.4f", trainer.last_test_acc()) << ", params_digest " << digest
          << format(", %.1f s training", total_seconds_) << std::endl;
@@ -109,6 +109,10 @@ void TrainReport::end(Trainer& trainer) {
       .add("step", trainer.steps())
       .add("test_acc", trainer.last_test_acc())
       .add("params_digest", digest);
+  if (digests.size() > 1) {
+    event.add("world_size", static_cast<std::int64_t>(digests.size()))
+        .add("params_digests", digests);
+  }
   log_->write(event);
 }
 

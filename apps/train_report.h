@@ -23,7 +23,9 @@ class TrainReport : public TrainObserver {
   void on_step(std::int64_t batches, std::int64_t images, double mean_loss,
                double seconds) override;
   void on_epoch_end(const EpochStats& stats) override;
-  void end(Trainer& trainer);
+  // `digests`: every rank's params digest, by rank, in a data-parallel run (the end event
+  // then carries world_size and params_digests); empty for a single process.
+  void end(Trainer& trainer, const std::vector<std::string>& digests = {});
   // A checkpoint was written: the JSON log's checkpoint event, and a line for people when no
   // progress bar is being drawn.
   void on_checkpoint(const std::string& path, std::int64_t step);

@@ -77,7 +77,7 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
 EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   memory_stats(device_).reset_peaks();
   // A resumed epoch starts where its checkpoint left off (progress_ is zero otherwise).
-  data::Loader loader(data_.train, sampler_.epoch_indices(epoch), options_.batch_size,
+  data::Loader loader(data_.train, sampler_.epoch_indices(epoch), local_batch_size(),
                       progress_.images);
   epoch_batches_ = progress_.batches + loader.batches();
   observer.on_epoch_begin(epoch, epoch_batches_);
@@ -131,6 +131,7 @@ Trainer::StepResult Trainer::step(const data::Batch& batch) {
   const std::int64_t correct = count_correct(logits, labels);
   const SoftmaxCrossEntropyResult result = loss(logits, labels);
   backward(result, labels, logits.dtype());
+  if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
   ++steps_;
   return {read_scalar(result.loss), correct};
@@ -160,11 +161,16 @@ double Trainer::evaluate(const data::Dataset& dataset) {
   if (dataset.size() == 0) return 0.0;
   model_->set_training(false);
   const data::Sampler order(dataset.size(), 0, /*shuffle=*/false);
-  data::Loader loader(dataset, order.epoch_indices(0), options_.batch_size);
+  // In a data-parallel job each rank evaluates its shard and the counts are summed.
+  data::Loader loader(dataset,
+                      data_parallel_ ? data_parallel_->evaluation_order(dataset.size())
+                                     : order.epoch_indices(0),
+                      options_.batch_size);
   std::int64_t correct = 0;
   data::Batch batch;
   while (loader.next(batch)) correct += count_correct(forward(to_device(batch.images)), to_device(batch.labels));
   model_->set_training(true);
+  if (data_parallel_) correct = data_parallel_->sum(correct);
   return static_cast<double>(correct) / static_cast<double>(dataset.size());
 }
 
@@ -174,6 +180,25 @@ std::int64_t Trainer::parameter_count() {
   std::int64_t count = 0;
   for (const nn::Parameter* param : model_->parameters()) count += param->value.numel();
   return count;
+}
+
+void Trainer::join_data_parallel(parallel::ProcessGroup& group,
+                                 const parallel::DdpOptions& options) {
+  ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
+  data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
+  local_batch_size();  // a global batch that does not divide evenly fails here
+  sampler_ = data_parallel_->training_sampler(data_.train.size(),
+                                              static_cast<std::uint64_t>(options_.seed));
+}
+
+std::int64_t Trainer::local_batch_size() const {
+  return data_parallel_ ? data_parallel_->local_batch_size(options_.batch_size)
+                        : options_.batch_size;
+}
+
+std::vector<std::string> Trainer::gather_params_digests() {
+  const std::string digest = params_digest();
+  return data_parallel_ ? data_parallel_->gather(digest) : std::vector<std::string>{digest};
 }
 
 Tensor Trainer::to_device(const Tensor& host) const {

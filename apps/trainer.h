@@ -8,8 +8,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "amp/mixed_precision.h"
+#include "apps/data_parallel.h"
 #include "apps/train_options.h"
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
@@ -80,6 +82,17 @@ class Trainer {
   Device device() const { return device_; }
   nn::Module& model() { return *model_; }
 
+  // Data parallelism (apps/data_parallel.h): makes this trainer one replica of the job over
+  // `group` (which must outlive it), before training starts. It takes rank 0's weights, trains
+  // on this rank's shard with its share of the global --batch-size, averages gradients over
+  // the ranks after each backward, and evaluates on a shard with the accuracy reduced over
+  // every rank.
+  void join_data_parallel(parallel::ProcessGroup& group, const parallel::DdpOptions& options);
+  // Every rank's params digest, by rank: a collective that every rank calls.
+  std::vector<std::string> gather_params_digests();
+  int world_size() const { return data_parallel_ ? data_parallel_->world_size() : 1; }
+  DataParallel* data_parallel() { return data_parallel_.get(); }
+
   // Checkpoint seams (apps/training_state.h). A hook runs after every step, and after every
   // epoch once the observer has seen it; when it returns true, training stops right there.
   using StopHook = std::function<bool()>;
@@ -109,6 +122,7 @@ class Trainer {
   void update();
 
   Tensor to_device(const Tensor& host) const;
+  std::int64_t local_batch_size() const;  // this rank's share of options_.batch_size
   float loss_scale_value() const;
 
   TrainOptions options_;
@@ -125,6 +139,8 @@ class Trainer {
   StopHook step_hook_;
   StopHook epoch_hook_;
   bool stopped_ = false;
+  // Last, so that it goes first: it unhooks itself from the model.
+  std::unique_ptr<DataParallel> data_parallel_;
 };
 
 }  // namespace alloy::app

@@ -10,6 +10,7 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
 
 #include <csignal>
 #include <cstdint>
@@ -39,6 +40,16 @@ std::string gloo_cause(const std::string& message) {
 
 std::string describe(const char* operation, const Tensor& tensor) {
   return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
+}
+
+// Gloo's reduction function for bf16 bit patterns: c = round_bf16(a + b), elementwise.
+void sum_bf16(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<std::uint16_t*>(c);
+  const auto* x = static_cast<const std::uint16_t*>(a);
+  const auto* y = static_cast<const std::uint16_t*>(b);
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = float_to_bf16_bits(bf16_bits_to_float(x[i]) + bf16_bits_to_float(y[i]));
+  }
 }
 
 std::string joined_key(int rank) {
@@ -205,6 +216,30 @@ void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
   for (std::size_t i = 0; i < count; ++i) {
     half[i] = bf16 ? float_to_bf16_bits(values[i]) : float_to_half_bits(values[i]);
   }
+}
+
+void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
+  const std::string what = describe("allreduce_half_sum", tensor);
+  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group reduces CPU tensors");
+  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
+              ": only f16 and bf16 tensors are summed in half precision");
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  static_assert(sizeof(gloo::float16) == sizeof(std::uint16_t), "gloo::float16 is 16 bits");
+  run(what, [&] {
+    gloo::AllreduceOptions options(context_);
+    if (tensor.dtype() == DType::f16) {
+      options.setOutput(reinterpret_cast<gloo::float16*>(tensor.half_data()), count);
+      options.setReduceFunction(
+          static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
+              &gloo::sum<gloo::float16>));
+    } else {
+      options.setOutput(tensor.half_data(), count);
+      options.setReduceFunction(&sum_bf16);
+    }
+    options.setTimeout(options_.timeout);
+    gloo::allreduce(options);
+  });
 }
 
 void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {

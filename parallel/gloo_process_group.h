@@ -36,6 +36,10 @@ class GlooProcessGroup final : public ProcessGroup {
   int size() const override { return size_; }
 
   void allreduce(const Tensor& tensor, ReduceOp op) override;
+  // f16 goes through Gloo's own gloo::float16 and gloo::sum<gloo::float16>; Gloo has no
+  // bfloat16 type, so bf16 is summed by a reduction function of ours with the same contract
+  // (widen the two operands, add, round to nearest even).
+  void allreduce_half_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
   std::vector<std::string> allgather_bytes(const std::string& bytes) override;
   void barrier() override;

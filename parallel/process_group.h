@@ -39,6 +39,13 @@ class ProcessGroup {
   void allreduce_sum(const Tensor& tensor) { allreduce(tensor, ReduceOp::sum); }
   void allreduce_average(const Tensor& tensor) { allreduce(tensor, ReduceOp::average); }
 
+  // Sums an f16 or bf16 tensor in its own precision, on the wire and in every addition (half
+  // the traffic of allreduce's widening): each partial sum is rounded to the half type, so the
+  // result depends on the order of the additions, but every rank still ends with the same
+  // bits. Data parallelism reduces half gradients this way, scaling them before and after to
+  // keep the partial sums in range (see parallel/ddp.h).
+  virtual void allreduce_half_sum(const Tensor& tensor) = 0;
+
   // Copies `root`'s tensor into every other rank's tensor, bit for bit (any dtype).
   virtual void broadcast(const Tensor& tensor, int root) = 0;
 

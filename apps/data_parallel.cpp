@@ -1,0 +1,119 @@
+#include "apps/data_parallel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "parallel/distributed_sampler.h"
+#include "parallel/gloo_process_group.h"
+#include "parallel/launcher.h"
+
+namespace alloy::app {
+
+parallel::Rendezvous resolve_train_rendezvous(const TrainOptions& options) {
+  parallel::RendezvousFlags flags;
+  if (options.was_given("nodes")) flags.nodes = options.nodes;
+  if (options.was_given("gpus") || options.was_given("nproc-per-node")) flags.gpus = options.gpus;
+  if (options.was_given("nr")) flags.nr = options.nr;
+  if (options.was_given("master-addr")) flags.master_addr = options.master_addr;
+  if (options.was_given("master-port")) flags.master_port = options.master_port;
+  return parallel::resolve_rendezvous(flags, parallel::process_environment());
+}
+
+void check_distributed_options(const TrainOptions& options, const parallel::Rendezvous& placement) {
+  parallel::local_batch_size(options.batch_size, placement.world_size);
+}
+
+void run_launcher(const TrainOptions& options, const parallel::Rendezvous& placement,
+                  const std::vector<std::string>& args) {
+  std::vector<std::string> worker_args = args;
+  if (!options.was_given("threads")) {
+    // The workers share this node's cores.
+    const int share = std::max(1, options.threads / placement.local_workers);
+    worker_args.insert(worker_args.end(), {"--threads", std::to_string(share)});
+  }
+  const parallel::LaunchResult result = parallel::launch_workers(placement, worker_args);
+  if (result.ok()) return;
+  const std::string message = detail::concat("data-parallel training on this node (ranks ",
+                                             placement.rank, "..",
+                                             placement.rank + placement.local_workers - 1, " of ",
+                                             placement.world_size, ") failed: ", result.message());
+  if (result.exit_status() == 2) throw UsageError(message);
+  throw Error(message);
+}
+
+std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rendezvous& placement,
+                                                           const std::string& device) {
+  if (device != "cpu") {
+    fail("rank ", placement.rank, " of ", placement.world_size, " (", placement.source,
+         "): data-parallel training on ", device,
+         " needs the NCCL process group, which this build does not have; add --device cpu");
+  }
+  parallel::ProcessGroupOptions group_options;
+  group_options.timeout = kCollectiveTimeout;
+  if (const char* text = std::getenv("ALLOY_COLLECTIVE_TIMEOUT")) {
+    char* end = nullptr;
+    const long seconds = std::strtol(text, &end, 10);
+    if (*text == '\0' || *end != '\0' || seconds < 1 || seconds > 86400) {
+      usage_fail("ALLOY_COLLECTIVE_TIMEOUT='", text, "' must be a number of seconds in [1, 86400]");
+    }
+    group_options.timeout = std::chrono::seconds(seconds);
+  }
+  return std::make_unique<parallel::GlooProcessGroup>(placement.rank, placement.world_size,
+                                                      placement.master_addr,
+                                                      placement.master_port, group_options);
+}
+
+DataParallel::DataParallel(parallel::ProcessGroup& group, nn::Module& model,
+                           amp::MixedPrecision& precision, const parallel::DdpOptions& options)
+    : group_(group), ddp_(model, group, options) {
+  // The fp32 masters, where the opt level keeps them apart from the model's parameters.
+  const std::vector<nn::Parameter*> model_params = model.parameters();
+  std::vector<nn::Parameter*> masters;
+  for (nn::Parameter* param : precision.canonical_parameters()) {
+    if (std::find(model_params.begin(), model_params.end(), param) == model_params.end()) {
+      masters.push_back(param);
+    }
+  }
+  ddp_.broadcast_from_rank0(masters);
+}
+
+std::int64_t DataParallel::local_batch_size(std::int64_t global_batch) const {
+  return parallel::local_batch_size(global_batch, world_size());
+}
+
+data::Sampler DataParallel::training_sampler(std::int64_t dataset_size, std::uint64_t seed) const {
+  return parallel::training_sampler(dataset_size, seed, rank(), world_size());
+}
+
+std::vector<std::int64_t> DataParallel::evaluation_order(std::int64_t dataset_size) const {
+  return parallel::evaluation_shard(dataset_size, rank(), world_size());
+}
+
+std::int64_t DataParallel::sum(std::int64_t value) {
+  std::int64_t total = 0;
+  for (const std::int64_t each : group_.allgather_int64(value))
+    total += each;
+  return total;
+}
+
+double DataParallel::sum(double value) {
+  std::string bytes(sizeof value, '\0');
+  std::memcpy(bytes.data(), &value, sizeof value);  // the ranks share one byte order
+  double total = 0;
+  for (const std::string& each : group_.allgather_bytes(bytes)) {
+    ALLOY_CHECK(each.size() == sizeof value, "sum over ranks: a rank sent ", each.size(),
+                " bytes for a double");
+    double theirs = 0;
+    std::memcpy(&theirs, each.data(), sizeof theirs);
+    total += theirs;
+  }
+  return total;
+}
+
+std::vector<std::string> DataParallel::gather(const std::string& text) {
+  return group_.allgather_bytes(text);
+}
+
+}  // namespace alloy::app

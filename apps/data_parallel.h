@@ -1,0 +1,84 @@
+// The data-parallel side of `alloy train` (DESIGN.md, Distributed).
+//
+// Where this process stands: a launcher of local workers (--gpus G > 1), one rank of a job
+// (a worker, --nodes N with --nr, or the torchrun/mpirun/srun environment), or a single
+// process. A launcher starts the workers and waits; a rank joins the process group and wraps
+// its Trainer in a DataParallel, which the trainer consults at its seams: the per-rank batch
+// and shard, the gradient reduction after backward, and the sums behind reduced figures.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "amp/mixed_precision.h"
+#include "apps/train_options.h"
+#include "core/data/sampler.h"
+#include "core/nn/module.h"
+#include "parallel/ddp.h"
+#include "parallel/process_group.h"
+#include "parallel/rendezvous.h"
+
+namespace alloy::app {
+
+// Where this process stands, from the flags of `options` and this process's environment.
+// Usage errors name the flag or variable.
+parallel::Rendezvous resolve_train_rendezvous(const TrainOptions& options);
+
+// Checks what a distributed run needs before any process starts: the global batch divides
+// evenly among the ranks (a UsageError saying so otherwise).
+void check_distributed_options(const TrainOptions& options, const parallel::Rendezvous& placement);
+
+// The launcher: starts placement.local_workers copies of this program with `args` (the words
+// after `alloy train`), each told its rank through the environment and, when --threads was
+// not given, given an equal share of this process's cores. Waits for all of them; when one
+// fails, the others are stopped and this throws an Error naming the rank that failed (a
+// UsageError when that rank reported a usage error).
+void run_launcher(const TrainOptions& options, const parallel::Rendezvous& placement,
+                  const std::vector<std::string>& args);
+
+// Joins the job's process group (Gloo on the CPU). Its operations (and the wait for every rank
+// to join) time out after kCollectiveTimeout, so a stalled peer is reported within a minute;
+// the environment variable ALLOY_COLLECTIVE_TIMEOUT (seconds) overrides it.
+inline constexpr std::chrono::seconds kCollectiveTimeout{45};
+std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rendezvous& placement,
+                                                           const std::string& device);
+
+// One replica of a data-parallel job. Built by Trainer::join_data_parallel: takes rank 0's
+// weights (model parameters, buffers and fp32 masters) and reduces gradients after backward.
+class DataParallel {
+ public:
+  DataParallel(parallel::ProcessGroup& group, nn::Module& model, amp::MixedPrecision& precision,
+               const parallel::DdpOptions& options);
+
+  int rank() const { return group_.rank(); }
+  int world_size() const { return group_.size(); }
+
+  // --batch-size is the global batch; each rank takes its share (UsageError if uneven).
+  std::int64_t local_batch_size(std::int64_t global_batch) const;
+  // This rank's shard of the seeded per-epoch permutation.
+  data::Sampler training_sampler(std::int64_t dataset_size, std::uint64_t seed) const;
+  // The test examples this rank evaluates; with sum() of the correct counts, the exact
+  // accuracy over the whole test set.
+  std::vector<std::int64_t> evaluation_order(std::int64_t dataset_size) const;
+
+  // After backward: waits for the gradient buckets (averaged over the ranks) and takes rank
+  // 0's buffers.
+  void after_backward() { ddp_.finish(); }
+
+  // The sum over ranks, the same bits on every rank (added in rank order, in double).
+  std::int64_t sum(std::int64_t value);
+  double sum(double value);
+  // Every rank's string, by rank.
+  std::vector<std::string> gather(const std::string& text);
+
+  parallel::DistributedDataParallel& ddp() { return ddp_; }
+
+ private:
+  parallel::ProcessGroup& group_;
+  parallel::DistributedDataParallel ddp_;
+};
+
+}  // namespace alloy::app

@@ -1,0 +1,151 @@
+// DistributedDataParallel: keeps the replicas of a model identical across the ranks of a
+// process group, the way PyTorch's DDP and Apex's do.
+//
+//  - At start, rank 0's parameters and buffers are copied to every rank (broadcast).
+//  - Gradients are grouped into buckets of about 25 MB, one dtype per bucket, filled in
+//    reverse registration order: the order backward finalises them. The model's grad-ready
+//    hook tells us when each gradient is final; as soon as a bucket's last gradient is, its
+//    allreduce starts on a communication thread (a side stream on a GPU), while backward goes
+//    on with the layers below. Buckets are reduced in bucket order on every rank, so every
+//    rank issues the same collectives in the same order.
+//  - Half gradients are summed in half precision (half the traffic), scaled by 1/p before the
+//    sum and by p/world after it, p = predivide_factor(world), so that the partial sums stay
+//    in range where a plain sum of world gradients could overflow fp16; with allreduce_fp32
+//    they are widened, summed and averaged in fp32 and rounded once. fp32 gradients are
+//    averaged in fp32.
+//  - finish() waits for every bucket, rethrows a failed allreduce (naming the lost rank), and
+//    copies rank 0's buffers (batch-norm statistics) to the others. After it every rank holds
+//    the same averaged gradients, so every rank takes the same step, and the same skip decision
+//    on overflow.
+//  - no_sync(): backwards inside it only accumulate gradients locally (gradient accumulation);
+//    the first backward after it reduces what has accumulated.
+//
+// The process group serves one thread at a time: between a backward's first gradient and
+// finish() the communication thread owns it, and the caller must not use the group.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/nn/module.h"
+#include "parallel/process_group.h"
+
+namespace alloy::parallel {
+
+inline constexpr std::size_t kDefaultBucketBytes = 25u * 1024u * 1024u;
+
+// One parameter's gradient, as bucketing sees it.
+struct GradientSlot {
+  DType dtype = DType::f32;
+  std::int64_t numel = 0;
+};
+
+struct Bucket {
+  DType dtype = DType::f32;
+  // Indices into the registration-order parameter list, in the order their gradients become
+  // final (reverse registration order).
+  std::vector<int> params;
+  std::size_t bytes = 0;
+};
+
+// Groups gradients into buckets: walking the parameters in reverse registration order, each
+// one joins the open bucket of its dtype, and a bucket closes once it holds `cap_bytes` or
+// more (a parameter larger than the cap gets a bucket of its own). The buckets come in the
+// order they become ready during backward: by the position of their last gradient in the walk.
+// A pure function of the slots and the cap, so every rank computes the same buckets.
+std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes);
+
+// The factor half gradients are divided by before the sum (and the sum by world / factor
+// after it): the power of two nearest sqrt(world), so that both scalings are exact in binary
+// floating point (barring underflow) and neither the addends nor the sum grow past
+// sqrt(world) times a gradient. 1 for world 1, 2 for worlds 2 to 7, 4 for 8 to 31, ...
+float predivide_factor(int world);
+
+struct DdpOptions {
+  std::size_t bucket_bytes = kDefaultBucketBytes;
+  bool allreduce_fp32 = false;  // reduce half gradients in fp32
+};
+
+// When one bucket's allreduce was asked for, began and ended, for traces and the overlap test.
+struct BucketTiming {
+  using Clock = std::chrono::steady_clock;
+  int bucket = 0;
+  Clock::time_point ready;     // its last gradient became final
+  Clock::time_point started;   // the communication thread began to reduce it
+  Clock::time_point finished;  // the reduced gradients were back in place
+};
+
+class DistributedDataParallel {
+ public:
+  // Installs the grad-ready hook on `model` and starts the communication thread. `model` and
+  // `group` must outlive this object. Takes the buckets of the model's parameters as they
+  // are now (call it after the amp layer cast the model).
+  DistributedDataParallel(nn::Module& model, ProcessGroup& group, const DdpOptions& options = {});
+  // Removes the hook and stops the communication thread (waiting for a running allreduce).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Copies rank 0's model parameters and buffers, and `extra` tensors (fp32 master weights),
+  // to every rank.
+  void broadcast_from_rank0(const std::vector<nn::Parameter*>& extra = {});
+
+  // Waits for every bucket of this backward (reducing those whose gradients were never
+  // reported), then copies rank 0's buffers to every rank. Rethrows the communication thread's
+  // failure. Does nothing inside no_sync().
+  void finish();
+
+  // While the returned guard lives, backward passes do not reduce (gradient accumulation).
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ddp_.set_sync(false); }
+    ~NoSync() { ddp_.set_sync(true); }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  // The timings of the last finished backward's buckets, in bucket order.
+  std::vector<BucketTiming> last_timings() const;
+  int world_size() const { return group_.size(); }
+
+ private:
+  void set_sync(bool sync);
+  void on_grad_ready(nn::Parameter& param);
+  void communicate();
+  void reduce(std::size_t index);
+  void reset_step();
+
+  nn::Module& model_;
+  ProcessGroup& group_;
+  DdpOptions options_;
+  std::vector<nn::Parameter*> params_;  // registration order
+  std::unordered_map<const nn::Parameter*, std::size_t> bucket_of_;
+  std::vector<Bucket> buckets_;
+  std::vector<Tensor> flat_;  // one staging buffer per bucket (communication memory)
+  float predivide_ = 1;
+  bool sync_ = true;
+
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::size_t> pending_;  // per bucket: gradients not yet final in this backward
+  std::vector<BucketTiming> timings_;
+  std::vector<BucketTiming> last_timings_;
+  std::size_t next_ = 0;  // the next bucket the communication thread reduces
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: starts after everything it reads
+};
+
+}  // namespace alloy::parallel
