@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
-#include "core/half.h"
+#include "core/ops/cpu/convert.h"
 
 namespace alloy::cpu {
 
@@ -15,14 +15,7 @@ namespace alloy::cpu {
 inline const float* load_floats(const void* data, DType dtype, std::int64_t offset,
                                 std::int64_t count, float* scratch) {
   if (dtype == DType::f32) return static_cast<const float*>(data) + offset;
-  const std::uint16_t* bits = static_cast<const std::uint16_t*>(data) + offset;
-  if (dtype == DType::f16) {
-    for (std::int64_t i = 0; i < count; ++i)
-      scratch[i] = half_bits_to_float(bits[i]);
-  } else {
-    for (std::int64_t i = 0; i < count; ++i)
-      scratch[i] = bf16_bits_to_float(bits[i]);
-  }
+  widen_16(static_cast<const std::uint16_t*>(data) + offset, dtype, scratch, count);
   return scratch;
 }
 
@@ -43,14 +36,7 @@ inline void store_floats(const float* values, void* data, DType dtype, std::int6
       target[i] = values[i];
     return;
   }
-  std::uint16_t* bits = static_cast<std::uint16_t*>(data) + offset;
-  if (dtype == DType::f16) {
-    for (std::int64_t i = 0; i < count; ++i)
-      bits[i] = float_to_half_bits(values[i]);
-  } else {
-    for (std::int64_t i = 0; i < count; ++i)
-      bits[i] = float_to_bf16_bits(values[i]);
-  }
+  narrow_16(values, static_cast<std::uint16_t*>(data) + offset, dtype, count);
 }
 
 }  // namespace alloy::cpu

@@ -1,6 +1,8 @@
 #include "core/ops/cpu/float_buffer.h"
 
-#include "core/half.h"
+#include <algorithm>
+
+#include "core/ops/cpu/convert.h"
 #include "core/thread_pool.h"
 
 namespace alloy::cpu {
@@ -22,36 +24,24 @@ void for_range(std::int64_t count, const Body& body) {
 
 void to_float(const void* source, DType dtype, float* target, std::int64_t count) {
   ALLOY_CHECK(is_floating(dtype), "to_float: ", dtype_name(dtype), " is not a float type");
-  const auto* bits = static_cast<const std::uint16_t*>(source);
   for_range(count, [&](std::int64_t begin, std::int64_t end) {
-    switch (dtype) {
-      case DType::f32:
-        for (std::int64_t i = begin; i < end; ++i) target[i] = static_cast<const float*>(source)[i];
-        break;
-      case DType::f16:
-        for (std::int64_t i = begin; i < end; ++i) target[i] = half_bits_to_float(bits[i]);
-        break;
-      default:
-        for (std::int64_t i = begin; i < end; ++i) target[i] = bf16_bits_to_float(bits[i]);
-        break;
+    if (dtype == DType::f32) {
+      std::copy(static_cast<const float*>(source) + begin, static_cast<const float*>(source) + end,
+                target + begin);
+    } else {
+      widen_16(static_cast<const std::uint16_t*>(source) + begin, dtype, target + begin,
+               end - begin);
     }
   });
 }
 
 void from_float(const float* source, void* target, DType dtype, std::int64_t count) {
   ALLOY_CHECK(is_floating(dtype), "from_float: ", dtype_name(dtype), " is not a float type");
-  auto* bits = static_cast<std::uint16_t*>(target);
   for_range(count, [&](std::int64_t begin, std::int64_t end) {
-    switch (dtype) {
-      case DType::f32:
-        for (std::int64_t i = begin; i < end; ++i) static_cast<float*>(target)[i] = source[i];
-        break;
-      case DType::f16:
-        for (std::int64_t i = begin; i < end; ++i) bits[i] = float_to_half_bits(source[i]);
-        break;
-      default:
-        for (std::int64_t i = begin; i < end; ++i) bits[i] = float_to_bf16_bits(source[i]);
-        break;
+    if (dtype == DType::f32) {
+      std::copy(source + begin, source + end, static_cast<float*>(target) + begin);
+    } else {
+      narrow_16(source + begin, static_cast<std::uint16_t*>(target) + begin, dtype, end - begin);
     }
   });
 }
