@@ -1,9 +1,11 @@
 #include "apps/trainer.h"
 
 #include <chrono>
+#include <iostream>
 
 #include "core/digest.h"
 #include "core/models/models.h"
+#include "core/nn/cast_policy.h"
 #include "core/ops/elementwise.h"
 #include "core/random.h"
 
@@ -43,6 +45,10 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+void TrainObserver::on_warning(const std::string& message) {
+  std::cerr << "alloy: warning: " << message << std::endl;
+}
+
 Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair data)
     : options_(options),
       device_(device),
@@ -50,8 +56,14 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
       model_(build_model(options, device)),
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
                                                        optimizer_config(options))),
+      overflow_(precision_->scaler(),
+                [this](int index) { return precision_->parameter_name(index); }),
       sampler_(data_.train.size(), static_cast<std::uint64_t>(options.seed), /*shuffle=*/true) {
   ALLOY_CHECK(data_.train.size() > 0, "the training set ", data_.train.name, " is empty");
+  nn::CastPolicy policy;
+  policy.enabled = options_.precision.cast_policy;
+  policy.half_dtype = options_.precision.half_dtype;
+  nn::set_cast_policy(policy);
 }
 
 void Trainer::run(TrainObserver& observer) {
@@ -98,6 +110,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     correct += result.correct;
     images += size;
     ++batches;
+    if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
     observer.on_step(batches, images, loss_sum / static_cast<double>(images),
                      seconds_since(start));
     if (step_hook_ && step_hook_()) {
@@ -107,6 +120,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   }
   EpochStats stats;
   stats.epoch_seconds = seconds_since(start);
+  if (auto warning = overflow_.poll()) observer.on_warning(*warning);
   stats.epoch = epoch + 1;
   stats.step = steps_;
   stats.train_loss = images ? loss_sum / static_cast<double>(images) : 0.0;
@@ -126,6 +140,8 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 }
 
 Trainer::StepResult Trainer::step(const data::Batch& batch) {
+  // O1's half copies of the weights are valid for one step: the update changes the weights.
+  nn::clear_weight_cast_cache();
   const Tensor labels = to_device(batch.labels);
   const Tensor logits = forward(to_device(batch.images));
   const std::int64_t correct = count_correct(logits, labels);
@@ -133,6 +149,7 @@ Trainer::StepResult Trainer::step(const data::Batch& batch) {
   backward(result, labels, logits.dtype());
   if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
+  nn::clear_weight_cast_cache();
   ++steps_;
   return {read_scalar(result.loss), correct};
 }
@@ -148,8 +165,8 @@ SoftmaxCrossEntropyResult Trainer::loss(const Tensor& logits, const Tensor& labe
 void Trainer::backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels,
                        DType logits_dtype) {
   // The loss scale enters here, so every gradient below the loss is scaled.
-  model_->backward(
-      softmax_cross_entropy_backward(loss.probabilities, labels, loss_scale_value(), logits_dtype));
+  model_->backward(softmax_cross_entropy_backward(loss.probabilities, labels,
+                                                  precision_->loss_scale(), logits_dtype));
 }
 
 void Trainer::update() {
@@ -168,7 +185,9 @@ double Trainer::evaluate(const data::Dataset& dataset) {
                       options_.batch_size);
   std::int64_t correct = 0;
   data::Batch batch;
+  nn::clear_weight_cast_cache();
   while (loader.next(batch)) correct += count_correct(forward(to_device(batch.images)), to_device(batch.labels));
+  nn::clear_weight_cast_cache();
   model_->set_training(true);
   if (data_parallel_) correct = data_parallel_->sum(correct);
   return static_cast<double>(correct) / static_cast<double>(dataset.size());
@@ -206,12 +225,6 @@ Tensor Trainer::to_device(const Tensor& host) const {
   Tensor placed = Tensor::empty(host.shape(), host.dtype(), device_, MemoryCategory::data);
   placed.copy_from(host);
   return placed;
-}
-
-float Trainer::loss_scale_value() const {
-  const amp::LossScaleConfig& config = precision_->properties().loss_scale;
-  // A static scale is known on the host; only a dynamic one has to be read back.
-  return config.dynamic ? read_scalar(precision_->loss_scale()) : config.static_scale;
 }
 
 }  // namespace alloy::app

@@ -12,6 +12,7 @@
 
 #include "amp/mixed_precision.h"
 #include "apps/data_parallel.h"
+#include "apps/overflow_monitor.h"
 #include "apps/train_options.h"
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
@@ -54,6 +55,8 @@ class TrainObserver {
   virtual void on_step(std::int64_t /*batches*/, std::int64_t /*images*/, double /*mean_loss*/,
                        double /*seconds*/) {}
   virtual void on_epoch_end(const EpochStats& /*stats*/) {}
+  // A rate-limited warning (gradient overflow); the default prints it to standard error.
+  virtual void on_warning(const std::string& message);
 };
 
 class Trainer {
@@ -123,13 +126,13 @@ class Trainer {
 
   Tensor to_device(const Tensor& host) const;
   std::int64_t local_batch_size() const;  // this rank's share of options_.batch_size
-  float loss_scale_value() const;
 
   TrainOptions options_;
   Device device_;
   data::DatasetPair data_;
   std::unique_ptr<nn::Module> model_;
   std::unique_ptr<amp::MixedPrecision> precision_;
+  OverflowMonitor overflow_;
   data::Sampler sampler_;
   std::int64_t steps_ = 0;
   std::int64_t epochs_done_ = 0;
