@@ -43,13 +43,15 @@ inline std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-// The raw text of `key`'s value in a one-line JSON object of the log (numbers, or strings
-// without their quotes); "" when absent. The log's values hold no commas or braces.
+// The raw text of `key`'s value in a one-line JSON object (numbers, or strings without their
+// quotes); "" when absent. Spaces after the colon are allowed (Python's json.dumps writes
+// them); the values of interest hold no commas or braces.
 inline std::string json_field(const std::string& line, const std::string& key) {
   const std::string marker = "\"" + key + "\":";
   const std::size_t at = line.find(marker);
   if (at == std::string::npos) return "";
-  std::size_t begin = at + marker.size();
+  const std::size_t begin = line.find_first_not_of(' ', at + marker.size());
+  if (begin == std::string::npos) return "";
   std::size_t end = line.find_first_of(",}", begin);
   std::string value = line.substr(begin, end - begin);
   if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
