@@ -27,9 +27,9 @@ struct Command {
 
 const Command kCommands[] = {
     {"train", alloy::app::run_train, "train a model (fp32 today; opt levels as they land)"},
-    {"eval", alloy::app::run_eval, "evaluate a checkpoint (not available yet)"},
+    {"eval", alloy::app::run_eval, "test accuracy of a checkpoint"},
     {"mem", alloy::app::run_mem, "compare memory per opt level (not available yet)"},
-    {"ckpt", alloy::app::run_ckpt, "inspect or verify a checkpoint (not available yet)"},
+    {"ckpt", alloy::app::run_ckpt, "inspect, verify or export (safetensors) a checkpoint"},
 };
 
 void print_usage(std::ostream& out) {
@@ -42,7 +42,8 @@ void print_usage(std::ostream& out) {
         << command.summary << '\n';
   }
   out << "\n'alloy <command> --help' lists a command's flags.\n"
-         "Exit status: 0 success, 1 failure, 2 usage error.\n";
+         "Exit status: 0 success, 1 failure, 2 usage error. A run stopped by SIGTERM or\n"
+         "SIGINT saves a checkpoint (with --checkpoint-dir) and exits 1.\n";
 }
 
 const Command* find_command(const std::string& name) {
