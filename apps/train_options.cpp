@@ -268,6 +268,24 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   return o;
 }
 
+data::DatasetPair load_training_data(const TrainOptions& o) {
+  data::DatasetPair data =
+      data::load_datasets(o.dataset, o.data_dir, static_cast<std::uint64_t>(o.seed));
+  for (const data::Dataset* set : {&data.train, &data.test}) {
+    if (set->size() == 0) fail(set->name, " (in ", o.data_dir, ") holds no examples");
+    const Tensor& images = set->images;
+    if (images.dim(1) != 1 || images.dim(2) != 28 || images.dim(3) != 28) {
+      fail(set->name, " (in ", o.data_dir, ") has ", images.dim(2), "x", images.dim(3),
+           " images; the ", o.model, " model takes 28x28 single-channel images");
+    }
+  }
+  if (o.batch_size > data.train.size()) {
+    usage_fail("--batch-size ", o.batch_size, " is larger than the ", data.train.size(),
+               " examples of ", data.train.name, ": an epoch would have no step");
+  }
+  return data;
+}
+
 void print_train_help() {
   TrainOptions defaults;
   print_help("alloy train [options]",

@@ -9,6 +9,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/cli.h"
+#include "core/data/dataset.h"
 
 namespace alloy::app {
 
@@ -62,6 +63,12 @@ po::options_description train_options_description(TrainOptions& options);
 // what the command line did not set. Throws UsageError for bad flags and values, Error when
 // the config file cannot be read.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
+
+// Loads the --dataset from --data-dir and checks it suits the run: both sets hold examples,
+// the images are the 28x28 single-channel images every model takes, and one global batch fits
+// in the training set (else every epoch would have no step). Throws Error for unsuitable data,
+// UsageError for a --batch-size larger than the training set.
+data::DatasetPair load_training_data(const TrainOptions& options);
 
 // For --help.
 void print_train_help();
