@@ -27,7 +27,8 @@ void check_distributed_options(const TrainOptions& options, const parallel::Rend
 
 void run_launcher(const TrainOptions& options, const parallel::Rendezvous& placement,
                   const std::vector<std::string>& args) {
-  std::vector<std::string> worker_args = args;
+  std::vector<std::string> worker_args{"train"};
+  worker_args.insert(worker_args.end(), args.begin(), args.end());
   if (!options.was_given("threads")) {
     // The workers share this node's cores.
     const int share = std::max(1, options.threads / placement.local_workers);

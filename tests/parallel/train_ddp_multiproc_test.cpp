@@ -1,0 +1,265 @@
+// `alloy train` as a data-parallel job, end to end through the command line: the launcher
+// (--nodes 1 --gpus 2), two nodes on 127.0.0.1 (--nr 0 and --nr 1), the torchrun environment,
+// the JSON log of rank 0, and the failures: a killed rank, a busy master port, an unreachable
+// master, a global batch that does not divide among the ranks.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "parallel/socket.h"
+#include "tests/parallel/forked.h"
+#include "tests/support/process.h"
+
+using alloy::test::ChildOutcome;
+using alloy::test::contains;
+using alloy::test::ForkedChild;
+using alloy::test::free_port;
+using alloy::test::run_alloy;
+using alloy::test::TempDir;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream content;
+  content << in.rdbuf();
+  return content.str();
+}
+
+// The last line of a JSON log with "event":"<name>".
+std::string event(const std::string& log, const std::string& name) {
+  std::istringstream lines(log);
+  std::string line;
+  std::string found;
+  while (std::getline(lines, line)) {
+    if (contains(line, "\"event\":\"" + name + "\"")) found = line;
+  }
+  return found;
+}
+
+// A JSON string or number field of one log line, as text.
+std::string field(const std::string& line, const std::string& key) {
+  const std::regex pattern("\"" + key + "\":(\\[[^\\]]*\\]|\"[^\"]*\"|[^,}\\]]+)");
+  std::smatch match;
+  return std::regex_search(line, match, pattern) ? match[1].str() : "";
+}
+
+std::vector<std::string> common_args(const std::string& log, int port,
+                                     const std::string& epochs = "2") {
+  return {"train", "--model", "mlp", "--dataset", "synthetic", "--epochs", epochs, "--batch-size",
+          "256", "--threads", "1", "--master-port", std::to_string(port), "--log-json", log};
+}
+
+// Runs alloy in a child process with `environment` added; its output goes to out/err files.
+std::unique_ptr<ForkedChild> spawn_alloy(const std::vector<std::string>& args,
+                                         const std::vector<std::pair<std::string, std::string>>&
+                                             environment,
+                                         const std::string& output) {
+  return std::make_unique<ForkedChild>([=] {
+    for (const auto& [name, value] : environment)
+      setenv(name.c_str(), value.c_str(), 1);
+    const int out = ::open((output + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = ::open((output + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
+      throw std::runtime_error("cannot redirect the output to " + output);
+    }
+    std::vector<char*> argv{const_cast<char*>(ALLOY_BINARY)};
+    for (const auto& arg : args)
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    argv.push_back(nullptr);
+    execv(ALLOY_BINARY, argv.data());
+    throw std::runtime_error("cannot run " + std::string(ALLOY_BINARY));
+  });
+}
+
+// Both digests of the end event are rank 0's own digest: every rank holds the same weights.
+void check_agreeing_end_event(const std::string& log) {
+  const std::string end = event(log, "end");
+  BOOST_TEST_MESSAGE("end event: " << end);
+  BOOST_TEST(field(event(log, "start"), "world_size") == "2");
+  BOOST_TEST(field(end, "world_size") == "2");
+  const std::string digest = field(end, "params_digest");
+  BOOST_TEST(digest.size() == 18u);  // 16 hex digits in quotes
+  BOOST_TEST(field(end, "params_digests") == "[" + digest + "," + digest + "]");
+}
+
+ChildOutcome wait_for(ForkedChild& child, int seconds) {
+  return child.wait(Clock::now() + std::chrono::seconds(seconds));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(train_ddp)
+
+BOOST_AUTO_TEST_CASE(launcher_with_two_workers_trains_like_one_process) {
+  const TempDir directory;
+  const auto single = run_alloy(common_args(directory.file("single.json"), free_port()));
+  BOOST_REQUIRE_MESSAGE(single.exit_code == 0, single.errors);
+  auto args = common_args(directory.file("ddp.json"), free_port());
+  args.insert(args.end(), {"--nodes", "1", "--gpus", "2"});
+  const auto start = Clock::now();
+  const auto ddp = run_alloy(args);
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  BOOST_REQUIRE_MESSAGE(ddp.exit_code == 0, ddp.errors);
+  const std::string log = slurp(directory.file("ddp.json"));
+  check_agreeing_end_event(log);
+  const double single_acc = std::stod(field(event(slurp(directory.file("single.json")), "end"),
+                                            "test_acc"));
+  const double ddp_acc = std::stod(field(event(log, "end"), "test_acc"));
+  BOOST_TEST_MESSAGE("test_acc: one process " << single_acc << ", two workers " << ddp_acc
+                                              << " (" << seconds << " s)");
+  BOOST_TEST(std::abs(single_acc - ddp_acc) <= 0.01);
+  // Only rank 0 reports: one set of epoch lines.
+  std::size_t epoch_lines = 0;
+  for (std::size_t at = 0; (at = ddp.output.find("epoch 1/2", at)) != std::string::npos; ++at)
+    ++epoch_lines;
+  BOOST_TEST(epoch_lines == 1u, ddp.output);
+}
+
+BOOST_AUTO_TEST_CASE(two_nodes_on_one_machine_train_together) {
+  const TempDir directory;
+  const int port = free_port();
+  std::vector<std::unique_ptr<ForkedChild>> nodes;
+  for (const char* nr : {"0", "1"}) {
+    auto args = common_args(directory.file(std::string("node") + nr + ".json"), port);
+    args.insert(args.end(), {"--nodes", "2", "--gpus", "1", "--nr", nr, "--master-addr",
+                             "127.0.0.1", "--allreduce-fp32"});
+    nodes.push_back(spawn_alloy(args, {}, directory.file(std::string("node") + nr)));
+  }
+  for (int nr = 0; nr < 2; ++nr) {
+    const auto outcome = wait_for(*nodes[static_cast<std::size_t>(nr)], 120);
+    BOOST_TEST(outcome.exit_code == 0,
+               "node " << nr << ": " << slurp(directory.file("node" + std::to_string(nr) + ".err")));
+  }
+  check_agreeing_end_event(slurp(directory.file("node0.json")));
+  const bool node1_logged = std::filesystem::exists(directory.file("node1.json")) &&
+                           !slurp(directory.file("node1.json")).empty();
+  BOOST_TEST(!node1_logged, "rank 1 wrote a log too");
+}
+
+BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
+  const TempDir directory;
+  const int port = free_port();
+  std::vector<std::unique_ptr<ForkedChild>> ranks;
+  for (const char* rank : {"0", "1"}) {
+    std::vector<std::string> args{"train", "--model", "mlp", "--dataset", "synthetic",
+                                  "--epochs", "1", "--batch-size", "128", "--threads", "1",
+                                  "--opt-level", "O2", "--log-json",
+                                  directory.file(std::string("rank") + rank + ".json")};
+    ranks.push_back(spawn_alloy(args,
+                                {{"MASTER_ADDR", "127.0.0.1"},
+                                 {"MASTER_PORT", std::to_string(port)},
+                                 {"RANK", rank},
+                                 {"WORLD_SIZE", "2"},
+                                 {"LOCAL_RANK", "0"}},
+                                directory.file(std::string("rank") + rank)));
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto outcome = wait_for(*ranks[static_cast<std::size_t>(rank)], 120);
+    BOOST_TEST(outcome.exit_code == 0,
+               "rank " << rank << ": "
+                       << slurp(directory.file("rank" + std::to_string(rank) + ".err")));
+  }
+  check_agreeing_end_event(slurp(directory.file("rank0.json")));
+}
+
+BOOST_AUTO_TEST_CASE(killing_a_rank_makes_the_other_fail_naming_it_within_60_s) {
+  const TempDir directory;
+  const int port = free_port();
+  std::vector<std::unique_ptr<ForkedChild>> nodes;
+  for (const char* nr : {"0", "1"}) {
+    auto args = common_args(directory.file(std::string("node") + nr + ".json"), port, "1000");
+    args.insert(args.end(), {"--nodes", "2", "--gpus", "1", "--nr", nr});
+    nodes.push_back(spawn_alloy(args, {}, directory.file(std::string("node") + nr)));
+  }
+  // Wait until they train (rank 0 logged its start), then kill rank 1 without warning.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (event(slurp(directory.file("node0.json")), "start").empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  BOOST_REQUIRE(::kill(nodes[1]->pid(), SIGKILL) == 0);
+  const auto killed = Clock::now();
+  const auto outcome = wait_for(*nodes[0], 70);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  const std::string errors = slurp(directory.file("node0.err"));
+  BOOST_TEST_MESSAGE("rank 0 exited with " << outcome.exit_code << " " << seconds
+                                           << " s after rank 1 was killed: " << errors);
+  BOOST_TEST(outcome.exit_code == 1);
+  BOOST_TEST(seconds < 60.0);
+  BOOST_TEST(contains(errors, "rank 1 was lost"), errors);
+  wait_for(*nodes[1], 5);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_stops_the_launcher_with_an_error_naming_it) {
+  const TempDir directory;
+  auto args = common_args(directory.file("ddp.json"), free_port(), "1000");
+  args.insert(args.end(), {"--nodes", "1", "--gpus", "2"});
+  auto launcher = spawn_alloy(args, {}, directory.file("launcher"));
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (event(slurp(directory.file("ddp.json")), "start").empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The launcher's children, in start order: the workers of ranks 0 and 1.
+  const std::string pid = std::to_string(launcher->pid());
+  std::istringstream children(slurp("/proc/" + pid + "/task/" + pid + "/children"));
+  pid_t rank0 = 0;
+  pid_t rank1 = 0;
+  children >> rank0 >> rank1;
+  BOOST_REQUIRE_MESSAGE(rank1 > 0, "no second worker");
+  BOOST_REQUIRE(::kill(rank1, SIGKILL) == 0);
+  const auto killed = Clock::now();
+  const auto outcome = wait_for(*launcher, 70);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  const std::string errors = slurp(directory.file("launcher.err"));
+  BOOST_TEST_MESSAGE("the launcher exited with " << outcome.exit_code << " " << seconds
+                                                 << " s after rank 1 was killed: " << errors);
+  BOOST_TEST(outcome.exit_code == 1);
+  BOOST_TEST(seconds < 60.0);
+  BOOST_TEST(contains(errors, "rank 1 (pid " + std::to_string(rank1) + ") was killed by SIGKILL"),
+             errors);
+  BOOST_TEST(::kill(rank0, 0) != 0, "the worker of rank 0 outlived the launcher");
+}
+
+BOOST_AUTO_TEST_CASE(a_busy_master_port_or_an_unreachable_master_is_a_clear_error) {
+  const TempDir directory;
+  const alloy::parallel::UniqueFd taken = alloy::parallel::listen_tcp("127.0.0.1", 0);
+  const int busy = alloy::parallel::local_port(taken);
+  auto args = common_args(directory.file("a.json"), busy);
+  args.insert(args.end(), {"--nodes", "2", "--gpus", "1", "--nr", "0"});
+  const auto master = run_alloy(args);
+  BOOST_TEST(master.exit_code == 1);
+  BOOST_TEST(contains(master.errors, "cannot listen on 127.0.0.1:" + std::to_string(busy) +
+                                         ": address already in use"),
+             master.errors);
+
+  const int nobody = free_port();
+  args = common_args(directory.file("b.json"), nobody);
+  args.insert(args.end(), {"--nodes", "2", "--gpus", "1", "--nr", "1"});
+  auto worker = spawn_alloy(args, {{"ALLOY_COLLECTIVE_TIMEOUT", "2"}}, directory.file("b"));
+  const auto outcome = wait_for(*worker, 30);
+  const std::string errors = slurp(directory.file("b.err"));
+  BOOST_TEST(outcome.exit_code == 1);
+  BOOST_TEST(contains(errors, "cannot reach the master at 127.0.0.1:" + std::to_string(nobody)),
+             errors);
+}
+
+BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_divide_is_a_usage_error) {
+  const TempDir directory;
+  auto args = common_args(directory.file("log.json"), free_port());
+  args.insert(args.end(), {"--gpus", "3"});
+  const auto result = run_alloy(args);
+  BOOST_TEST(result.exit_code == 2);
+  BOOST_TEST(contains(result.errors, "--batch-size 256 is the global batch and must divide "
+                                     "evenly among the 3 ranks"),
+             result.errors);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
