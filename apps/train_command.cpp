@@ -31,6 +31,11 @@ int run_train(const std::vector<std::string>& args) {
     return kExitSuccess;
   }
   TrainOptions options = parse_train_options(args);
+  for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
+    if (options.was_given(flag) && options.checkpoint_dir.empty()) {
+      usage_fail("--", flag, " needs --checkpoint-dir");
+    }
+  }
   std::optional<checkpoint::LoadedCheckpoint> resume;
   if (!options.resume.empty()) {
     resume = load_resume_checkpoint(options.resume, warn);

@@ -355,9 +355,25 @@ std::string Checkpointer::save(Trainer& trainer) {
   ckpt::write_checkpoint(path, capture_training_state(trainer));
   last_step_ = trainer.steps();
   last_path_ = path;
-  ckpt::prune_checkpoints(dir_, keep_);
+  prune();
   if (saved_) saved_(path, last_step_);
   return path;
+}
+
+void Checkpointer::prune() const {
+  // Checkpoints past this one are another run's (this one resumed from an earlier file of the
+  // same directory): they are neither counted nor removed, so pruning never takes the file
+  // just written.
+  std::vector<ckpt::CheckpointEntry> ours;
+  for (const auto& entry : ckpt::list_checkpoints(dir_)) {
+    if (entry.step <= last_step_) ours.push_back(entry);
+  }
+  const std::size_t keep = static_cast<std::size_t>(keep_);
+  for (std::size_t i = 0; i + keep < ours.size(); ++i) {
+    std::error_code error;
+    std::filesystem::remove(ours[i].path, error);
+    if (error) fail("cannot remove old checkpoint ", ours[i].path, ": ", error.message());
+  }
 }
 
 }  // namespace alloy::app

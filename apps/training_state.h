@@ -45,7 +45,8 @@ TrainOptions options_from_checkpoint(const checkpoint::CheckpointState& state);
 // The hex params_digest of the parameters stored in `state` (recomputed, not the stored field).
 std::string stored_params_digest(const checkpoint::CheckpointState& state);
 
-// Writes DIR/step-%08d.ckpt files and keeps the newest K. Only rank 0 of a run saves.
+// Writes DIR/step-%08d.ckpt files and keeps the newest K (files of steps past the newest save,
+// left by another run, are not touched). Only rank 0 of a run saves.
 class Checkpointer {
  public:
   // Creates `dir` when it does not exist. `saved` hears of each checkpoint written.
@@ -62,6 +63,9 @@ class Checkpointer {
  private:
   std::string dir_;
   int keep_;
+  // Keeps the newest keep_ checkpoints up to the one just written.
+  void prune() const;
+
   std::function<void(const std::string&, std::int64_t)> saved_;
   std::int64_t last_step_ = -1;
   std::string last_path_;

@@ -158,6 +158,20 @@ BOOST_AUTO_TEST_CASE(only_the_newest_k_checkpoints_are_kept) {
   const std::vector<std::string> expected = {ckpt::checkpoint_path(run_dir, 40),
                                              ckpt::checkpoint_path(run_dir, 50)};
   BOOST_TEST(left == expected, boost::test_tools::per_element());
+
+  // A run resumed from an earlier point into a directory that holds a later checkpoint (of
+  // the abandoned continuation) keeps its own newest K and leaves the later file alone.
+  const std::string other = dir.file("other");
+  std::filesystem::create_directories(other);
+  std::filesystem::copy_file(ckpt::checkpoint_path(run_dir, 50), ckpt::checkpoint_path(other, 200));
+  run_logged(dir, "resumed",
+             quick_train_args({"--epochs", "1", "--resume", ckpt::checkpoint_path(run_dir, 40),
+                               "--checkpoint-dir", other, "--keep-checkpoints", "1"}));
+  left.clear();
+  for (const auto& entry : ckpt::list_checkpoints(other)) left.push_back(entry.path);
+  const std::vector<std::string> expected_other = {ckpt::checkpoint_path(other, 50),
+                                                   ckpt::checkpoint_path(other, 200)};
+  BOOST_TEST(left == expected_other, boost::test_tools::per_element());
 }
 
 // An O2 checkpoint resumed at O0 (and O1, where that level trains) keeps training: one more
