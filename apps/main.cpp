@@ -28,7 +28,7 @@ struct Command {
 const Command kCommands[] = {
     {"train", alloy::app::run_train, "train a model (fp32 today; opt levels as they land)"},
     {"eval", alloy::app::run_eval, "test accuracy of a checkpoint"},
-    {"mem", alloy::app::run_mem, "compare memory per opt level (not available yet)"},
+    {"mem", alloy::app::run_mem, "compare memory per opt level (peak bytes per category, images/s)"},
     {"ckpt", alloy::app::run_ckpt, "inspect, verify or export (safetensors) a checkpoint"},
 };
 

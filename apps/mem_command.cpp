@@ -1,46 +1,73 @@
-// alloy mem: the flags of the contract are parsed and checked; the per-opt-level memory
-// report waits for the amp training path.
-#include "apps/availability.h"
+// alloy mem: the per-opt-level memory report (apps/memory_report.h does the work). The table
+// goes to standard output, or to standard error when --json - takes standard output.
+#include <iostream>
+#include <memory>
+
 #include "apps/cli.h"
 #include "apps/commands.h"
+#include "apps/device_choice.h"
 #include "apps/exit_codes.h"
+#include "apps/json_log.h"
+#include "apps/memory_report.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace alloy::app {
 
-namespace {
-po::options_description mem_options() {
-  auto group = make_group("Options");
-  group.add_options()
-    ("model", po::value<std::string>()->required()->value_name("M"), "lenet, mlp or resnet18")
-    ("batch-size", po::value<std::int64_t>()->required()->value_name("B"), "batch size")
-    ("device", po::value<std::string>()->default_value("auto")->value_name("D"),
-     "auto, cpu, cuda or cuda:N")
-    ("opt-levels", po::value<std::string>()->default_value("O0,O1,O2,O3")->value_name("LIST"),
-     "opt levels to compare, comma-separated")
-    ("steps", po::value<std::int64_t>()->default_value(3)->value_name("N"),
-     "training steps measured per level")
-    ("json", po::value<std::string>()->value_name("FILE|-"), "one JSON object per opt level")
-    ("plot", po::value<std::string>()->value_name("FILE.svg"), "bar chart of the categories")
-    ("help,h", "print this help and exit");
-  po::options_description options;
-  options.add(group);
-  return options;
-}
-}  // namespace
-
 int run_mem(const std::vector<std::string>& args) {
-  const auto options = mem_options();
   if (wants_help(args)) {
-    print_help("alloy mem --model M --batch-size B [options]",
-               "Trains a few steps at each opt level and reports memory per category side by "
-               "side. Not available yet.",
-               options);
+    print_mem_help();
     return kExitSuccess;
   }
-  po::variables_map values;
-  parse_arguments(args, options, values);
-  po::notify(values);
-  command_not_available("mem", "mixed-precision training");
+  const MemOptions options = parse_mem_options(args);
+  // Output paths are checked before the (possibly long) measurement.
+  if (!options.plot.empty()) check_writable("--plot", options.plot);
+  std::unique_ptr<JsonLog> json;
+  if (!options.json.empty()) json = std::make_unique<JsonLog>(options.json);
+
+  set_cpu_threads(options.threads);
+  const DeviceChoice device = choose_device(options.device);
+  if (options.max_batch) {
+    if (device.device.is_cpu()) {
+      fail("--max-batch needs a CUDA device, and this run is on the CPU (", device.explanation,
+           ")");
+    }
+    fail("--max-batch is not available yet (issue 3: the device view of memory)");
+  }
+  std::cerr << "alloy: " << device.explanation << std::endl;
+
+  MeasureConfig config;
+  config.model = options.model;
+  config.batch_size = options.batch_size;
+  config.steps = options.steps;
+  config.seed = options.seed;
+  config.device = device.device;
+  config.optimizer = mem_optimizer_config(options.optimizer);
+
+  ReportHeader header;
+  header.model = options.model;
+  header.batch_size = options.batch_size;
+  header.device = device.device.str();
+  header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
+  header.steps = options.steps;
+
+  std::vector<LevelReport> reports;
+  for (amp::OptLevel level : options.levels) {
+    std::cerr << "alloy: measuring " << amp::opt_level_name(level) << " (" << options.steps
+              << (options.steps == 1 ? " step" : " steps") << ")" << std::endl;
+    reports.push_back(measure_level(config, level_properties(level, options.half_dtype)));
+  }
+
+  std::ostream& table_out = json && json->to_stdout() ? std::cerr : std::cout;
+  table_out << format_table(header, reports) << std::flush;
+  if (json) {
+    for (const JsonObject& object : json_objects(header, reports)) json->write(object);
+  }
+  if (!options.plot.empty()) {
+    write_text_atomically("--plot", options.plot, render_svg(header, reports));
+    std::cerr << "alloy: wrote " << options.plot << std::endl;
+  }
+  return kExitSuccess;
 }
 
 }  // namespace alloy::app

@@ -1,0 +1,123 @@
+// `alloy mem`: trains a few real steps of one model at each opt level, one level after the
+// other in one process, and reports the allocator's peak bytes per memory category and in total
+// (core/memory.h is the single source of every figure), images/s, and each figure's ratio to
+// O0, as an aligned table, JSON lines and an SVG chart.
+//
+// What the figures mean: each category's figure is that category's own peak during the
+// measured steps; peak_bytes is the peak of the sum of all categories, so it is at most the sum
+// of the category peaks (categories peak at different moments: activations at the end of the
+// forward pass, gradients and optimizer state after it). Peaks restart once the model, the amp
+// layer and the synthetic batch are built, so the fp32 copy of a model that O2/O3 round to half
+// before training does not count: the figures are those of steady-state training.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "amp/opt_level.h"
+#include "apps/json_log.h"
+#include "core/device.h"
+#include "core/memory.h"
+#include "core/optim/optimizer.h"
+
+namespace alloy::app {
+
+struct MemOptions {
+  std::string model;
+  std::int64_t batch_size = 0;
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  std::vector<amp::OptLevel> levels = {amp::OptLevel::O0, amp::OptLevel::O1, amp::OptLevel::O2,
+                                       amp::OptLevel::O3};
+  std::optional<DType> half_dtype;  // --half-dtype; the levels' default (fp16) when unset
+  std::int64_t steps = 3;
+  int threads = 0;  // 0: every core this process may use
+  std::int64_t seed = 1;
+  std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
+  std::string json;               // empty: none; "-": standard output
+  std::string plot;               // empty: none
+  bool max_batch = false;         // needs a CUDA device (issue 3)
+};
+
+// Parses the words after `alloy mem`. Bad flags and values are UsageErrors naming the flag:
+// unknown model, --batch-size or --steps below 1, an unknown or repeated opt level, ...
+MemOptions parse_mem_options(const std::vector<std::string>& args);
+void print_mem_help();
+
+// The optimizer `alloy mem` trains with: SGD with momentum 0.9 (one fp32 buffer per canonical
+// parameter) or AdamW (two).
+optim::OptimizerConfig mem_optimizer_config(const std::string& kind);
+
+// What one measurement runs.
+struct MeasureConfig {
+  std::string model;
+  std::int64_t batch_size = 1;
+  std::int64_t steps = 3;
+  std::int64_t seed = 1;
+  Device device = Device::cpu();
+  optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
+};
+
+using CategoryBytes = std::array<std::int64_t, kMemoryCategoryCount>;
+
+struct LevelReport {
+  amp::AmpProperties properties;
+  CategoryBytes peak{};         // each category's own peak during the steps
+  std::int64_t peak_bytes = 0;  // the peak of the sum (MemorySnapshot::total_peak)
+  // What was still allocated after the level was torn down, against before it was built:
+  // zero unless something leaked.
+  std::int64_t leaked_bytes = 0;
+  std::int64_t parameter_count = 0;
+  std::int64_t steps = 0;
+  double timed_seconds = 0;  // the steps after the first (the only one when steps == 1)
+  double images_per_second = 0;
+
+  std::int64_t bytes(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
+  std::int64_t sum_of_category_peaks() const;
+};
+
+// Builds the model and the amp layer for `properties` (the O1 cast policy included), trains
+// config.steps steps on one synthetic batch of config.batch_size 28x28x1 images, and frees
+// everything before returning. Peaks are reset after setup, so other levels measured before in
+// the same process do not show.
+LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties& properties);
+
+// The properties of each level with the optional --half-dtype applied.
+amp::AmpProperties level_properties(amp::OptLevel level, std::optional<DType> half_dtype);
+
+// The categories the report shows: the six of the contract, then data and communication
+// where some level used them.
+std::vector<MemoryCategory> reported_categories(const std::vector<LevelReport>& reports);
+
+struct ReportHeader {
+  std::string model;
+  std::int64_t batch_size = 0;
+  std::string device;
+  std::string optimizer;
+  std::int64_t steps = 0;
+};
+
+// The terminal table: one column per level, rows per category, the total peak and images/s,
+// each with its ratio to O0 when O0 was measured, and a note on what the figures mean.
+std::string format_table(const ReportHeader& header, const std::vector<LevelReport>& reports);
+
+// One JSON object (one line, no newline) per level: the contract's keys (opt_level,
+// parameters_bytes, master_parameters_bytes, gradients_bytes, optimizer_state_bytes,
+// activations_bytes, workspace_bytes, peak_bytes, images_per_second), then data_bytes,
+// communication_bytes, the run's settings, and "<key>_vs_o0" ratios when O0 was measured.
+std::vector<JsonObject> json_objects(const ReportHeader& header,
+                                     const std::vector<LevelReport>& reports);
+
+// A stacked bar per level, one colour per category (each category's own peak), a marker at
+// the level's peak_bytes, a legend and a y axis in MiB.
+std::string render_svg(const ReportHeader& header, const std::vector<LevelReport>& reports);
+
+// Fails (alloy::Error naming the flag and the path) unless `path` can be created: its folder
+// exists and is writable. Run before measuring, so a bad path fails in a second.
+void check_writable(const char* flag, const std::string& path);
+// Writes `text` to `path` atomically (temporary file, fsync, rename).
+void write_text_atomically(const char* flag, const std::string& path, const std::string& text);
+
+}  // namespace alloy::app
