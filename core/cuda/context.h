@@ -1,0 +1,33 @@
+// Per-device state of the CUDA backend: one stream on which every kernel, copy and library
+// call of that device is issued, and the cuBLAS, cuBLASLt and cuDNN handles bound to it.
+// One stream per device keeps the caching allocator simple and safe (a freed block's last use
+// is ordered before its next one) and makes a step a single stream, capturable in a CUDA
+// graph. Contexts are created on first use and live until the process exits.
+#pragma once
+
+#include "core/cuda/handles.h"
+#include "core/device.h"
+
+namespace alloy::cuda {
+
+struct DeviceContext {
+  explicit DeviceContext(int device);
+
+  int device;
+  Stream stream;
+  CublasHandle cublas;
+  CublasLtHandle cublas_lt;
+  CudnnHandle cudnn;
+};
+
+// The number of usable devices; throws with cuda_available()'s reason when there is none.
+int usable_device_count();
+
+// The context of a CUDA device (created on first use, with the device made current).
+DeviceContext& context(Device device);
+inline cudaStream_t stream_of(Device device) { return context(device).stream.get(); }
+
+// Blocks the host until the device's stream has finished its work; `why` names the caller.
+void synchronize(Device device, const char* why);
+
+}  // namespace alloy::cuda
