@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""Trains the reference LeNet recipe on Fashion-MNIST with PyTorch on the CPU.
+
+The same recipe as `alloy train --model lenet --opt-level O0`:
+  conv 1->20 3x3, relu, avgpool 2; conv 20->50 5x5, relu, avgpool 2;
+  linear 800->128, relu; linear 128->10; weights normal(0, 0.01), biases 0;
+  inputs u8/255; softmax cross-entropy; plain SGD, lr 0.2, batch 256, shuffled each epoch.
+
+Prints one JSON line per epoch on stderr-free stdout and a final summary line:
+  {"event":"end","framework":"pytorch","images_per_second":...,"test_acc":...,...}
+images_per_second counts training images over the time spent in training steps (data
+already in memory, test evaluation excluded), the same quantity Alloy's epoch event reports.
+
+Needs PyTorch and numpy (Debian: python3-torch python3-numpy; run it with /usr/bin/python3).
+"""
+
+import argparse
+import gzip
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as error:  # a pyenv python without torch, usually
+    sys.exit(f"lenet_pytorch.py: error: cannot import torch ({error}); "
+             "install python3-torch and run with /usr/bin/python3")
+
+
+def read_idx(path, expected_magic):
+    """Reads a .gz or raw IDX file of unsigned bytes into a numpy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4:
+        raise ValueError(f"{path}: truncated header")
+    magic = int.from_bytes(data[0:4], "big")
+    if magic != expected_magic:
+        raise ValueError(f"{path}: bad magic number {magic:#010x}, expected {expected_magic:#010x}")
+    rank = magic & 0xFF
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
+    offset = 4 + 4 * rank
+    count = int(np.prod(dims))
+    if len(data) - offset != count:
+        raise ValueError(f"{path}: header promises {count} bytes, file has {len(data) - offset}")
+    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
+
+
+def find(directory, base):
+    for name in (base, base + ".gz"):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(f"{os.path.join(directory, base)}: file not found (nor .gz)")
+
+
+def load(directory, prefix):
+    images = read_idx(find(directory, f"{prefix}-images-idx3-ubyte"), 0x00000803)
+    labels = read_idx(find(directory, f"{prefix}-labels-idx1-ubyte"), 0x00000801)
+    if images.shape[0] != labels.shape[0]:
+        raise ValueError(f"{prefix}: {images.shape[0]} images but {labels.shape[0]} labels")
+    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1).contiguous()
+    y = torch.from_numpy(labels.astype(np.int64))
+    return x, y
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 3)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.fc1 = nn.Linear(800, 128)
+        self.fc2 = nn.Linear(128, 10)
+        for module in (self.conv1, self.conv2, self.fc1, self.fc2):
+            nn.init.normal_(module.weight, 0.0, 0.01)
+            nn.init.zeros_(module.bias)
+
+    def forward(self, x):
+        x = F.avg_pool2d(F.relu(self.conv1(x)), 2)  # 28 -> 26 -> 13
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 2)  # 13 -> 9 -> 4
+        x = torch.flatten(x, 1)                      # 50 * 4 * 4 = 800
+        x = F.relu(self.fc1(x))
+        return self.fc2(x)
+
+
+def evaluate(model, x, y, batch_size):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for start in range(0, x.shape[0], batch_size):
+            logits = model(x[start:start + batch_size])
+            correct += (logits.argmax(1) == y[start:start + batch_size]).sum().item()
+    model.train()
+    return correct / x.shape[0]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=0.2)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--save-state", metavar="FILE",
+                        help="save the final model and optimizer state_dicts (torch.save)")
+    args = parser.parse_args()
+    if args.epochs < 1 or args.threads < 1 or args.batch_size < 1:
+        parser.error("--epochs, --threads and --batch-size must be at least 1")
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    train_x, train_y = load(args.data_dir, "train")
+    test_x, test_y = load(args.data_dir, "t10k")
+
+    model = LeNet()
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    generator = torch.Generator().manual_seed(args.seed)
+    n = train_x.shape[0]
+
+    train_seconds = 0.0
+    images = 0
+    test_acc = 0.0
+    for epoch in range(1, args.epochs + 1):
+        order = torch.randperm(n, generator=generator)
+        total_loss, correct, seen = 0.0, 0, 0
+        start = time.perf_counter()
+        # Like Alloy: full batches only (the last partial batch is dropped).
+        for first in range(0, n - args.batch_size + 1, args.batch_size):
+            index = order[first:first + args.batch_size]
+            xb, yb = train_x[index], train_y[index]
+            logits = model(xb)
+            loss = F.cross_entropy(logits, yb)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total_loss += loss.item() * yb.shape[0]
+            correct += (logits.argmax(1) == yb).sum().item()
+            seen += yb.shape[0]
+        seconds = time.perf_counter() - start
+        train_seconds += seconds
+        images += seen
+        test_acc = evaluate(model, test_x, test_y, 1000)
+        print(json.dumps({"event": "epoch", "framework": "pytorch", "epoch": epoch,
+                          "train_loss": total_loss / seen, "train_acc": correct / seen,
+                          "test_acc": test_acc, "epoch_seconds": seconds,
+                          "images_per_second": seen / seconds}), flush=True)
+
+    if args.save_state:
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
+                   args.save_state)
+    print(json.dumps({"event": "end", "framework": "pytorch", "torch": torch.__version__,
+                      "threads": args.threads, "epochs": args.epochs,
+                      "batch_size": args.batch_size, "lr": args.lr,
+                      "images_per_second": images / train_seconds, "test_acc": test_acc}),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()
