@@ -1,0 +1,142 @@
+// `alloy mem` end to end (issue 7): the table on standard output, one JSON object per level
+// with the contract's keys, the SVG chart, and the exit statuses of bad flags and paths.
+#include <boost/test/unit_test.hpp>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/process.h"
+
+using namespace alloy::test;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+const std::vector<std::string> kContractKeys = {
+    "\"opt_level\":",           "\"parameters_bytes\":",   "\"master_parameters_bytes\":",
+    "\"gradients_bytes\":",     "\"optimizer_state_bytes\":", "\"activations_bytes\":",
+    "\"workspace_bytes\":",     "\"peak_bytes\":",          "\"images_per_second\":"};
+
+std::vector<std::string> quick(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"mem",    "--model", "lenet",     "--batch-size", "8",
+                                   "--device", "cpu",   "--steps", "2",            "--threads",
+                                   "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
+  const ProcessResult result = run_alloy(args);
+  BOOST_TEST(result.exit_code == 2, result.errors);
+  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
+  BOOST_TEST(result.output.empty(), result.output);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(mem_command)
+
+BOOST_AUTO_TEST_CASE(table_json_and_chart_for_every_level) {
+  TempDir dir;
+  const ProcessResult result =
+      run_alloy(quick({"--json", dir.file("mem.jsonl"), "--plot", dir.file("mem.svg")}));
+  BOOST_TEST_REQUIRE(result.exit_code == 0, result.errors);
+  for (const char* word : {"O0", "O1", "O2", "O3", "parameters", "master_parameters",
+                           "activations", "workspace", "peak (total)", "images/s", "vs O0"}) {
+    BOOST_TEST(result.output.find(word) != std::string::npos, word << " not in\n"
+                                                                    << result.output);
+  }
+  const std::vector<std::string> json = lines(read_file(dir.file("mem.jsonl")));
+  BOOST_TEST_REQUIRE(json.size() == 4u);
+  const char* levels[] = {"O0", "O1", "O2", "O3"};
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    BOOST_TEST(json[i].front() == '{');
+    BOOST_TEST(json[i].back() == '}');
+    BOOST_TEST(json[i].find(std::string("\"opt_level\":\"") + levels[i] + "\"") !=
+               std::string::npos);
+    for (const std::string& key : kContractKeys) {
+      BOOST_TEST(json[i].find(key) != std::string::npos, key << " not in " << json[i]);
+    }
+  }
+  // LeNet's 129068 parameters: 4 bytes each at O0, 2 at O2 plus 4 of master weights.
+  BOOST_TEST(json[0].find("\"parameters_bytes\":516272,") != std::string::npos, json[0]);
+  BOOST_TEST(json[2].find("\"parameters_bytes\":258136,") != std::string::npos, json[2]);
+  BOOST_TEST(json[2].find("\"master_parameters_bytes\":516272,") != std::string::npos, json[2]);
+
+  const std::string svg = read_file(dir.file("mem.svg"));
+  BOOST_TEST(svg.rfind("<svg", 0) == 0);
+  BOOST_TEST(svg.find("</svg>") != std::string::npos);
+  BOOST_TEST(svg.find(">O3</text>") != std::string::npos);
+  // Written atomically: no temporary file is left beside it.
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    (void)entry;
+    ++files;
+  }
+  BOOST_TEST(files == 2);
+}
+
+BOOST_AUTO_TEST_CASE(json_to_stdout_keeps_the_table_on_stderr) {
+  const ProcessResult result = run_alloy(quick({"--opt-levels", "O2,O0", "--json", "-"}));
+  BOOST_TEST_REQUIRE(result.exit_code == 0, result.errors);
+  const std::vector<std::string> json = lines(result.output);
+  BOOST_TEST_REQUIRE(json.size() == 2u, result.output);
+  BOOST_TEST(json[0].find("\"opt_level\":\"O2\"") != std::string::npos);
+  BOOST_TEST(json[0].find("\"peak_bytes_vs_o0\":") != std::string::npos);
+  BOOST_TEST(json[1].find("\"opt_level\":\"O0\"") != std::string::npos);
+  BOOST_TEST(result.errors.find("peak (total)") != std::string::npos, result.errors);
+}
+
+BOOST_AUTO_TEST_CASE(usage_errors_exit_2_naming_the_flag) {
+  check_usage_error({"mem", "--model", "vgg", "--batch-size", "8"}, "--model");
+  check_usage_error({"mem", "--batch-size", "8"}, "--model");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "0"}, "--batch-size");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--steps", "0"}, "--steps");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--opt-levels", "O0,O4"},
+                    "--opt-levels");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--opt-levels", "O1,O1"},
+                    "--opt-levels lists O1 twice");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--device", "cpu",
+                     "--max-batch"},
+                    "--max-batch");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--frobnicate"},
+                    "frobnicate");
+}
+
+BOOST_AUTO_TEST_CASE(unwritable_plot_fails_before_measuring) {
+  TempDir dir;
+  const std::string path = dir.file("missing/folder/mem.svg");
+  const ProcessResult result = run_alloy(quick({"--plot", path}));
+  BOOST_TEST(result.exit_code == 1, result.errors);
+  BOOST_TEST(result.errors.find("--plot") != std::string::npos, result.errors);
+  BOOST_TEST(result.errors.find(path) != std::string::npos, result.errors);
+  BOOST_TEST(result.errors.find("measuring") == std::string::npos, result.errors);
+}
+
+BOOST_AUTO_TEST_CASE(help_lists_the_flags) {
+  const ProcessResult result = run_alloy({"mem", "--help"});
+  BOOST_TEST(result.exit_code == 0);
+  for (const char* flag : {"--model", "--batch-size", "--opt-levels", "--half-dtype", "--steps",
+                           "--json", "--plot", "--max-batch", "own peak"}) {
+    BOOST_TEST(result.output.find(flag) != std::string::npos, flag);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
