@@ -21,11 +21,13 @@ namespace ckpt = alloy::checkpoint;
 
 po::options_description ckpt_options() {
   auto group = make_group("Options");
+  // clang-format off
   group.add_options()
     ("json", po::bool_switch(), "info: print one JSON object (with params_digest)")
     ("safetensors", po::value<std::string>()->value_name("OUT"),
      "export: the safetensors file to write")
     ("help,h", "print this help and exit");
+  // clang-format on
   po::options_description options;
   options.add(group);
   return options;
@@ -39,11 +41,14 @@ std::string hex32(std::uint32_t value) {
 
 std::int64_t element_count(const std::vector<ckpt::NamedTensor>& tensors) {
   std::int64_t count = 0;
-  for (const auto& tensor : tensors) count += tensor.numel();
+  for (const auto& tensor : tensors)
+    count += tensor.numel();
   return count;
 }
 
-const char* yes_no(bool flag) { return flag ? "true" : "false"; }
+const char* yes_no(bool flag) {
+  return flag ? "true" : "false";
+}
 
 void print_info_json(const std::string& path, const ckpt::CheckpointHeader& header,
                      const ckpt::CheckpointState& s) {
@@ -86,7 +91,8 @@ void print_info_json(const std::string& path, const ckpt::CheckpointHeader& head
       .add("optimizer_state_tensors", static_cast<std::int64_t>(s.optimizer_state.size()))
       .add("rng_states", static_cast<std::int64_t>(s.rng_states.size()))
       .add("params_digest", s.params_digest);
-  for (const auto& [key, value] : s.extra) o.add("extra." + key, value);
+  for (const auto& [key, value] : s.extra)
+    o.add("extra." + key, value);
   o.add("model_description", s.model_description);
   std::cout << o.str() << std::endl;
 }
@@ -94,29 +100,30 @@ void print_info_json(const std::string& path, const ckpt::CheckpointHeader& head
 void print_info(const std::string& path, const ckpt::CheckpointHeader& header,
                 const ckpt::CheckpointState& s) {
   std::cout << path << "\n"
-            << "  format version " << header.format_version << ", payload "
-            << header.payload_bytes << " bytes, CRC-32 " << hex32(header.payload_crc)
-            << ", written by alloy " << s.alloy_version << "\n"
+            << "  format version " << header.format_version << ", payload " << header.payload_bytes
+            << " bytes, CRC-32 " << hex32(header.payload_crc) << ", written by alloy "
+            << s.alloy_version << "\n"
             << "  model " << s.model << ": " << element_count(s.parameters) << " parameters in "
             << s.parameters.size() << " tensors, " << s.buffers.size() << " buffers\n"
             << "  opt level " << s.amp.opt_level << ": model " << s.amp.model_dtype << ", half "
             << s.amp.half_dtype << ", cast_policy " << yes_no(s.amp.cast_policy)
-            << ", keep_batchnorm_fp32 " << yes_no(s.amp.keep_batchnorm_fp32)
-            << ", master_weights " << yes_no(s.amp.master_weights) << ", loss scale "
+            << ", keep_batchnorm_fp32 " << yes_no(s.amp.keep_batchnorm_fp32) << ", master_weights "
+            << yes_no(s.amp.master_weights) << ", loss scale "
             << (s.amp.dynamic_loss_scale ? "dynamic" : "static") << "\n"
             << "  epoch " << s.epoch << " done, step " << s.step << ", step in epoch "
             << s.step_in_epoch << ", world size " << s.world_size << ", seed " << s.seed
             << ", batch size " << s.batch_size << "\n"
-            << "  loss scaler: scale " << s.scaler.scale << ", clean steps "
-            << s.scaler.clean_steps << ", skipped steps " << s.scaler.skipped_steps << "\n"
+            << "  loss scaler: scale " << s.scaler.scale << ", clean steps " << s.scaler.clean_steps
+            << ", skipped steps " << s.scaler.skipped_steps << "\n"
             << "  optimizer " << s.optimizer.kind << ": lr " << s.optimizer.lr << ", momentum "
             << s.optimizer.momentum << ", weight_decay " << s.optimizer.weight_decay << ", "
-            << s.optimizer.steps << " steps, " << s.optimizer_state.size()
-            << " state tensors\n";
+            << s.optimizer.steps << " steps, " << s.optimizer_state.size() << " state tensors\n";
   std::cout << "  rng states:";
-  for (const auto& rng : s.rng_states) std::cout << " " << rng.name;
+  for (const auto& rng : s.rng_states)
+    std::cout << " " << rng.name;
   std::cout << "\n";
-  for (const auto& [key, value] : s.extra) std::cout << "  " << key << ": " << value << "\n";
+  for (const auto& [key, value] : s.extra)
+    std::cout << "  " << key << ": " << value << "\n";
   std::cout << "  params_digest " << s.params_digest << "\n  model:\n";
   std::string line;
   for (const char c : s.model_description) {
@@ -134,9 +141,8 @@ void print_info(const std::string& path, const ckpt::CheckpointHeader& header,
 // Throws when the stored params_digest does not match the stored weights.
 void check_digest(const std::string& path, const ckpt::CheckpointState& state) {
   const std::string digest = stored_params_digest(state);
-  ALLOY_CHECK(digest == state.params_digest, "checkpoint ", path,
-              ": corrupt: its params_digest ", state.params_digest,
-              " does not match its parameters (", digest, ")");
+  ALLOY_CHECK(digest == state.params_digest, "checkpoint ", path, ": corrupt: its params_digest ",
+              state.params_digest, " does not match its parameters (", digest, ")");
 }
 
 }  // namespace
@@ -144,12 +150,13 @@ void check_digest(const std::string& path, const ckpt::CheckpointState& state) {
 int run_ckpt(const std::vector<std::string>& args) {
   const auto options = ckpt_options();
   if (wants_help(args)) {
-    print_help("alloy ckpt info FILE [--json] | alloy ckpt verify FILE |\n"
-               "       alloy ckpt export FILE --safetensors OUT",
-               "info describes a checkpoint (header, opt level, position, scaler, optimizer,\n"
-               "params_digest); verify checks its header, CRC, contents and params_digest;\n"
-               "export writes its fp32 weights and buffers as a safetensors file.",
-               options);
+    print_help(
+        "alloy ckpt info FILE [--json] | alloy ckpt verify FILE |\n"
+        "       alloy ckpt export FILE --safetensors OUT",
+        "info describes a checkpoint (header, opt level, position, scaler, optimizer,\n"
+        "params_digest); verify checks its header, CRC, contents and params_digest;\n"
+        "export writes its fp32 weights and buffers as a safetensors file.",
+        options);
     return kExitSuccess;
   }
   po::options_description all = options;
@@ -187,8 +194,8 @@ int run_ckpt(const std::vector<std::string>& args) {
     if (out.empty()) usage_fail("--safetensors needs a file name");
     ckpt::export_safetensors(state, out);
     std::cout << "wrote " << out << ": " << state.parameters.size() << " parameters and "
-              << state.buffers.size() << " buffers of " << state.model << " at step "
-              << state.step << std::endl;
+              << state.buffers.size() << " buffers of " << state.model << " at step " << state.step
+              << std::endl;
   }
   return kExitSuccess;
 }

@@ -22,6 +22,7 @@ namespace alloy::app {
 namespace {
 po::options_description eval_options() {
   auto group = make_group("Options");
+  // clang-format off
   group.add_options()
     ("checkpoint", po::value<std::string>()->required()->value_name("FILE"),
      "checkpoint to evaluate")
@@ -31,6 +32,7 @@ po::options_description eval_options() {
      "auto, cpu, cuda or cuda:N")
     ("log-json", po::value<std::string>()->value_name("FILE|-"), "write the result as JSON")
     ("help,h", "print this help and exit");
+  // clang-format on
   po::options_description options;
   options.add(group);
   return options;
@@ -84,9 +86,9 @@ int run_eval(const std::vector<std::string>& args) {
   const DeviceChoice device = choose_device(train.device);
   std::cerr << "alloy: " << device.explanation << std::endl;
 
-  Trainer trainer(train, device.device,
-                  data::load_datasets(train.dataset, train.data_dir,
-                                      static_cast<std::uint64_t>(train.seed)));
+  Trainer trainer(
+      train, device.device,
+      data::load_datasets(train.dataset, train.data_dir, static_cast<std::uint64_t>(train.seed)));
   restore_training_state(trainer, state, path, warn);
   state = {};  // the weights are in the model now
   const data::Dataset& test = trainer.data().test;
@@ -97,8 +99,8 @@ int run_eval(const std::vector<std::string>& args) {
   char figure[32];
   std::snprintf(figure, sizeof figure, "%.4f", accuracy);
   human << path << ": " << train.model << " " << level << ", epoch " << trainer.epochs_done()
-        << ", step " << trainer.steps() << ": test_acc " << figure << " on " << test.size()
-        << " " << test.name << " examples, params_digest " << digest << std::endl;
+        << ", step " << trainer.steps() << ": test_acc " << figure << " on " << test.size() << " "
+        << test.name << " examples, params_digest " << digest << std::endl;
   if (log) {
     JsonObject event;
     event.add("event", "eval")

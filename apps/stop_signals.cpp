@@ -15,7 +15,9 @@ volatile sig_atomic_t g_signal = 0;
 struct sigaction g_previous_term;
 struct sigaction g_previous_int;
 
-extern "C" void on_stop_signal(int signal) { g_signal = signal; }
+extern "C" void on_stop_signal(int signal) {
+  g_signal = signal;
+}
 
 void install(int signal, struct sigaction* previous) {
   struct sigaction action {};
@@ -42,9 +44,13 @@ StopSignals::~StopSignals() {
   ::sigaction(SIGINT, &g_previous_int, nullptr);
 }
 
-bool StopSignals::requested() const { return g_signal != 0; }
+bool StopSignals::requested() const {
+  return g_signal != 0;
+}
 
-int StopSignals::signal() const { return g_signal; }
+int StopSignals::signal() const {
+  return g_signal;
+}
 
 const char* StopSignals::name(int signal) {
   switch (signal) {

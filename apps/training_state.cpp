@@ -60,19 +60,21 @@ void load_tensor(const ckpt::NamedTensor& saved, Tensor& target, const std::stri
               shape_str(target.shape()));
   std::vector<float> values(static_cast<std::size_t>(saved.numel()));
   if (!values.empty()) std::memcpy(values.data(), saved.data.data(), saved.data.size());
-  target.copy_from(Tensor::from_floats(target.shape(), values, target.dtype(),
-                                       MemoryCategory::workspace));
+  target.copy_from(
+      Tensor::from_floats(target.shape(), values, target.dtype(), MemoryCategory::workspace));
 }
 
 std::vector<ckpt::TensorSpec> specs_of(const std::vector<nn::Parameter*>& params) {
   std::vector<ckpt::TensorSpec> specs;
-  for (const nn::Parameter* p : params) specs.push_back({p->name, p->value.shape()});
+  for (const nn::Parameter* p : params)
+    specs.push_back({p->name, p->value.shape()});
   return specs;
 }
 
 std::vector<ckpt::TensorSpec> specs_of(const std::vector<nn::Buffer*>& buffers) {
   std::vector<ckpt::TensorSpec> specs;
-  for (const nn::Buffer* b : buffers) specs.push_back({b->name, b->value.shape()});
+  for (const nn::Buffer* b : buffers)
+    specs.push_back({b->name, b->value.shape()});
   return specs;
 }
 
@@ -231,9 +233,11 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   ckpt::check_compatible(path, state, o.model, specs_of(params), specs_of(buffers));
 
   // Weights: into the canonical copies, then rounded into the half model where there is one.
-  for (nn::Parameter* p : params) load_tensor(*ckpt::find_tensor(state.parameters, p->name), p->value, path);
+  for (nn::Parameter* p : params)
+    load_tensor(*ckpt::find_tensor(state.parameters, p->name), p->value, path);
   precision.sync_model_from_masters();
-  for (nn::Buffer* b : buffers) load_tensor(*ckpt::find_tensor(state.buffers, b->name), b->value, path);
+  for (nn::Buffer* b : buffers)
+    load_tensor(*ckpt::find_tensor(state.buffers, b->name), b->value, path);
 
   optim::Optimizer& optimizer = precision.optimizer();
   ALLOY_CHECK(state.optimizer.kind == optimizer.config().kind, "checkpoint ", path, " holds ",
@@ -284,9 +288,8 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   }
   const std::string threads = extra_or(state, kThreads, "");
   if (!threads.empty() && threads != std::to_string(o.threads) && warn) {
-    warn("checkpoint " + path + " was saved by a run with " + threads +
-         " threads, this one has " + std::to_string(o.threads) +
-         ": the continuation is exact only with the same thread count");
+    warn("checkpoint " + path + " was saved by a run with " + threads + " threads, this one has " +
+         std::to_string(o.threads) + ": the continuation is exact only with the same thread count");
   }
   try {
     trainer.set_position(state.epoch, state.step, progress);
@@ -314,9 +317,9 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("lr")) o.lr = state.optimizer.lr;
   if (!o.was_given("momentum")) o.momentum = state.optimizer.momentum;
   if (!o.was_given("weight-decay")) o.weight_decay = state.optimizer.weight_decay;
-  if (!any_given(o, {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",
-                     "min-loss-scale", "max-loss-scale", "keep-batchnorm-fp32",
-                     "master-weights"})) {
+  if (!any_given(o,
+                 {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",
+                  "min-loss-scale", "max-loss-scale", "keep-batchnorm-fp32", "master-weights"})) {
     o.precision = amp_properties(state.amp, o.resume);
   }
 }

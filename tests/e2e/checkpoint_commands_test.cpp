@@ -33,7 +33,9 @@ const SavedRun& saved_run() {
   return run;
 }
 
-std::string bytes_of(const std::string& path) { return read_text(path); }
+std::string bytes_of(const std::string& path) {
+  return read_text(path);
+}
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -173,9 +175,9 @@ BOOST_AUTO_TEST_CASE(a_directory_resumes_from_its_newest_valid_checkpoint) {
   const std::string& errors = resumed.process.errors;
   BOOST_TEST(errors.find("warning: checkpoint " + newest + ": truncated") != std::string::npos,
              errors);
-  BOOST_TEST(errors.find("resuming from " + ckpt::checkpoint_path(run_dir, 50)) !=
-                 std::string::npos,
-             errors);
+  BOOST_TEST(
+      errors.find("resuming from " + ckpt::checkpoint_path(run_dir, 50)) != std::string::npos,
+      errors);
   BOOST_TEST(resumed.digest() == saved.run.digest());  // nothing left to train
 
   write_bytes(ckpt::checkpoint_path(run_dir, 50), "");

@@ -76,23 +76,28 @@ void check_epoch_resume(const std::string& level) {
 
 BOOST_AUTO_TEST_SUITE(checkpoint_resume)
 
-BOOST_AUTO_TEST_CASE(one_epoch_then_resume_equals_two_epochs_at_O0) { check_epoch_resume("O0"); }
+BOOST_AUTO_TEST_CASE(one_epoch_then_resume_equals_two_epochs_at_O0) {
+  check_epoch_resume("O0");
+}
 
-BOOST_AUTO_TEST_CASE(one_epoch_then_resume_equals_two_epochs_at_O2) { check_epoch_resume("O2"); }
+BOOST_AUTO_TEST_CASE(one_epoch_then_resume_equals_two_epochs_at_O2) {
+  check_epoch_resume("O2");
+}
 
 BOOST_AUTO_TEST_CASE(mid_epoch_checkpoints_resume_exactly) {
   for (const std::string level : {"O0", "O2"}) {
     BOOST_TEST_CONTEXT(level) {
       TempDir dir;
       const std::string run_dir = dir.file("run");
-      const TrainRun full = run_logged(
-          dir, "full",
-          quick_train_args(with(level_flags(level),
-                                {"--epochs", "2", "--checkpoint-dir", run_dir,
-                                 "--checkpoint-every", "15", "--keep-checkpoints", "20"})));
+      const TrainRun full =
+          run_logged(dir, "full",
+                     quick_train_args(with(level_flags(level), {"--epochs", "2", "--checkpoint-dir",
+                                                                run_dir, "--checkpoint-every", "15",
+                                                                "--keep-checkpoints", "20"})));
       BOOST_TEST(full.digest() == straight_run(level).digest());  // saving changes nothing
       std::vector<std::string> steps;
-      for (const auto& line : events(full.log, "checkpoint")) steps.push_back(json_field(line, "step"));
+      for (const auto& line : events(full.log, "checkpoint"))
+        steps.push_back(json_field(line, "step"));
       const std::vector<std::string> expected = {"15", "30", "45", "50", "60", "75", "90", "100"};
       BOOST_TEST(steps == expected, boost::test_tools::per_element());
 
@@ -101,11 +106,10 @@ BOOST_AUTO_TEST_CASE(mid_epoch_checkpoints_resume_exactly) {
         BOOST_TEST_CONTEXT("resumed from step " << step) {
           const TrainRun resumed = run_logged(
               dir, "from-" + std::to_string(step),
-              quick_train_args(with(level_flags(level),
-                                    {"--epochs", "2", "--resume",
-                                     ckpt::checkpoint_path(run_dir, step)})));
-          check_same_as_straight(resumed, level, step < 50 ? std::vector<int>{1, 2}
-                                                           : std::vector<int>{2});
+              quick_train_args(with(level_flags(level), {"--epochs", "2", "--resume",
+                                                         ckpt::checkpoint_path(run_dir, step)})));
+          check_same_as_straight(resumed, level,
+                                 step < 50 ? std::vector<int>{1, 2} : std::vector<int>{2});
         }
       }
     }
@@ -119,9 +123,9 @@ BOOST_AUTO_TEST_CASE(sigterm_saves_a_checkpoint_and_the_resumed_run_ends_the_sam
   const std::vector<std::string> flags =
       with(level_flags("O2"), {"--epochs", "2", "--checkpoint-dir", run_dir});
   {
-    BackgroundAlloy run(quick_train_args(with(flags, {"--checkpoint-every", "5", "--log-json",
-                                                      log})),
-                        dir.file("out"), dir.file("err"));
+    BackgroundAlloy run(
+        quick_train_args(with(flags, {"--checkpoint-every", "5", "--log-json", log})),
+        dir.file("out"), dir.file("err"));
     // Signal once training is under way (the first checkpoint was written).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (events(read_text(log), "checkpoint").empty() &&
@@ -142,7 +146,8 @@ BOOST_AUTO_TEST_CASE(sigterm_saves_a_checkpoint_and_the_resumed_run_ends_the_sam
   BOOST_TEST(errors.find("saved " + last) != std::string::npos, errors);
   BOOST_TEST(std::stoi(json_field(saved.back(), "step")) < 100);
 
-  const TrainRun resumed = run_logged(dir, "resumed", quick_train_args(with(flags, {"--resume", run_dir})));
+  const TrainRun resumed =
+      run_logged(dir, "resumed", quick_train_args(with(flags, {"--resume", run_dir})));
   BOOST_TEST(resumed.digest() == straight_run("O2").digest());
   BOOST_TEST(resumed.train_loss(2) == straight_run("O2").train_loss(2));
 }
@@ -154,7 +159,8 @@ BOOST_AUTO_TEST_CASE(only_the_newest_k_checkpoints_are_kept) {
              quick_train_args({"--epochs", "1", "--checkpoint-dir", run_dir, "--checkpoint-every",
                                "10", "--keep-checkpoints", "2"}));
   std::vector<std::string> left;
-  for (const auto& entry : ckpt::list_checkpoints(run_dir)) left.push_back(entry.path);
+  for (const auto& entry : ckpt::list_checkpoints(run_dir))
+    left.push_back(entry.path);
   const std::vector<std::string> expected = {ckpt::checkpoint_path(run_dir, 40),
                                              ckpt::checkpoint_path(run_dir, 50)};
   BOOST_TEST(left == expected, boost::test_tools::per_element());
@@ -168,7 +174,8 @@ BOOST_AUTO_TEST_CASE(only_the_newest_k_checkpoints_are_kept) {
              quick_train_args({"--epochs", "1", "--resume", ckpt::checkpoint_path(run_dir, 40),
                                "--checkpoint-dir", other, "--keep-checkpoints", "1"}));
   left.clear();
-  for (const auto& entry : ckpt::list_checkpoints(other)) left.push_back(entry.path);
+  for (const auto& entry : ckpt::list_checkpoints(other))
+    left.push_back(entry.path);
   const std::vector<std::string> expected_other = {ckpt::checkpoint_path(other, 50),
                                                    ckpt::checkpoint_path(other, 200)};
   BOOST_TEST(left == expected_other, boost::test_tools::per_element());
@@ -180,7 +187,8 @@ BOOST_AUTO_TEST_CASE(an_O2_checkpoint_resumes_at_other_opt_levels) {
   TempDir dir;
   const std::string run_dir = dir.file("run");
   const TrainRun o2 = run_logged(
-      dir, "o2", quick_train_args(with(level_flags("O2"), {"--epochs", "1", "--checkpoint-dir", run_dir})));
+      dir, "o2",
+      quick_train_args(with(level_flags("O2"), {"--epochs", "1", "--checkpoint-dir", run_dir})));
   const double before = std::stod(json_field(events(o2.log, "epoch").back(), "test_acc"));
   for (const std::string level : {"O0", "O1"}) {
     BOOST_TEST_CONTEXT("resumed at " << level) {

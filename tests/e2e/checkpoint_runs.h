@@ -23,8 +23,8 @@ namespace alloy::test {
 // A small, fast run: the MLP on the synthetic set (50 steps an epoch at batch 256), one thread
 // (results are bit-exact for a fixed thread count), momentum so the optimizer has state.
 inline std::vector<std::string> quick_train_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"train", "--model",    "mlp", "--dataset", "synthetic",
-                                   "--threads", "1",      "--momentum", "0.9"};
+  std::vector<std::string> args = {"train",     "--model", "mlp",        "--dataset", "synthetic",
+                                   "--threads", "1",       "--momentum", "0.9"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -39,7 +39,8 @@ inline std::string read_text(const std::string& path) {
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
   return lines;
 }
 
@@ -105,7 +106,8 @@ class BackgroundAlloy {
     std::vector<char*> argv;
     const std::string program = ALLOY_BINARY;
     argv.push_back(const_cast<char*>(program.c_str()));
-    for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    for (const auto& argument : arguments)
+      argv.push_back(const_cast<char*>(argument.c_str()));
     argv.push_back(nullptr);
     pid_ = fork();
     BOOST_TEST_REQUIRE(pid_ >= 0, "fork failed");

@@ -41,13 +41,15 @@ std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::string part;
   std::istringstream in(text);
-  while (std::getline(in, part, separator)) parts.push_back(part);
+  while (std::getline(in, part, separator))
+    parts.push_back(part);
   return parts;
 }
 
 std::string shape_text(const alloy::Shape& shape) {
   std::string text;
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
   return text;
 }
 
@@ -59,9 +61,9 @@ BOOST_AUTO_TEST_CASE(numpy_reads_the_same_names_shapes_and_values) {
   const std::string python = python_with("numpy");
   if (python.empty()) skip("no python3 with numpy (Debian: python3-numpy)");
   TempDir dir;
-  const TrainRun run = run_logged(
-      dir, "train",
-      quick_train_args({"--epochs", "1", "--opt-level", "O2", "--checkpoint-dir", dir.file("run")}));
+  const TrainRun run = run_logged(dir, "train",
+                                  quick_train_args({"--epochs", "1", "--opt-level", "O2",
+                                                    "--checkpoint-dir", dir.file("run")}));
   const std::string path = ckpt::checkpoint_path(dir.file("run"), 50);
   const std::string out = dir.file("weights.safetensors");
   const ProcessResult exported = run_alloy({"ckpt", "export", path, "--safetensors", out});
