@@ -28,7 +28,7 @@ struct Command {
 const Command kCommands[] = {
     {"train", alloy::app::run_train, "train a model in fp32 or mixed precision (O0-O3)"},
     {"eval", alloy::app::run_eval, "test accuracy of a checkpoint"},
-    {"mem", alloy::app::run_mem, "compare memory per opt level (peak bytes per category, images/s)"},
+    {"mem", alloy::app::run_mem, "compare memory per opt level, side by side"},
     {"ckpt", alloy::app::run_ckpt, "inspect, verify or export (safetensors) a checkpoint"},
 };
 

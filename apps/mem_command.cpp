@@ -61,7 +61,8 @@ int run_mem(const std::vector<std::string>& args) {
   std::ostream& table_out = json && json->to_stdout() ? std::cerr : std::cout;
   table_out << format_table(header, reports) << std::flush;
   if (json) {
-    for (const JsonObject& object : json_objects(header, reports)) json->write(object);
+    for (const JsonObject& object : json_objects(header, reports))
+      json->write(object);
   }
   if (!options.plot.empty()) {
     write_text_atomically("--plot", options.plot, render_svg(header, reports));

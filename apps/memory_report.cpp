@@ -75,6 +75,7 @@ std::vector<amp::OptLevel> parse_levels(const std::string& text) {
 po::options_description mem_options(MemOptions& o) {
   using po::value;
   auto group = make_group("Options");
+  // clang-format off
   group.add_options()
     ("model", value(&o.model)->required()->value_name("M"), "lenet, mlp or resnet18")
     ("batch-size", value(&o.batch_size)->required()->value_name("B"),
@@ -98,6 +99,7 @@ po::options_description mem_options(MemOptions& o) {
     ("max-batch", po::bool_switch(&o.max_batch),
      "also search the largest batch each level fits in free device memory (CUDA only)")
     ("help,h", "print this help and exit");
+  // clang-format on
   return group;
 }
 
@@ -143,11 +145,20 @@ std::string xml_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -171,14 +182,22 @@ std::string number(double value, int decimals) {
 
 const char* category_colour(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::parameters: return "#4e79a7";
-    case MemoryCategory::master_parameters: return "#a0cbe8";
-    case MemoryCategory::gradients: return "#f28e2b";
-    case MemoryCategory::optimizer_state: return "#ffbe7d";
-    case MemoryCategory::activations: return "#59a14f";
-    case MemoryCategory::workspace: return "#b6992d";
-    case MemoryCategory::data: return "#bab0ac";
-    case MemoryCategory::communication: return "#e15759";
+    case MemoryCategory::parameters:
+      return "#4e79a7";
+    case MemoryCategory::master_parameters:
+      return "#a0cbe8";
+    case MemoryCategory::gradients:
+      return "#f28e2b";
+    case MemoryCategory::optimizer_state:
+      return "#ffbe7d";
+    case MemoryCategory::activations:
+      return "#59a14f";
+    case MemoryCategory::workspace:
+      return "#b6992d";
+    case MemoryCategory::data:
+      return "#bab0ac";
+    case MemoryCategory::communication:
+      return "#e15759";
   }
   return "#000000";
 }
@@ -233,8 +252,9 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
     o.threads = available_cores();
   }
   if (o.max_batch && o.device == "cpu") {
-    usage_fail("--max-batch searches the free memory of a CUDA device; --device cpu has none "
-               "(use --device cuda)");
+    usage_fail(
+        "--max-batch searches the free memory of a CUDA device; --device cpu has none "
+        "(use --device cuda)");
   }
   if (o.json == "" && values.count("json")) usage_fail("--json needs a file name or -");
   if (o.plot == "" && values.count("plot")) usage_fail("--plot needs a file name");
@@ -266,7 +286,8 @@ optim::OptimizerConfig mem_optimizer_config(const std::string& kind) {
 
 std::int64_t LevelReport::sum_of_category_peaks() const {
   std::int64_t sum = 0;
-  for (std::int64_t bytes : peak) sum += bytes;
+  for (std::int64_t bytes : peak)
+    sum += bytes;
   return sum;
 }
 
@@ -295,7 +316,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     std::unique_ptr<nn::Module> model = models::make_model(config.model, generator, 10);
     model->to_device(config.device);
     model->set_needs_input_grad(false);
-    for (const nn::Parameter* p : model->parameters()) report.parameter_count += p->value.numel();
+    for (const nn::Parameter* p : model->parameters())
+      report.parameter_count += p->value.numel();
     amp::MixedPrecision precision(properties, *model, config.optimizer);
     const data::Dataset batch = data::make_synthetic_dataset(
         config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch");
@@ -343,9 +365,9 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
 
 std::vector<MemoryCategory> reported_categories(const std::vector<LevelReport>& reports) {
   std::vector<MemoryCategory> categories = {
-      MemoryCategory::parameters,      MemoryCategory::master_parameters,
-      MemoryCategory::gradients,       MemoryCategory::optimizer_state,
-      MemoryCategory::activations,     MemoryCategory::workspace};
+      MemoryCategory::parameters,  MemoryCategory::master_parameters,
+      MemoryCategory::gradients,   MemoryCategory::optimizer_state,
+      MemoryCategory::activations, MemoryCategory::workspace};
   for (MemoryCategory extra : {MemoryCategory::data, MemoryCategory::communication}) {
     for (const LevelReport& report : reports) {
       if (report.bytes(extra) != 0) {
@@ -379,20 +401,25 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   };
   const auto bytes_text = [](double v) { return mib(static_cast<std::int64_t>(v)); };
   for (MemoryCategory c : categories) {
-    add_row(memory_category_name(c),
-            [c](const LevelReport& r) { return static_cast<double>(r.bytes(c)); }, bytes_text);
+    add_row(
+        memory_category_name(c),
+        [c](const LevelReport& r) { return static_cast<double>(r.bytes(c)); }, bytes_text);
   }
-  add_row("sum of the above", [](const LevelReport& r) {
-    return static_cast<double>(r.sum_of_category_peaks());
-  }, bytes_text);
-  add_row("peak (total)", [](const LevelReport& r) { return static_cast<double>(r.peak_bytes); },
-          bytes_text);
-  add_row("images/s", [](const LevelReport& r) { return r.images_per_second; },
-          [](double v) { return number(v, v >= 100 ? 0 : 1); });
+  add_row(
+      "sum of the above",
+      [](const LevelReport& r) { return static_cast<double>(r.sum_of_category_peaks()); },
+      bytes_text);
+  add_row(
+      "peak (total)", [](const LevelReport& r) { return static_cast<double>(r.peak_bytes); },
+      bytes_text);
+  add_row(
+      "images/s", [](const LevelReport& r) { return r.images_per_second; },
+      [](double v) { return number(v, v >= 100 ? 0 : 1); });
 
   std::vector<std::size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], row[i].size());
+    for (std::size_t i = 0; i < row.size(); ++i)
+      widths[i] = std::max(widths[i], row[i].size());
   }
   std::ostringstream out;
   out << header_line(header) << '\n';
@@ -438,12 +465,12 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     const auto category_key = [](MemoryCategory c) {
       return std::string(memory_category_name(c)) + "_bytes";
     };
-    const MemoryCategory all[] = {
-        MemoryCategory::parameters,  MemoryCategory::master_parameters,
-        MemoryCategory::gradients,   MemoryCategory::optimizer_state,
-        MemoryCategory::activations, MemoryCategory::workspace,
-        MemoryCategory::data,        MemoryCategory::communication};
-    for (std::size_t i = 0; i < 6; ++i) object.add(category_key(all[i]), r.bytes(all[i]));
+    const MemoryCategory all[] = {MemoryCategory::parameters,  MemoryCategory::master_parameters,
+                                  MemoryCategory::gradients,   MemoryCategory::optimizer_state,
+                                  MemoryCategory::activations, MemoryCategory::workspace,
+                                  MemoryCategory::data,        MemoryCategory::communication};
+    for (std::size_t i = 0; i < 6; ++i)
+      object.add(category_key(all[i]), r.bytes(all[i]));
     object.add("peak_bytes", r.peak_bytes);
     object.add("images_per_second", r.images_per_second);
     object.add("data_bytes", r.bytes(MemoryCategory::data));
@@ -461,14 +488,13 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
       const auto ratio = [](double v, double b) { return b > 0 ? v / b : 0.0; };
       for (MemoryCategory c : all) {
         if (base->bytes(c) > 0) {
-          object.add(category_key(c) + "_vs_o0", ratio(static_cast<double>(r.bytes(c)),
-                                                        static_cast<double>(base->bytes(c))));
+          object.add(category_key(c) + "_vs_o0",
+                     ratio(static_cast<double>(r.bytes(c)), static_cast<double>(base->bytes(c))));
         }
       }
-      object.add("peak_bytes_vs_o0", ratio(static_cast<double>(r.peak_bytes),
-                                           static_cast<double>(base->peak_bytes)));
-      object.add("images_per_second_vs_o0",
-                 ratio(r.images_per_second, base->images_per_second));
+      object.add("peak_bytes_vs_o0",
+                 ratio(static_cast<double>(r.peak_bytes), static_cast<double>(base->peak_bytes)));
+      object.add("images_per_second_vs_o0", ratio(r.images_per_second, base->images_per_second));
     }
     lines.push_back(object);
   }
@@ -496,7 +522,8 @@ std::string render_svg(const ReportHeader& header, const std::vector<LevelReport
       << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
       << "<text x=\"" << left << "\" y=\"24\" font-size=\"15\" font-weight=\"bold\">"
       << xml_escape(header_line(header)) << "</text>\n"
-      << "<text x=\"" << left << "\" y=\"40\" font-size=\"11\" fill=\"#555\">each category at "
+      << "<text x=\"" << left
+      << "\" y=\"40\" font-size=\"11\" fill=\"#555\">each category at "
          "its own peak; the black mark is the level's peak_bytes (peak of the sum)</text>\n";
   for (double tick = 0; tick <= axis_max + step / 2; tick += step) {
     const double y = y_of(tick);
@@ -526,8 +553,9 @@ std::string render_svg(const ReportHeader& header, const std::vector<LevelReport
     }
     const double peak_y = y_of(static_cast<double>(r.peak_bytes) / kMiB);
     svg << "<line x1=\"" << x - 6 << "\" x2=\"" << x + bar_w + 6 << "\" y1=\"" << peak_y
-        << "\" y2=\"" << peak_y << "\" stroke=\"black\" stroke-width=\"2\"><title>peak_bytes: "
-        << mib(r.peak_bytes) << "</title></line>\n"
+        << "\" y2=\"" << peak_y
+        << "\" stroke=\"black\" stroke-width=\"2\"><title>peak_bytes: " << mib(r.peak_bytes)
+        << "</title></line>\n"
         << "<text x=\"" << x + bar_w / 2 << "\" y=\"" << y_of(stacked) - 6
         << "\" text-anchor=\"middle\" font-size=\"11\">" << mib(r.peak_bytes) << "</text>\n"
         << "<text x=\"" << x + bar_w / 2 << "\" y=\"" << top + plot_h + 18
@@ -555,8 +583,9 @@ std::string render_svg(const ReportHeader& header, const std::vector<LevelReport
 
 void check_writable(const char* flag, const std::string& path) {
   const std::size_t slash = path.rfind('/');
-  const std::string folder =
-      slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string folder = slash == std::string::npos ? "."
+                             : slash == 0               ? "/"
+                                                        : path.substr(0, slash);
   if (::access(folder.c_str(), W_OK) != 0) {
     fail(flag, " ", path, ": cannot write there: folder ", folder,
          ::access(folder.c_str(), F_OK) != 0 ? " does not exist" : " is not writable");

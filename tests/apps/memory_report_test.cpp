@@ -28,7 +28,9 @@ LevelReport measure(const std::string& model, amp::OptLevel level, std::int64_t 
   return measure_level(config, level_properties(level, std::nullopt));
 }
 
-std::int64_t mem(const LevelReport& r, MemoryCategory c) { return r.bytes(c); }
+std::int64_t mem(const LevelReport& r, MemoryCategory c) {
+  return r.bytes(c);
+}
 
 // LeNet: conv 1->20 3x3 (180 + 20), conv 20->50 5x5 (25000 + 50), linear 800->128
 // (102400 + 128), linear 128->10 (1280 + 10).
@@ -62,7 +64,8 @@ std::int64_t model_param_count(const std::string& name) {
   Generator generator(1);
   auto model = models::make_model(name, generator, 10);
   std::int64_t count = 0;
-  for (const nn::Parameter* p : model->parameters()) count += p->value.numel();
+  for (const nn::Parameter* p : model->parameters())
+    count += p->value.numel();
   return count;
 }
 
@@ -175,7 +178,8 @@ BOOST_AUTO_TEST_CASE(resnet18_batch_norm_exception) {
   Generator generator(1);
   auto model = models::make_model("resnet18", generator, 10);
   std::int64_t norm = 0, other = 0, stat_elements = 0, other_buffer_bytes = 0;
-  for (const nn::Parameter* p : model->parameters()) (p->is_norm ? norm : other) += p->value.numel();
+  for (const nn::Parameter* p : model->parameters())
+    (p->is_norm ? norm : other) += p->value.numel();
   for (const nn::Buffer* b : model->buffers()) {
     if (is_floating(b->value.dtype())) {
       stat_elements += b->value.numel();
@@ -207,12 +211,14 @@ BOOST_AUTO_TEST_CASE(peaks_add_up_and_levels_do_not_leak_into_each_other) {
   for (const LevelReport* r : {&first, &between, &again}) {
     BOOST_TEST(r->leaked_bytes == 0);
     BOOST_TEST(r->peak_bytes <= r->sum_of_category_peaks());
-    for (std::int64_t bytes : r->peak) BOOST_TEST(r->peak_bytes >= bytes);
+    for (std::int64_t bytes : r->peak)
+      BOOST_TEST(r->peak_bytes >= bytes);
     // The activations alone never reach the total, which also holds the weights.
     BOOST_TEST(r->peak_bytes > r->bytes(MemoryCategory::activations));
   }
   // The larger O2 run measured in between does not show in the second O0.
-  for (std::size_t c = 0; c < kMemoryCategoryCount; ++c) BOOST_TEST(first.peak[c] == again.peak[c]);
+  for (std::size_t c = 0; c < kMemoryCategoryCount; ++c)
+    BOOST_TEST(first.peak[c] == again.peak[c]);
   BOOST_TEST(first.peak_bytes == again.peak_bytes);
   BOOST_TEST(first.images_per_second > 0);
 }
@@ -229,14 +235,15 @@ BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
   }
   const auto objects = json_objects(header, reports);
   BOOST_TEST_REQUIRE(objects.size() == 2u);
-  for (const char* key : {"\"opt_level\":\"O2\"", "\"parameters_bytes\":", "\"master_parameters_bytes\":",
-                          "\"gradients_bytes\":", "\"optimizer_state_bytes\":",
-                          "\"activations_bytes\":", "\"workspace_bytes\":", "\"peak_bytes\":",
-                          "\"images_per_second\":", "\"peak_bytes_vs_o0\":"}) {
+  for (const char* key :
+       {"\"opt_level\":\"O2\"",
+        "\"parameters_bytes\":", "\"master_parameters_bytes\":", "\"gradients_bytes\":",
+        "\"optimizer_state_bytes\":", "\"activations_bytes\":", "\"workspace_bytes\":",
+        "\"peak_bytes\":", "\"images_per_second\":", "\"peak_bytes_vs_o0\":"}) {
     BOOST_TEST(objects[1].str().find(key) != std::string::npos, key << " in " << objects[1].str());
   }
-  BOOST_TEST(objects[1].str().find("\"parameters_bytes\":" +
-                                   std::to_string(2 * kLenetParams)) != std::string::npos);
+  BOOST_TEST(objects[1].str().find("\"parameters_bytes\":" + std::to_string(2 * kLenetParams)) !=
+             std::string::npos);
   BOOST_TEST(objects[1].str().find("\"parameters_bytes_vs_o0\":0.5,") != std::string::npos);
 
   const std::string svg = render_svg(header, reports);
@@ -251,7 +258,8 @@ BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
   }
   std::size_t expected = 0;
   for (const LevelReport& r : reports) {
-    for (std::int64_t bytes : r.peak) expected += bytes > 0 ? 1 : 0;
+    for (std::int64_t bytes : r.peak)
+      expected += bytes > 0 ? 1 : 0;
     ++expected;  // the peak_bytes mark
   }
   BOOST_TEST(segments == expected);

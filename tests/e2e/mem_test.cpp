@@ -29,15 +29,19 @@ std::vector<std::string> lines(const std::string& text) {
   return out;
 }
 
-const std::vector<std::string> kContractKeys = {
-    "\"opt_level\":",           "\"parameters_bytes\":",   "\"master_parameters_bytes\":",
-    "\"gradients_bytes\":",     "\"optimizer_state_bytes\":", "\"activations_bytes\":",
-    "\"workspace_bytes\":",     "\"peak_bytes\":",          "\"images_per_second\":"};
+const std::vector<std::string> kContractKeys = {"\"opt_level\":",
+                                                "\"parameters_bytes\":",
+                                                "\"master_parameters_bytes\":",
+                                                "\"gradients_bytes\":",
+                                                "\"optimizer_state_bytes\":",
+                                                "\"activations_bytes\":",
+                                                "\"workspace_bytes\":",
+                                                "\"peak_bytes\":",
+                                                "\"images_per_second\":"};
 
 std::vector<std::string> quick(std::vector<std::string> extra) {
-  std::vector<std::string> args = {"mem",    "--model", "lenet",     "--batch-size", "8",
-                                   "--device", "cpu",   "--steps", "2",            "--threads",
-                                   "1"};
+  std::vector<std::string> args = {"mem", "--model", "lenet", "--batch-size", "8", "--device",
+                                   "cpu", "--steps", "2",     "--threads",    "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -58,10 +62,9 @@ BOOST_AUTO_TEST_CASE(table_json_and_chart_for_every_level) {
   const ProcessResult result =
       run_alloy(quick({"--json", dir.file("mem.jsonl"), "--plot", dir.file("mem.svg")}));
   BOOST_TEST_REQUIRE(result.exit_code == 0, result.errors);
-  for (const char* word : {"O0", "O1", "O2", "O3", "parameters", "master_parameters",
-                           "activations", "workspace", "peak (total)", "images/s", "vs O0"}) {
-    BOOST_TEST(result.output.find(word) != std::string::npos, word << " not in\n"
-                                                                    << result.output);
+  for (const char* word : {"O0", "O1", "O2", "O3", "parameters", "master_parameters", "activations",
+                           "workspace", "peak (total)", "images/s", "vs O0"}) {
+    BOOST_TEST(result.output.find(word) != std::string::npos, word << " not in\n" << result.output);
   }
   const std::vector<std::string> json = lines(read_file(dir.file("mem.jsonl")));
   BOOST_TEST_REQUIRE(json.size() == 4u);
@@ -113,11 +116,10 @@ BOOST_AUTO_TEST_CASE(usage_errors_exit_2_naming_the_flag) {
                     "--opt-levels");
   check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--opt-levels", "O1,O1"},
                     "--opt-levels lists O1 twice");
-  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--device", "cpu",
-                     "--max-batch"},
-                    "--max-batch");
-  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--frobnicate"},
-                    "frobnicate");
+  check_usage_error(
+      {"mem", "--model", "lenet", "--batch-size", "8", "--device", "cpu", "--max-batch"},
+      "--max-batch");
+  check_usage_error({"mem", "--model", "lenet", "--batch-size", "8", "--frobnicate"}, "frobnicate");
 }
 
 BOOST_AUTO_TEST_CASE(unwritable_plot_fails_before_measuring) {
