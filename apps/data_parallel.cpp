@@ -36,10 +36,10 @@ void run_launcher(const TrainOptions& options, const parallel::Rendezvous& place
   }
   const parallel::LaunchResult result = parallel::launch_workers(placement, worker_args);
   if (result.ok()) return;
-  const std::string message = detail::concat("data-parallel training on this node (ranks ",
-                                             placement.rank, "..",
-                                             placement.rank + placement.local_workers - 1, " of ",
-                                             placement.world_size, ") failed: ", result.message());
+  const std::string message =
+      detail::concat("data-parallel training on this node (ranks ", placement.rank, "..",
+                     placement.rank + placement.local_workers - 1, " of ", placement.world_size,
+                     ") failed: ", result.message());
   if (result.exit_status() == 2) throw UsageError(message);
   throw Error(message);
 }
@@ -62,8 +62,8 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
     group_options.timeout = std::chrono::seconds(seconds);
   }
   return std::make_unique<parallel::GlooProcessGroup>(placement.rank, placement.world_size,
-                                                      placement.master_addr,
-                                                      placement.master_port, group_options);
+                                                      placement.master_addr, placement.master_port,
+                                                      group_options);
 }
 
 DataParallel::DataParallel(parallel::ProcessGroup& group, nn::Module& model,

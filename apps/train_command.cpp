@@ -124,6 +124,13 @@ int run_train(const std::vector<std::string>& args) {
     }
     return kExitFailure;
   }
+  if (rank0 && trainer.data_parallel()) {
+    const parallel::DistributedDataParallel& ddp = trainer.data_parallel()->ddp();
+    std::cerr << "alloy: data parallel over " << ddp.world_size() << " ranks, "
+              << ddp.buckets().size() << " gradient bucket(s): " << ddp.wait_seconds()
+              << " s of " << ddp.step_seconds() << " s of steps waiting for allreduce (rank 0)"
+              << std::endl;
+  }
   const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
   if (report) report->end(trainer, digests);
   return kExitSuccess;

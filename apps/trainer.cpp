@@ -128,6 +128,14 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.images_per_second =
       stats.epoch_seconds > 0 ? static_cast<double>(images - images_before) / stats.epoch_seconds
                               : 0.0;
+  if (data_parallel_) {
+    // The job's figures over every rank's examples (progress_ keeps this rank's own sums).
+    const double all = static_cast<double>(data_parallel_->sum(images));
+    stats.train_loss = all > 0 ? data_parallel_->sum(loss_sum) / all : 0.0;
+    stats.train_acc = all > 0 ? static_cast<double>(data_parallel_->sum(correct)) / all : 0.0;
+    const double visited = static_cast<double>(data_parallel_->sum(images - images_before));
+    stats.images_per_second = stats.epoch_seconds > 0 ? visited / stats.epoch_seconds : 0.0;
+  }
   progress_ = EpochProgress{};  // the sums are in stats; the next epoch starts from zero
   stats.test_acc = evaluate(data_.test);
   const amp::ScalerSnapshot scaler = precision_->scaler().snapshot();

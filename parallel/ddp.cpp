@@ -155,9 +155,8 @@ void DistributedDataParallel::on_grad_ready(nn::Parameter& param) {
 void DistributedDataParallel::communicate() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] {
-      return stopping_ || (next_ < buckets_.size() && pending_[next_] == 0);
-    });
+    changed_.wait(lock,
+                  [&] { return stopping_ || (next_ < buckets_.size() && pending_[next_] == 0); });
     if (stopping_) return;
     const std::size_t bucket = next_;
     timings_[bucket].started = Clock::now();
@@ -250,6 +249,10 @@ void DistributedDataParallel::finish() {
     changed_.notify_all();
     // Bounded: each allreduce fails after the group's timeout.
     changed_.wait(lock, [&] { return next_ >= buckets_.size(); });
+    const auto done = Clock::now();
+    wait_seconds_ += std::chrono::duration<double>(done - now).count();
+    if (last_finish_) step_seconds_ += std::chrono::duration<double>(done - *last_finish_).count();
+    last_finish_ = done;
     if (error_) std::rethrow_exception(error_);
     last_timings_ = timings_;
     reset_step();

@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +120,10 @@ class DistributedDataParallel {
   // The timings of the last finished backward's buckets, in bucket order.
   std::vector<BucketTiming> last_timings() const;
   int world_size() const { return group_.size(); }
+  // Seconds finish() spent waiting for allreduces, and seconds from one finish() to the next
+  // (steps), since construction: their ratio is the share of step time lost to communication.
+  double wait_seconds() const { return wait_seconds_; }
+  double step_seconds() const { return step_seconds_; }
 
  private:
   void set_sync(bool sync);
@@ -136,6 +141,9 @@ class DistributedDataParallel {
   std::vector<Tensor> flat_;  // one staging buffer per bucket (communication memory)
   float predivide_ = 1;
   bool sync_ = true;
+  double wait_seconds_ = 0;
+  double step_seconds_ = 0;
+  std::optional<BucketTiming::Clock::time_point> last_finish_;
 
   mutable std::mutex mutex_;
   std::condition_variable changed_;

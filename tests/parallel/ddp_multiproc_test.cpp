@@ -169,11 +169,11 @@ BOOST_AUTO_TEST_CASE(start_up_broadcast_gives_every_rank_the_weights_of_rank_0) 
   check_all_succeeded(run_ranks(world, [&](int rank) {
     GlooProcessGroup group(rank, world, kHost, port, test_options());
     auto model = make("lenet", static_cast<std::uint64_t>(rank) + 1);  // different on each rank
-    auto reference = make("lenet", 1);                                   // rank 0's
+    auto reference = make("lenet", 1);                                 // rank 0's
     DistributedDataParallel ddp(*model, group);
-    expect(rank == 0 || params_digest(model->parameters()) !=
-                            params_digest(reference->parameters()),
-           "the ranks started equal");
+    expect(
+        rank == 0 || params_digest(model->parameters()) != params_digest(reference->parameters()),
+        "the ranks started equal");
     ddp.broadcast_from_rank0();
     expect(params_digest(model->parameters()) == params_digest(reference->parameters()),
            "rank " + std::to_string(rank) + " does not hold rank 0's weights");
@@ -207,8 +207,8 @@ BOOST_AUTO_TEST_CASE(a_half_sum_that_would_overflow_fp16_is_kept_in_range_by_the
     model->zero_grad();
     DistributedDataParallel ddp(*model, group);
     for (nn::Parameter* param : model->parameters()) {
-      param->grad.copy_from_floats(std::vector<float>(static_cast<std::size_t>(param->grad.numel()),
-                                                      30000.0f));
+      param->grad.copy_from_floats(
+          std::vector<float>(static_cast<std::size_t>(param->grad.numel()), 30000.0f));
     }
     ddp.finish();  // no backward ran: every bucket is reduced as it stands
     for (const float value : gradients(*model))

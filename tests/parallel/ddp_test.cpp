@@ -51,7 +51,7 @@ BOOST_AUTO_TEST_CASE(fill_in_reverse_registration_order_and_close_at_the_cap) {
 BOOST_AUTO_TEST_CASE(a_parameter_larger_than_the_cap_gets_a_bucket_of_its_own) {
   const auto buckets = assign_buckets(f32_slots({10, 1000, 10}), 100);
   BOOST_TEST(members(buckets) == "{2 1} {0}");  // 40 bytes, then 4000 closes it
-  BOOST_TEST(buckets.back().bytes == 40u);  // the last one is left open below the cap
+  BOOST_TEST(buckets.back().bytes == 40u);      // the last one is left open below the cap
 }
 
 BOOST_AUTO_TEST_CASE(one_bucket_when_everything_fits) {

@@ -55,15 +55,28 @@ std::string field(const std::string& line, const std::string& key) {
 
 std::vector<std::string> common_args(const std::string& log, int port,
                                      const std::string& epochs = "2") {
-  return {"train", "--model", "mlp", "--dataset", "synthetic", "--epochs", epochs, "--batch-size",
-          "256", "--threads", "1", "--master-port", std::to_string(port), "--log-json", log};
+  return {"train",
+          "--model",
+          "mlp",
+          "--dataset",
+          "synthetic",
+          "--epochs",
+          epochs,
+          "--batch-size",
+          "256",
+          "--threads",
+          "1",
+          "--master-port",
+          std::to_string(port),
+          "--log-json",
+          log};
 }
 
 // Runs alloy in a child process with `environment` added; its output goes to out/err files.
-std::unique_ptr<ForkedChild> spawn_alloy(const std::vector<std::string>& args,
-                                         const std::vector<std::pair<std::string, std::string>>&
-                                             environment,
-                                         const std::string& output) {
+std::unique_ptr<ForkedChild> spawn_alloy(
+    const std::vector<std::string>& args,
+    const std::vector<std::pair<std::string, std::string>>& environment,
+    const std::string& output) {
   return std::make_unique<ForkedChild>([=] {
     for (const auto& [name, value] : environment)
       setenv(name.c_str(), value.c_str(), 1);
@@ -112,11 +125,11 @@ BOOST_AUTO_TEST_CASE(launcher_with_two_workers_trains_like_one_process) {
   BOOST_REQUIRE_MESSAGE(ddp.exit_code == 0, ddp.errors);
   const std::string log = slurp(directory.file("ddp.json"));
   check_agreeing_end_event(log);
-  const double single_acc = std::stod(field(event(slurp(directory.file("single.json")), "end"),
-                                            "test_acc"));
+  const double single_acc =
+      std::stod(field(event(slurp(directory.file("single.json")), "end"), "test_acc"));
   const double ddp_acc = std::stod(field(event(log, "end"), "test_acc"));
-  BOOST_TEST_MESSAGE("test_acc: one process " << single_acc << ", two workers " << ddp_acc
-                                              << " (" << seconds << " s)");
+  BOOST_TEST_MESSAGE("test_acc: one process " << single_acc << ", two workers " << ddp_acc << " ("
+                                              << seconds << " s)");
   BOOST_TEST(std::abs(single_acc - ddp_acc) <= 0.01);
   // Only rank 0 reports: one set of epoch lines.
   std::size_t epoch_lines = 0;
@@ -137,12 +150,13 @@ BOOST_AUTO_TEST_CASE(two_nodes_on_one_machine_train_together) {
   }
   for (int nr = 0; nr < 2; ++nr) {
     const auto outcome = wait_for(*nodes[static_cast<std::size_t>(nr)], 120);
-    BOOST_TEST(outcome.exit_code == 0,
-               "node " << nr << ": " << slurp(directory.file("node" + std::to_string(nr) + ".err")));
+    BOOST_TEST(
+        outcome.exit_code == 0,
+        "node " << nr << ": " << slurp(directory.file("node" + std::to_string(nr) + ".err")));
   }
   check_agreeing_end_event(slurp(directory.file("node0.json")));
   const bool node1_logged = std::filesystem::exists(directory.file("node1.json")) &&
-                           !slurp(directory.file("node1.json")).empty();
+                            !slurp(directory.file("node1.json")).empty();
   BOOST_TEST(!node1_logged, "rank 1 wrote a log too");
 }
 
@@ -151,9 +165,20 @@ BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
   const int port = free_port();
   std::vector<std::unique_ptr<ForkedChild>> ranks;
   for (const char* rank : {"0", "1"}) {
-    std::vector<std::string> args{"train", "--model", "mlp", "--dataset", "synthetic",
-                                  "--epochs", "1", "--batch-size", "128", "--threads", "1",
-                                  "--opt-level", "O2", "--log-json",
+    std::vector<std::string> args{"train",
+                                  "--model",
+                                  "mlp",
+                                  "--dataset",
+                                  "synthetic",
+                                  "--epochs",
+                                  "1",
+                                  "--batch-size",
+                                  "128",
+                                  "--threads",
+                                  "1",
+                                  "--opt-level",
+                                  "O2",
+                                  "--log-json",
                                   directory.file(std::string("rank") + rank + ".json")};
     ranks.push_back(spawn_alloy(args,
                                 {{"MASTER_ADDR", "127.0.0.1"},
@@ -165,9 +190,9 @@ BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
   }
   for (int rank = 0; rank < 2; ++rank) {
     const auto outcome = wait_for(*ranks[static_cast<std::size_t>(rank)], 120);
-    BOOST_TEST(outcome.exit_code == 0,
-               "rank " << rank << ": "
-                       << slurp(directory.file("rank" + std::to_string(rank) + ".err")));
+    BOOST_TEST(
+        outcome.exit_code == 0,
+        "rank " << rank << ": " << slurp(directory.file("rank" + std::to_string(rank) + ".err")));
   }
   check_agreeing_end_event(slurp(directory.file("rank0.json")));
 }
@@ -257,8 +282,9 @@ BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_divide_is_a_usage_error) {
   args.insert(args.end(), {"--gpus", "3"});
   const auto result = run_alloy(args);
   BOOST_TEST(result.exit_code == 2);
-  BOOST_TEST(contains(result.errors, "--batch-size 256 is the global batch and must divide "
-                                     "evenly among the 3 ranks"),
+  BOOST_TEST(contains(result.errors,
+                      "--batch-size 256 is the global batch and must divide "
+                      "evenly among the 3 ranks"),
              result.errors);
 }
 

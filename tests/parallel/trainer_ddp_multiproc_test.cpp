@@ -78,12 +78,12 @@ void train(const app::TrainOptions& options, int rank, int world, int port,
   if (world > 1) {
     parallel::ProcessGroupOptions group_options;
     group_options.timeout = std::chrono::seconds(30);
-    group = std::make_unique<parallel::GlooProcessGroup>(rank, world, "127.0.0.1", port,
-                                                         group_options);
+    group =
+        std::make_unique<parallel::GlooProcessGroup>(rank, world, "127.0.0.1", port, group_options);
   }
-  app::Trainer trainer(options, Device::cpu(),
-                       data::load_datasets(options.dataset, "", static_cast<std::uint64_t>(
-                                                                    options.seed)));
+  app::Trainer trainer(
+      options, Device::cpu(),
+      data::load_datasets(options.dataset, "", static_cast<std::uint64_t>(options.seed)));
   if (group) trainer.join_data_parallel(*group, {});
   app::TrainObserver quiet;
   trainer.run(quiet);
@@ -102,9 +102,9 @@ void check_matches_single_process(amp::OptLevel level) {
   const app::TrainOptions options = options_for(level);
   const alloy::test::TempDir directory;
   const auto start = std::chrono::steady_clock::now();
-  check_all_succeeded(
-      run_ranks(1, [&](int) { train(options, 0, 1, 0, directory.file("single")); },
-                std::chrono::seconds(120)));
+  check_all_succeeded(run_ranks(
+      1, [&](int) { train(options, 0, 1, 0, directory.file("single")); },
+      std::chrono::seconds(120)));
   const double single_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int world = 2;
