@@ -2,6 +2,11 @@
 
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "amp/ops/cuda/unscale.h"
+#include "core/cuda/context.h"
+#endif
+
 namespace alloy::amp {
 
 void unscale_and_check(const std::vector<const Tensor*>& grads,
@@ -21,7 +26,18 @@ void unscale_and_check(const std::vector<const Tensor*>& grads,
     ALLOY_CHECK(grads[i]->device() == device && outputs[i]->device() == device, op,
                 ": gradient ", i, " is not on ", device.str());
   }
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      std::vector<cuda::UnscaleItem> items;
+      items.reserve(grads.size());
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        items.push_back({grads[i]->raw(), grads[i]->dtype(), outputs[i]->raw(),
+                         outputs[i]->dtype(), grads[i]->numel()});
+      }
+      alloy::cuda::DeviceContext& ctx = alloy::cuda::context(device);
+      cuda::unscale_and_check(items, scale.data<float>(), found_inf.data<float>(),
+                              first_overflow.data<std::int32_t>(), ctx.stream.get());
+      return;
+    });
 
   const float inverse_scale = 1.0f / scale.data<float>()[0];
   std::int32_t first = -1;

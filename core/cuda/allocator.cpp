@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/forever.h"
 #include "core/cuda/handles.h"
 
 namespace alloy::cuda {
@@ -27,9 +28,6 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
 class CachingAllocator final : public Allocator {
  public:
   explicit CachingAllocator(int device) : device_(device) {}
-
-  // At exit the driver may already be gone; nothing can be reported then.
-  ~CachingAllocator() override { release_cached(/*report=*/false); }
 
   void* allocate(std::size_t bytes, MemoryCategory category) override {
     const std::size_t size = cache_block_size(bytes);
@@ -56,27 +54,21 @@ class CachingAllocator final : public Allocator {
     return cache_;
   }
 
-  void release_cached(bool report) {
+  void release_cached() {
     std::lock_guard<std::mutex> lock(mutex_);
-    int previous = -1;
-    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != device_ &&
-                          cudaSetDevice(device_) == cudaSuccess;
+    const DeviceGuard guard(device_);  // cudaFree needs the block's device current
     for (auto& [size, blocks] : free_lists_) {
-      for (void* block : blocks) {
-        const cudaError_t status = cudaFree(block);
-        if (report && status != cudaSuccess) {
-          if (switched) static_cast<void>(cudaSetDevice(previous));
-          fail_call("cudaFree(block)", status_text(status),
-                    detail::concat("releasing a cached block of ", size, " bytes on cuda:",
-                                   device_));
-        }
+      while (!blocks.empty()) {
+        // Off the list before the call: a failure leaves no block listed twice or freed twice.
+        void* block = blocks.back();
+        blocks.pop_back();
+        cache_.cached_bytes -= static_cast<std::int64_t>(size);
+        ALLOY_CUDA_CHECK(cudaFree(block), "releasing a cached block of ", size, " bytes on cuda:",
+                         device_);
         ++cache_.free_calls;
         cache_.reserved_bytes -= static_cast<std::int64_t>(size);
-        cache_.cached_bytes -= static_cast<std::int64_t>(size);
       }
-      blocks.clear();
     }
-    if (switched) static_cast<void>(cudaSetDevice(previous));
   }
 
  private:
@@ -99,7 +91,7 @@ class CachingAllocator final : public Allocator {
       // Cached blocks of other sizes may be what stands in the way: give them back and retry
       // once, as PyTorch does before reporting out-of-memory.
       static_cast<void>(cudaGetLastError());  // clear the sticky-free error state
-      release_cached(/*report=*/true);
+      release_cached();
       status = cudaMalloc(&pointer, size);
     }
     if (status != cudaSuccess) {
@@ -127,10 +119,10 @@ class CachingAllocator final : public Allocator {
 
 CachingAllocator& allocator_of(int device) {
   ALLOY_CHECK(device >= 0 && device < kMaxDevices, "cuda:", device, " is not a valid device");
-  static std::array<std::unique_ptr<CachingAllocator>, kMaxDevices> allocators;
+  static Forever<std::array<std::unique_ptr<CachingAllocator>, kMaxDevices>> allocators;
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = allocators[static_cast<std::size_t>(device)];
+  auto& slot = allocators.get()[static_cast<std::size_t>(device)];
   if (!slot) slot = std::make_unique<CachingAllocator>(device);
   return *slot;
 }
@@ -144,7 +136,7 @@ std::size_t cache_block_size(std::size_t bytes) {
 
 CacheStatistics cache_statistics(int device) { return allocator_of(device).statistics(); }
 
-void empty_cache(int device) { allocator_of(device).release_cached(/*report=*/true); }
+void empty_cache(int device) { allocator_of(device).release_cached(); }
 
 }  // namespace alloy::cuda
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/backend.h"
+#include "core/cuda/forever.h"
 
 namespace alloy::cuda {
 
@@ -77,10 +78,10 @@ DeviceContext& context(Device device) {
   ALLOY_CHECK(device.index >= 0 && device.index < count && device.index < kMaxDevices,
               device.str(), " requested, but this machine has ", count, " CUDA device",
               count == 1 ? "" : "s");
-  static std::array<std::unique_ptr<DeviceContext>, kMaxDevices> contexts;
+  static Forever<std::array<std::unique_ptr<DeviceContext>, kMaxDevices>> contexts;
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
-  auto& slot = contexts[static_cast<std::size_t>(device.index)];
+  auto& slot = contexts.get()[static_cast<std::size_t>(device.index)];
   if (!slot) slot = std::make_unique<DeviceContext>(device.index);
   // Kernel launches go to the current device: make it this tensor's.
   int current = -1;

@@ -6,6 +6,11 @@
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/batch_norm2d.h"
+#endif
+
 namespace alloy {
 
 namespace {
@@ -43,6 +48,14 @@ void affine(const Tensor& x, const Tensor& weight, const Tensor& bias, const flo
   cpu::batch_norm2d_affine(x.raw(), y.raw(), x.dtype(), g, scale.data(), shift.data());
 }
 
+#ifdef ALLOY_HAVE_CUDA
+cuda::ChannelData channel_data(const Tensor& tensor) { return {tensor.raw(), tensor.dtype()}; }
+
+Tensor channel_scratch(std::int64_t channels, Device device) {
+  return Tensor::empty({2 * channels}, DType::f32, device, MemoryCategory::workspace);
+}
+#endif
+
 }  // namespace
 
 BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& weight,
@@ -58,11 +71,19 @@ BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& w
   check_channel_tensor(op, "running_var", running_var, x);
   const std::int64_t count = g.batch * g.plane;
   ALLOY_CHECK(count > 1, op, ": training needs more than one value per channel, got ", x.str());
-  if (!device.is_cpu()) no_kernel(op, device);
-
   BatchNormTrainResult result;
   result.saved.mean = channel_tensor(g.channels, device);
   result.saved.invstd = channel_tensor(g.channels, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+      Tensor scratch = channel_scratch(g.channels, device);
+      cuda::batch_norm2d_train_forward(
+          x.raw(), x.dtype(), g, channel_data(weight), channel_data(bias),
+          channel_data(running_mean), channel_data(running_var), params,
+          result.saved.mean.data<float>(), result.saved.invstd.data<float>(),
+          scratch.data<float>(), result.y.raw(), cuda::stream_of(device));
+      return result;
+    });
   float* mean = result.saved.mean.data<float>();
   float* invstd = result.saved.invstd.data<float>();
   std::vector<float> variance(static_cast<std::size_t>(g.channels));
@@ -98,7 +119,15 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
   check_channel_tensor(op, "bias", bias, x);
   check_channel_tensor(op, "running_mean", running_mean, x);
   check_channel_tensor(op, "running_var", running_var, x);
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+      Tensor scratch = channel_scratch(g.channels, device);
+      cuda::batch_norm2d_eval_forward(x.raw(), x.dtype(), g, channel_data(weight),
+                                      channel_data(bias), channel_data(running_mean),
+                                      channel_data(running_var), params, scratch.data<float>(),
+                                      y.raw(), cuda::stream_of(device));
+      return y;
+    });
 
   const cpu::FloatInput mean(running_mean);
   const cpu::FloatInput var(running_var);
@@ -128,7 +157,16 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
   check_dtype(op, "saved invstd", saved.invstd, DType::f32);
   check_shape(op, "saved mean", saved.mean, {g.channels});
   check_shape(op, "saved invstd", saved.invstd, {g.channels});
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+      Tensor scratch = channel_scratch(g.channels, device);
+      cuda::batch_norm2d_backward(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g,
+                                  channel_data(weight), saved.mean.data<float>(),
+                                  saved.invstd.data<float>(), channel_data(dweight),
+                                  channel_data(dbias), scratch.data<float>(), dx.raw(),
+                                  cuda::stream_of(device));
+      return dx;
+    });
 
   const float* mean = saved.mean.data<float>();
   const float* invstd = saved.invstd.data<float>();

@@ -6,6 +6,10 @@
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/ops/cuda/conv2d.h"
+#endif
+
 namespace alloy {
 
 namespace {
@@ -63,9 +67,12 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
     check_shape(op, "b", b, {w.dim(0)});
   }
   const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
-  if (!device.is_cpu()) no_kernel(op, device);
-
   Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::conv2d_forward(device, g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
+                           y.raw());
+      return y;
+    });
   const cpu::FloatInput x_float(x);
   const cpu::FloatInput w_float(w);
   std::optional<cpu::FloatInput> b_float;
@@ -93,9 +100,16 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
     check_shape(op, "db", db, {w.dim(0)});
   }
   const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
-  if (!device.is_cpu()) no_kernel(op, device);
-
   Conv2dGrads grads;
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      if (need_dx) {
+        grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+      }
+      cuda::conv2d_backward(device, g, x.dtype(), x.raw(), w.raw(), dy.raw(), dw.raw(), dw.dtype(),
+                            db.defined() ? db.raw() : nullptr, db.dtype(),
+                            need_dx ? grads.dx.raw() : nullptr);
+      return grads;
+    });
   const cpu::FloatInput x_float(x);
   const cpu::FloatInput dy_float(dy);
   cpu::FloatOutput dw_float(dw, true);

@@ -26,3 +26,17 @@ void check_shape(const char* op, const char* what, const Tensor& tensor, const S
 [[noreturn]] void no_kernel(const char* op, Device device);
 
 }  // namespace alloy
+
+// An op's CUDA path: `if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, { ...; return y; });`
+// runs the block in a build with the CUDA backend and is no_kernel() in a CPU-only build, where
+// the block (which names CUDA kernels) is not compiled at all.
+#ifdef ALLOY_HAVE_CUDA
+#define ALLOY_CUDA_PATH(op, device, ...) \
+  do __VA_ARGS__ while (0)
+#else
+#define ALLOY_CUDA_PATH(op, device, ...) ::alloy::no_kernel(op, device)
+#endif
+
+namespace alloy {
+
+}  // namespace alloy

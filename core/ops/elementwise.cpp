@@ -2,6 +2,11 @@
 
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/elementwise.h"
+#endif
+
 namespace alloy {
 
 Tensor cast(const Tensor& x, DType dtype, MemoryCategory category) {
@@ -10,7 +15,6 @@ Tensor cast(const Tensor& x, DType dtype, MemoryCategory category) {
   check_floating(op, "x", x);
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor y = Tensor::empty(x.shape(), dtype, device, category);
   cast_into(x, y);
   return y;
@@ -22,11 +26,14 @@ void cast_into(const Tensor& x, Tensor& out) {
   check_floating(op, "x", x);
   check_floating(op, "out", out);
   check_shape(op, "out", out, x.shape());
-  if (!device.is_cpu()) no_kernel(op, device);
   if (x.dtype() == out.dtype()) {
     out.copy_from(x);
     return;
   }
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::cast(x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel(), cuda::stream_of(device));
+      return;
+    });
   cpu::cast(x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel());
 }
 
@@ -36,8 +43,12 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_floating(op, "a", a);
   check_floating(op, "b", b);
   check_shape(op, "b", b, a.shape());
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor y = Tensor::empty(a.shape(), a.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::add(a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel(),
+                cuda::stream_of(device));
+      return y;
+    });
   cpu::add(a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel());
   return y;
 }
@@ -48,7 +59,11 @@ void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
   check_floating(op, "x", x);
   check_floating(op, "y", y);
   check_shape(op, "y", y, x.shape());
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::axpby(alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(), x.numel(),
+                  cuda::stream_of(device));
+      return;
+    });
   cpu::axpby(alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(), x.numel());
 }
 
@@ -56,7 +71,10 @@ void scale(Tensor& x, float alpha) {
   constexpr const char* op = "scale";
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::scale(x.raw(), x.dtype(), alpha, x.numel(), cuda::stream_of(device));
+      return;
+    });
   cpu::scale(x.raw(), x.dtype(), alpha, x.numel());
 }
 
@@ -66,8 +84,12 @@ Tensor normalize_images(const Tensor& images, DType dtype) {
   check_dtype(op, "images", images, DType::u8);
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor y = Tensor::empty(images.shape(), dtype, device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::normalize_images(images.data<std::uint8_t>(), y.raw(), dtype, images.numel(),
+                             cuda::stream_of(device));
+      return y;
+    });
   cpu::normalize_images(images.data<std::uint8_t>(), y.raw(), dtype, images.numel());
   return y;
 }

@@ -5,6 +5,11 @@
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/gemm.h"
+#endif
+
 namespace alloy {
 
 void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmShape& shape) {
@@ -25,7 +30,13 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmShape& shape) {
   constexpr std::int64_t limit = std::numeric_limits<int>::max();
   ALLOY_CHECK(m <= limit && n <= limit && k <= limit, op, ": dimensions of ", a.str(), " and ",
               b.str(), " exceed the BLAS int range");
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::gemm(cuda::context(device).cublas.get(), shape.transpose_a, shape.transpose_b,
+                 static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), shape.alpha,
+                 a.raw(), static_cast<int>(a.dim(1)), b.raw(), static_cast<int>(b.dim(1)),
+                 a.dtype(), shape.beta, c.raw(), static_cast<int>(n), c.dtype());
+      return;
+    });
 
   const cpu::FloatInput a_float(a);
   const cpu::FloatInput b_float(b);

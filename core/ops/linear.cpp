@@ -6,6 +6,11 @@
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/linear.h"
+#endif
+
 namespace alloy {
 
 namespace {
@@ -38,10 +43,14 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
   constexpr const char* op = "linear_forward";
   const Device device = common_device(op, {&x, &w, &b});
   const LinearSizes sizes = check_linear(op, x, w, b);
-  if (!device.is_cpu()) no_kernel(op, device);
-
   Tensor y =
       Tensor::empty({sizes.batch, sizes.out}, x.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::DeviceContext& ctx = cuda::context(device);
+      cuda::linear_forward(ctx.cublas.get(), ctx.stream.get(), sizes.batch, sizes.in, sizes.out,
+                           x.raw(), w.raw(), b.defined() ? b.raw() : nullptr, y.raw(), x.dtype());
+      return y;
+    });
   const cpu::FloatInput x_float(x);
   const cpu::FloatInput w_float(w);
   std::optional<cpu::FloatInput> b_float;
@@ -66,9 +75,18 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
     check_accumulator_dtype(op, "db", db, x.dtype());
     check_shape(op, "db", db, {sizes.out});
   }
-  if (!device.is_cpu()) no_kernel(op, device);
-
   LinearGrads grads;
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::DeviceContext& ctx = cuda::context(device);
+      if (need_dx) {
+        grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
+      }
+      cuda::linear_backward(ctx.cublas.get(), ctx.stream.get(), sizes.batch, sizes.in, sizes.out,
+                            x.raw(), w.raw(), dy.raw(), x.dtype(), dw.raw(), dw.dtype(),
+                            db.defined() ? db.raw() : nullptr, db.dtype(),
+                            need_dx ? grads.dx.raw() : nullptr);
+      return grads;
+    });
   const cpu::FloatInput x_float(x);
   const cpu::FloatInput dy_float(dy);
   cpu::FloatOutput dw_float(dw, true);

@@ -3,6 +3,11 @@
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/optimizer_update.h"
+#endif
+
 namespace alloy {
 
 namespace {
@@ -44,7 +49,15 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   ALLOY_CHECK(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f), op,
               ": nesterov needs momentum > 0 and zero dampening");
   if (hyper.momentum != 0.0f) check_state(op, "momentum_buffer", momentum_buffer, param);
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      // found_inf is read by the kernel itself: no host sync.
+      cuda::sgd_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
+                       hyper.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr,
+                       param.numel(), hyper, first_step,
+                       found_inf.defined() ? found_inf.data<float>() : nullptr,
+                       cuda::stream_of(device));
+      return;
+    });
   if (skip_step(found_inf)) return;
   // A half parameter (O3, or O2 without masters) is updated in fp32 and rounded once.
   cpu::FloatOutput param_float(param, /*accumulate=*/true);
@@ -69,7 +82,13 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   ALLOY_CHECK(
       hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f && hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f, op,
       ": betas must be in [0, 1), got ", hyper.beta1, ", ", hyper.beta2);
-  if (!device.is_cpu()) no_kernel(op, device);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::adamw_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
+                         exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), hyper,
+                         step, found_inf.defined() ? found_inf.data<float>() : nullptr,
+                         cuda::stream_of(device));
+      return;
+    });
   if (skip_step(found_inf)) return;
   cpu::FloatOutput param_float(param, /*accumulate=*/true);
   cpu::adamw_update(param_float.data(), grad.raw(), grad.dtype(), exp_avg.data<float>(),

@@ -4,6 +4,11 @@
 
 #include "core/ops/dispatch.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/pool2d.h"
+#endif
+
 namespace alloy {
 
 namespace {
@@ -51,8 +56,12 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
   const Shape y_shape = output_shape(op, x.shape(), params);
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params),
+                               cuda::stream_of(device));
+      return y;
+    });
   cpu::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params));
   return y;
 }
@@ -63,8 +72,12 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
   check_floating(op, "dy", dy);
   const Shape y_shape = output_shape(op, x_shape, params);
   check_shape(op, "dy", dy, y_shape);
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params),
+                                cuda::stream_of(device));
+      return dx;
+    });
   cpu::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params));
   return dx;
 }
@@ -74,10 +87,15 @@ MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
   const Shape y_shape = output_shape(op, x.shape(), params);
-  if (!device.is_cpu()) no_kernel(op, device);
   MaxPoolResult result;
   result.y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
   result.argmax = Tensor::empty(y_shape, DType::i32, device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      cuda::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(),
+                               x.dtype(), geometry(x.shape(), y_shape, params),
+                               cuda::stream_of(device));
+      return result;
+    });
   cpu::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(), x.dtype(),
                           geometry(x.shape(), y_shape, params));
   return result;
@@ -94,8 +112,19 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& 
               ": input shape ", shape_str(x_shape), " does not match dy ", dy.str());
   ALLOY_CHECK(x_shape[2] * x_shape[3] <= std::numeric_limits<std::int32_t>::max(), op,
               ": input plane of ", shape_str(x_shape), " is too large");
-  if (!device.is_cpu()) no_kernel(op, device);
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
+  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+      // Half gradients accumulate in fp32 scratch and are rounded once, as on the CPU.
+      Tensor scratch;
+      if (dy.dtype() != DType::f32) {
+        scratch = Tensor::empty(x_shape, DType::f32, device, MemoryCategory::workspace);
+      }
+      cuda::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(),
+                                scratch.defined() ? scratch.data<float>() : nullptr, dy.dtype(),
+                                geometry(x_shape, dy.shape(), Pool2dParams{}),
+                                cuda::stream_of(device));
+      return dx;
+    });
   cpu::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(), dy.dtype(),
                            geometry(x_shape, dy.shape(), Pool2dParams{}));
   return dx;

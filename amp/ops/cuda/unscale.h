@@ -1,0 +1,27 @@
+// CUDA twin of amp/ops/unscale.h: one multi-tensor pass per 48 gradients, the scale read and
+// the verdict written in device memory.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace alloy::amp::cuda {
+
+struct UnscaleItem {
+  const void* grad;
+  DType grad_dtype;
+  void* output;
+  DType output_dtype;
+  std::int64_t count;
+};
+
+// found_inf (f32) becomes 1 or 0; first_overflow (i32) the smallest item index holding a
+// non-finite value, or -1. scale is f32 on the device.
+void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale,
+                       float* found_inf, std::int32_t* first_overflow, cudaStream_t stream);
+
+}  // namespace alloy::amp::cuda

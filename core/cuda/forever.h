@@ -1,0 +1,28 @@
+// Process-lifetime objects that are never destroyed. The CUDA backend's allocators and
+// contexts must outlive every tensor, including tensors in static storage destroyed at exit in
+// an order no one controls; and destroying cuBLAS/cuDNN handles or freeing memory after the
+// driver has begun its own teardown can crash. The driver reclaims everything at exit anyway.
+#pragma once
+
+#include <new>
+#include <utility>
+
+namespace alloy::cuda {
+
+template <class T>
+class Forever {
+ public:
+  template <class... Args>
+  explicit Forever(Args&&... args) {
+    ::new (static_cast<void*>(storage_)) T(std::forward<Args>(args)...);
+  }
+  Forever(const Forever&) = delete;
+  Forever& operator=(const Forever&) = delete;
+
+  T& get() { return *std::launder(reinterpret_cast<T*>(storage_)); }
+
+ private:
+  alignas(T) unsigned char storage_[sizeof(T)];
+};
+
+}  // namespace alloy::cuda

@@ -1,0 +1,40 @@
+// Batch normalisation on the GPU with the project's own kernels (cuDNN 9 keeps its batch-norm
+// calls only in the deprecated legacy API): one block per channel reduces in fp32 (statistics
+// in two passes, like the CPU twin), then elementwise kernels apply the per-channel affine
+// map. Results match the CPU within fp32 reduction-order differences.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include "core/ops/batch_norm2d.h"
+
+namespace alloy::cuda {
+
+using cpu::BatchNormGeometry;
+
+// A per-channel tensor of f32 or the input's dtype.
+struct ChannelData {
+  void* data;
+  DType dtype;
+};
+
+// Training forward: saved_mean/saved_invstd (f32 [C]) and y written, running stats updated.
+// scratch: f32 [2C].
+void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeometry& g,
+                                ChannelData weight, ChannelData bias, ChannelData running_mean,
+                                ChannelData running_var, const BatchNormParams& params,
+                                float* saved_mean, float* saved_invstd, float* scratch, void* y,
+                                cudaStream_t stream);
+// Evaluation forward with the running statistics. scratch: f32 [2C].
+void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeometry& g,
+                               ChannelData weight, ChannelData bias, ChannelData running_mean,
+                               ChannelData running_var, const BatchNormParams& params,
+                               float* scratch, void* y, cudaStream_t stream);
+// dweight += sum dy (x - mean) invstd, dbias += sum dy; dx in x's dtype. scratch: f32 [2C].
+void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,
+                           const BatchNormGeometry& g, ChannelData weight,
+                           const float* saved_mean, const float* saved_invstd,
+                           ChannelData dweight, ChannelData dbias, float* scratch, void* dx,
+                           cudaStream_t stream);
+
+}  // namespace alloy::cuda

@@ -1,0 +1,29 @@
+// 2-D convolution on the GPU through cuDNN 9's convolution API (cudnn_cnn: still shipped and
+// supported in cuDNN 9, though NVIDIA steers new code to the graph API; these three fixed
+// operations are exactly what it covers). Descriptors and algorithms are chosen once per
+// (device, dtype, shape) and cached; workspaces come from the caching allocator, so steady
+// state calls neither cudaMalloc nor cuDNN's heuristics. Accumulation is fp32: half data with
+// CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32 data with FMA math only (no TF32).
+#pragma once
+
+#include "core/device.h"
+#include "core/ops/conv2d.h"
+
+namespace alloy::cuda {
+
+using cpu::Conv2dGeometry;
+
+// y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`.
+void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,
+                    const void* w, const void* b, void* y);
+// dw += dL/dw (dw f32 or `dtype`; f32 with half data is computed from fp32 copies of x and dy,
+// since cuDNN wants dw in the data's type), db += dL/db (null, f32 or `dtype`), dx = dL/dx
+// unless dx is null.
+void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,
+                     const void* w, const void* dy, void* dw, DType dw_dtype, void* db,
+                     DType db_dtype, void* dx);
+
+// Number of distinct convolution plans built so far on `device` (tests: shapes are planned once).
+int conv2d_plan_count(Device device);
+
+}  // namespace alloy::cuda

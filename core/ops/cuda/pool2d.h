@@ -1,0 +1,27 @@
+// CUDA twins of core/ops/pool2d.h's kernels, over the same geometry.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/ops/pool2d.h"
+
+namespace alloy::cuda {
+
+using cpu::Pool2dGeometry;
+
+// Same sums in the same order as the CPU kernels: bit-identical results.
+void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
+                        cudaStream_t stream);
+void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeometry& geometry,
+                         cudaStream_t stream);
+void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
+                        const Pool2dGeometry& geometry, cudaStream_t stream);
+// Scatters dy through argmax into an fp32 accumulator (dx itself when f32; otherwise
+// `scratch`, which must hold planes * height * width floats) and rounds into dx. An argmax
+// outside its plane is skipped (the CPU kernel throws; a kernel cannot).
+void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, float* scratch,
+                         DType dtype, const Pool2dGeometry& geometry, cudaStream_t stream);
+
+}  // namespace alloy::cuda

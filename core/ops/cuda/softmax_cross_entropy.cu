@@ -1,0 +1,129 @@
+#include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/softmax_cross_entropy.h"
+
+namespace alloy::cuda {
+
+namespace {
+
+// One block per row: max, exp and sum in fp32 with block reductions.
+template <class T>
+__global__ void forward_kernel(const T* logits, const std::int32_t* labels, float* probabilities,
+                               float* row_loss, std::int64_t classes) {
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * classes;
+  float* p = probabilities + row * classes;
+  float local_max = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    local_max = fmaxf(local_max, widen(x[c]));
+  }
+  const float max = block_max(local_max);
+  float local_sum = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const float e = expf(widen(x[c]) - max);
+    p[c] = e;
+    local_sum += e;
+  }
+  __shared__ float total;
+  const float sum = block_sum(local_sum);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] /= total;
+  if (threadIdx.x == 0) {
+    const std::int32_t label = labels[row];
+    // -log softmax at the label, without forming the (possibly underflowed) probability.
+    row_loss[row] = label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
+  }
+}
+
+// The mean in double, rows summed in order: deterministic and the CPU's order.
+__global__ void mean_kernel(const float* row_loss, float* loss, std::int64_t rows) {
+  double total = 0.0;
+  for (std::int64_t row = 0; row < rows; ++row) total += row_loss[row];
+  *loss = static_cast<float>(total / static_cast<double>(rows));
+}
+
+template <class T>
+__global__ void backward_kernel(const float* probabilities, const std::int32_t* labels,
+                                float grad_scale, const float* grad_scale_device, T* dlogits,
+                                std::int64_t rows, std::int64_t classes) {
+  const float scale = grad_scale_device ? grad_scale * *grad_scale_device : grad_scale;
+  const float factor = scale / static_cast<float>(rows);
+  ALLOY_GRID_STRIDE(i, rows * classes) {
+    const std::int64_t row = i / classes;
+    const bool at_label = labels[row] == i % classes;
+    dlogits[i] = narrow<T>(at_label ? (probabilities[i] - 1.0f) * factor : probabilities[i] * factor);
+  }
+}
+
+// One thread per row; first maximum wins ties, a NaN counts as the largest.
+template <class T>
+__global__ void count_kernel(const T* logits, const std::int32_t* labels,
+                             unsigned long long* correct, std::int64_t rows,
+                             std::int64_t classes) {
+  ALLOY_GRID_STRIDE(row, rows) {
+    const T* x = logits + row * classes;
+    std::int64_t best = 0;
+    float best_value = widen(x[0]);
+    for (std::int64_t c = 1; c < classes; ++c) {
+      const float value = widen(x[c]);
+      if (value > best_value || (value != value && best_value == best_value)) {
+        best = c;
+        best_value = value;
+      }
+    }
+    if (best == labels[row]) atomicAdd(correct, 1ull);  // integer: order-independent
+  }
+}
+
+unsigned int threads_for(std::int64_t classes) {
+  // One warp for small class counts (Fashion-MNIST's 10), up to 256 threads for wide rows.
+  std::int64_t threads = 32;
+  while (threads < classes && threads < 256) threads *= 2;
+  return static_cast<unsigned int>(threads);
+}
+
+}  // namespace
+
+void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
+                                   float* probabilities, float* row_loss, float* loss,
+                                   std::int64_t rows, std::int64_t classes, cudaStream_t stream) {
+  ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_forward: ", rows,
+              " rows do not fit one grid");
+  dispatch_floating(dtype, "softmax_cross_entropy_forward", [&](auto type) {
+    using T = decltype(type);
+    forward_kernel<<<static_cast<unsigned int>(rows), threads_for(classes), 0, stream>>>(
+        static_cast<const T*>(logits), labels, probabilities, row_loss, classes);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("softmax forward_kernel on ", rows, "x", classes, " logits");
+  mean_kernel<<<1, 1, 0, stream>>>(row_loss, loss, rows);
+  ALLOY_CUDA_CHECK_LAUNCH("softmax mean_kernel over ", rows, " rows");
+}
+
+void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
+                                    float grad_scale, const float* grad_scale_device,
+                                    void* dlogits, DType dtype, std::int64_t rows,
+                                    std::int64_t classes, cudaStream_t stream) {
+  const std::int64_t count = rows * classes;
+  if (count == 0) return;
+  dispatch_floating(dtype, "softmax_cross_entropy_backward", [&](auto type) {
+    using T = decltype(type);
+    backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        probabilities, labels, grad_scale, grad_scale_device, static_cast<T*>(dlogits), rows,
+        classes);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("softmax backward_kernel on ", rows, "x", classes, " gradients");
+}
+
+void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
+                   unsigned long long* correct, std::int64_t rows, std::int64_t classes,
+                   cudaStream_t stream) {
+  if (rows == 0) return;
+  dispatch_floating(dtype, "count_correct", [&](auto type) {
+    using T = decltype(type);
+    count_kernel<<<grid_for(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), labels,
+                                                         correct, rows, classes);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("count_kernel on ", rows, " rows");
+}
+
+}  // namespace alloy::cuda

@@ -1,0 +1,29 @@
+// CUDA twins of core/ops/softmax_cross_entropy.h's kernels; all math in fp32.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace alloy::cuda {
+
+// Writes the mean loss to *loss (device). `row_loss` is device scratch of `rows` floats; the
+// per-row losses are summed in row order in double, like the CPU kernel. A label outside
+// [0, classes) makes its row's loss NaN (labels live on the device and are not checked there).
+void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
+                                   float* probabilities, float* row_loss, float* loss,
+                                   std::int64_t rows, std::int64_t classes, cudaStream_t stream);
+// grad_scale is multiplied by *grad_scale_device when that is not null (the loss scale read
+// where it lives).
+void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
+                                    float grad_scale, const float* grad_scale_device,
+                                    void* dlogits, DType dtype, std::int64_t rows,
+                                    std::int64_t classes, cudaStream_t stream);
+// Adds the number of correct rows to *correct (device).
+void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
+                   unsigned long long* correct, std::int64_t rows, std::int64_t classes,
+                   cudaStream_t stream);
+
+}  // namespace alloy::cuda
