@@ -175,7 +175,7 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.epoch = trainer.epochs_done();
   state.step = trainer.steps();
   state.step_in_epoch = progress.batches;
-  state.world_size = 1;  // data-parallel runs save from rank 0 with their world size
+  state.world_size = trainer.world_size();  // data-parallel runs save from rank 0
   state.seed = static_cast<std::uint64_t>(o.seed);
   state.batch_size = o.batch_size;
   // The generators a run draws from: the weight initialisation (seeded once, before step 1).
@@ -281,6 +281,14 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   progress.correct = extra_i64(state, kEpochCorrect, path);
   const std::uint64_t bits = extra_u64(state, kEpochLossSum, path);
   std::memcpy(&progress.loss_sum, &bits, sizeof bits);
+  // Mid-epoch, the sampler position and the epoch's sums are one rank's: they carry over only to
+  // a job of the same world size. Epoch-end checkpoints resume at any world size.
+  if (progress.images > 0 && state.world_size != trainer.world_size()) {
+    fail("checkpoint ", path, " was saved mid-epoch (step ", state.step_in_epoch,
+         " of its epoch) by a job of ", state.world_size, " rank(s) and can resume only with ",
+         state.world_size, "; this job has ", trainer.world_size(),
+         " (an epoch-end checkpoint resumes at any world size)");
+  }
   if (progress.images > 0 && state.batch_size != o.batch_size && warn) {
     warn("checkpoint " + path + " was saved mid-epoch with batch size " +
          std::to_string(state.batch_size) + "; the rest of the epoch runs with " +

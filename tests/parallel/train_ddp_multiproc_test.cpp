@@ -288,4 +288,33 @@ BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_divide_is_a_usage_error) {
              result.errors);
 }
 
+// Rank 0 saves the checkpoints of a data-parallel job with its world size; one saved at an
+// epoch's end resumes at another world size, one saved mid-epoch (whose sampler position is a
+// rank's) only at its own, and otherwise says why.
+BOOST_AUTO_TEST_CASE(checkpoints_of_two_ranks_resume_at_another_world_size_from_an_epoch_end) {
+  const TempDir directory;
+  const std::string checkpoints = directory.file("checkpoints");
+  auto args = common_args(directory.file("ddp.json"), free_port(), "1");
+  args.insert(args.end(), {"--gpus", "2", "--checkpoint-dir", checkpoints, "--checkpoint-every",
+                           "20", "--keep-checkpoints", "5"});
+  const auto ddp = run_alloy(args);
+  BOOST_REQUIRE_MESSAGE(ddp.exit_code == 0, ddp.errors);
+  const auto info = run_alloy({"ckpt", "info", checkpoints + "/step-00000050.ckpt", "--json"});
+  BOOST_TEST(contains(info.output, "\"world_size\":2"), info.output);
+
+  auto resumed = common_args(directory.file("single.json"), free_port());
+  resumed.insert(resumed.end(), {"--resume", checkpoints + "/step-00000050.ckpt"});
+  const auto single = run_alloy(resumed);
+  BOOST_TEST(single.exit_code == 0, single.errors);
+  BOOST_TEST(field(event(slurp(directory.file("single.json")), "end"), "step") == "100");
+
+  resumed = common_args(directory.file("mid.json"), free_port());
+  resumed.insert(resumed.end(), {"--resume", checkpoints + "/step-00000040.ckpt"});
+  const auto mid = run_alloy(resumed);
+  BOOST_TEST(mid.exit_code == 1);
+  BOOST_TEST(contains(mid.errors, "was saved mid-epoch (step 40 of its epoch) by a job of 2 "
+                                  "rank(s) and can resume only with 2; this job has 1"),
+             mid.errors);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
