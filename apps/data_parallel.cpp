@@ -47,9 +47,11 @@ void run_launcher(const TrainOptions& options, const parallel::Rendezvous& place
 std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rendezvous& placement,
                                                            const std::string& device) {
   if (device != "cpu") {
+    // parallel/nccl_process_group is there, but the GPU side of the buckets (device staging
+    // buffers and scaling kernels on the communication stream) is not.
     fail("rank ", placement.rank, " of ", placement.world_size, " (", placement.source,
          "): data-parallel training on ", device,
-         " needs the NCCL process group, which this build does not have; add --device cpu");
+         " is not available yet: gradient buckets on the GPU have not landed; add --device cpu");
   }
   parallel::ProcessGroupOptions group_options;
   group_options.timeout = kCollectiveTimeout;
