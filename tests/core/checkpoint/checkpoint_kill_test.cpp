@@ -66,6 +66,19 @@ std::vector<std::int64_t> reported_steps(int fd) {
 BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
   alloy::test::TempDir dir;
   Generator random(20240613);
+  // The child is killed at a random moment within a few saves' time, measured here, so that
+  // saves complete on a loaded machine too (a fixed window failed when fsync or the CPU were
+  // slow).
+  std::int64_t window_ms = 250;
+  {
+    alloy::test::TempDir scratch;
+    const auto before = std::chrono::steady_clock::now();
+    write_checkpoint(checkpoint_path(scratch.path(), 0), sample_state(0, kWeights));
+    const auto save_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::steady_clock::now() - before)
+                             .count();
+    window_ms = std::clamp<std::int64_t>(3 * save_ms, window_ms, 5000);  // the child gives up at 10 s
+  }
   const auto start = std::chrono::steady_clock::now();
   std::int64_t newest_reported = -1;
   std::int64_t next_step = 1;
@@ -82,7 +95,8 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
       save_until_killed(dir.path(), next_step, pipe_fds[1]);
     }
     ::close(pipe_fds[1]);
-    std::this_thread::sleep_for(std::chrono::milliseconds(random.below(250)));
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(random.below(static_cast<std::uint64_t>(window_ms))));
     ::kill(child, SIGKILL);
     int status = 0;
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
@@ -121,7 +135,7 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
   for (const auto& file : std::filesystem::directory_iterator(dir.path())) {
     temporaries += file.path().filename().string().find(".tmp-") != std::string::npos;
   }
-  BOOST_TEST_MESSAGE(rounds << " rounds, " << rounds_with_new_saves << " with completed saves, "
+  BOOST_TEST_MESSAGE("kill window " << window_ms << " ms; " << rounds << " rounds, " << rounds_with_new_saves << " with completed saves, "
                             << temporaries << " interrupted saves left temporaries, newest step "
                             << newest_reported);
   // Without completed saves the test would prove nothing.
