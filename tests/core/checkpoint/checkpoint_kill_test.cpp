@@ -77,7 +77,8 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
     const auto save_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                              std::chrono::steady_clock::now() - before)
                              .count();
-    window_ms = std::clamp<std::int64_t>(3 * save_ms, window_ms, 5000);  // the child gives up at 10 s
+    window_ms =
+        std::clamp<std::int64_t>(3 * save_ms, window_ms, 5000);  // the child gives up at 10 s
   }
   const auto start = std::chrono::steady_clock::now();
   std::int64_t newest_reported = -1;
@@ -122,9 +123,10 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
         CheckpointState state;
         BOOST_CHECK_NO_THROW(state = read_checkpoint(entry.path));
         BOOST_TEST(state.step == entry.step);
-        BOOST_TEST((state.parameters.size() == 4u &&
-                    state.parameters[0].data == sample_state(entry.step, kWeights).parameters[0].data),
-                   "the weights differ from what step " << entry.step << " saved");
+        BOOST_TEST(
+            (state.parameters.size() == 4u &&
+             state.parameters[0].data == sample_state(entry.step, kWeights).parameters[0].data),
+            "the weights differ from what step " << entry.step << " saved");
       }
       next_step = std::max(next_step, entry.step + 1);
     }
@@ -135,9 +137,10 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
   for (const auto& file : std::filesystem::directory_iterator(dir.path())) {
     temporaries += file.path().filename().string().find(".tmp-") != std::string::npos;
   }
-  BOOST_TEST_MESSAGE("kill window " << window_ms << " ms; " << rounds << " rounds, " << rounds_with_new_saves << " with completed saves, "
-                            << temporaries << " interrupted saves left temporaries, newest step "
-                            << newest_reported);
+  BOOST_TEST_MESSAGE("kill window "
+                     << window_ms << " ms; " << rounds << " rounds, " << rounds_with_new_saves
+                     << " with completed saves, " << temporaries
+                     << " interrupted saves left temporaries, newest step " << newest_reported);
   // Without completed saves the test would prove nothing.
   BOOST_TEST(rounds_with_new_saves >= rounds / 3);
 }
