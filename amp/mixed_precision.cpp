@@ -29,8 +29,6 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
     master->name = p.name;
     master->is_norm = p.is_norm;
     master->value = p.value.clone(MemoryCategory::master_parameters);
-    master->grad = Tensor::zeros(p.value.shape(), DType::f32, p.value.device(),
-                                 MemoryCategory::gradients);
     master_of[i] = master.get();
     masters_.push_back(std::move(master));
   }
@@ -55,6 +53,13 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
 
 void MixedPrecision::step() {
   ScalerState& state = scaler_.state();
+  // Master gradients exist only from the unscale to the update: by then backward has freed
+  // the activations, so they do not add to the step's peak (a caching device allocator hands
+  // them the activations' blocks).
+  for (const auto& master : masters_) {
+    master->grad = Tensor::empty(master->value.shape(), DType::f32, master->value.device(),
+                                 MemoryCategory::gradients);
+  }
   if (needs_unscale_) {
     unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
                       state.first_overflow);
@@ -63,6 +68,7 @@ void MixedPrecision::step() {
   optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
   if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
   scaler_.update();
+  for (const auto& master : masters_) master->grad = Tensor();
 }
 
 std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() { return canonical_; }

@@ -73,14 +73,11 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
                            y.raw());
       return y;
     });
-  const cpu::FloatInput x_float(x);
   const cpu::FloatInput w_float(w);
   std::optional<cpu::FloatInput> b_float;
   if (b.defined()) b_float.emplace(b);
-  cpu::FloatOutput y_float(y, false);
-  cpu::conv2d_forward(g, x_float.data(), w_float.data(), b_float ? b_float->data() : nullptr,
-                      y_float.data());
-  y_float.commit();
+  cpu::conv2d_forward(g, x.raw(), w_float.data(), b_float ? b_float->data() : nullptr, y.raw(),
+                      x.dtype());
   return y;
 }
 
@@ -110,24 +107,19 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
                             need_dx ? grads.dx.raw() : nullptr);
       return grads;
     });
-  const cpu::FloatInput x_float(x);
-  const cpu::FloatInput dy_float(dy);
   cpu::FloatOutput dw_float(dw, true);
   std::optional<cpu::FloatOutput> db_float;
   if (db.defined()) db_float.emplace(db, true);
   std::optional<cpu::FloatInput> w_float;
-  std::optional<cpu::FloatOutput> dx_float;
   if (need_dx) {
     grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
     w_float.emplace(w);
-    dx_float.emplace(grads.dx, false);
   }
-  cpu::conv2d_backward(g, x_float.data(), w_float ? w_float->data() : nullptr, dy_float.data(),
-                       dw_float.data(), db_float ? db_float->data() : nullptr,
-                       dx_float ? dx_float->data() : nullptr);
+  cpu::conv2d_backward(g, x.raw(), w_float ? w_float->data() : nullptr, dy.raw(), dw_float.data(),
+                       db_float ? db_float->data() : nullptr,
+                       need_dx ? grads.dx.raw() : nullptr, x.dtype());
   dw_float.commit();
   if (db_float) db_float->commit();
-  if (dx_float) dx_float->commit();
   return grads;
 }
 

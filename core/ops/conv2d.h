@@ -35,13 +35,15 @@ struct Conv2dGeometry {
   Conv2dParams params;
 };
 
-// fp32 kernels over NCHW arrays, parallel over the batch. b may be null.
-void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
-                    float* y);
+// Kernels over NCHW arrays, parallel over the batch, computing in fp32. x, y, dy and dx are
+// storage of `dtype` (f32, f16 or bf16: widened and rounded per image); w, b, dw and db are
+// fp32. b may be null.
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
+                    void* y, DType dtype);
 // dw += dL/dw and db += dL/db (db may be null); dx = dL/dx unless dx is null (then w may be
 // null too). Batch reductions are combined in a fixed order: deterministic per thread count.
-void conv2d_backward(const Conv2dGeometry& g, const float* x, const float* w, const float* dy,
-                     float* dw, float* db, float* dx);
+void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
+                     float* dw, float* db, void* dx, DType dtype);
 
 }  // namespace cpu
 

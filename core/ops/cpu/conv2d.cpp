@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/ops/cpu/float_block.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
 
@@ -140,8 +141,7 @@ class Unfold {
 // too narrow for the BLAS kernel. Per-image GEMMs keep the column matrix in cache and run as
 // fast as wider ones on LeNet's shapes.
 Index images_per_gemm(const Conv2dGeometry& g) {
-  Index min_columns = 64;
-  if (const char* env = std::getenv("ALLOY_CONV_COLUMNS")) min_columns = std::atol(env);
+  constexpr Index min_columns = 64;
   const Index pixels = static_cast<Index>(g.out_h) * g.out_w;
   return std::clamp<Index>((min_columns + pixels - 1) / pixels, 1, g.batch);
 }
@@ -162,27 +162,42 @@ class Scratch {
   Tensor buffer_;
 };
 
+// Elements [offset, offset + count) of typed storage as fp32 in `target`, always copied.
+void widen_into(const void* data, DType dtype, Index offset, Index count, float* target) {
+  const float* values = load_floats(data, dtype, offset, count, target);
+  if (values != target) std::copy(values, values + count, target);
+}
+
 }  // namespace
 
-void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
-                    float* y) {
+// Half tensors are widened and narrowed one image at a time in per-thread scratch, so half
+// storage never costs a whole-tensor fp32 copy (the point of O2's memory saving).
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
+                    void* y, DType dtype) {
+  const bool widened = dtype != DType::f32;
   const Unfold unfold(g);
   const Index patch = static_cast<Index>(g.channels) * g.kernel_h * g.kernel_w;
   const Index pixels = static_cast<Index>(g.out_h) * g.out_w;
   const Index image = static_cast<Index>(g.channels) * g.height * g.width;
   const Index output = g.filters * pixels;
   const Index group = images_per_gemm(g);
-  const Scratch scratch((patch + (group > 1 ? g.filters : 0)) * group * pixels, false);
+  const bool scatter = group > 1 || widened;
+  const Scratch scratch(
+      (patch + (scatter ? g.filters : 0)) * group * pixels + (widened ? image : 0), false);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     float* cols = scratch.slice(chunk);
     float* product = cols + patch * group * pixels;
+    float* x_image = product + (scatter ? g.filters * group * pixels : 0);
     for (Index first = begin; first < end; first += group) {
       const Index count = std::min(group, end - first);
       const Index ld = count * pixels;
-      for (Index i = 0; i < count; ++i)
-        unfold.im2col(x + (first + i) * image, cols + i * pixels, ld);
-      // One image's product is its output; a group's is [K, count * P * Q] and gets scattered.
-      float* target = count == 1 ? y + first * output : product;
+      for (Index i = 0; i < count; ++i) {
+        unfold.im2col(load_floats(x, dtype, (first + i) * image, image, x_image),
+                      cols + i * pixels, ld);
+      }
+      // One fp32 image's product is its output; otherwise it is [K, count * P * Q] and gets
+      // scattered (and rounded) into the images' outputs.
+      float* target = scatter ? product : static_cast<float*>(y) + first * output;
       if (b != nullptr) {
         for (Index k = 0; k < g.filters; ++k)
           std::fill(target + k * ld, target + (k + 1) * ld, b[k]);
@@ -190,27 +205,30 @@ void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, con
       gemm_serial(false, false, g.filters, static_cast<int>(ld), static_cast<int>(patch), 1.0f, w,
                   static_cast<int>(patch), cols, static_cast<int>(ld), b != nullptr ? 1.0f : 0.0f,
                   target, static_cast<int>(ld));
-      if (count == 1) continue;
+      if (!scatter) continue;
       for (Index i = 0; i < count; ++i) {
         for (Index k = 0; k < g.filters; ++k) {
-          const float* source = product + k * ld + i * pixels;
-          std::copy(source, source + pixels, y + (first + i) * output + k * pixels);
+          store_floats(product + k * ld + i * pixels, y, dtype, (first + i) * output + k * pixels,
+                       pixels);
         }
       }
     }
   });
 }
 
-void conv2d_backward(const Conv2dGeometry& g, const float* x, const float* w, const float* dy,
-                     float* dw, float* db, float* dx) {
+void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
+                     float* dw, float* db, void* dx, DType dtype) {
+  const bool widened = dtype != DType::f32;
   const Unfold unfold(g);
   const Index patch = static_cast<Index>(g.channels) * g.kernel_h * g.kernel_w;
   const Index pixels = static_cast<Index>(g.out_h) * g.out_w;
   const Index image = static_cast<Index>(g.channels) * g.height * g.width;
   const Index output = g.filters * pixels;
   const Index group = images_per_gemm(g);
-  const Scratch scratch(
-      (patch * (dx != nullptr ? 2 : 1) + (group > 1 ? g.filters : 0)) * group * pixels, false);
+  const bool gather = group > 1 || widened;
+  const Scratch scratch((patch * (dx != nullptr ? 2 : 1) + (gather ? g.filters : 0)) * group * pixels +
+                            (widened ? image : 0),
+                        false);
   // Each chunk sums its images' dw and db in its own slice; the slices are added in chunk
   // order afterwards, so the result depends only on the thread count.
   const Index partial_size = g.filters * patch + g.filters;
@@ -219,19 +237,22 @@ void conv2d_backward(const Conv2dGeometry& g, const float* x, const float* w, co
     float* cols = scratch.slice(chunk);
     float* dcols = cols + patch * group * pixels;
     float* dy_group = dcols + (dx != nullptr ? patch * group * pixels : 0);
+    float* image_scratch = dy_group + (gather ? g.filters * group * pixels : 0);
     float* dw_partial = partials.slice(chunk);
     float* db_partial = dw_partial + g.filters * patch;
     for (Index first = begin; first < end; first += group) {
       const Index count = std::min(group, end - first);
       const Index ld = count * pixels;
-      // dy of the group as one [K, count * P * Q] matrix; one image's dy already is one.
-      const float* dy_block = count == 1 ? dy + first * output : dy_group;
+      // dy of the group as one fp32 [K, count * P * Q] matrix; one fp32 image's dy already is.
+      const float* dy_block =
+          gather ? dy_group : static_cast<const float*>(dy) + first * output;
       for (Index i = 0; i < count; ++i) {
-        unfold.im2col(x + (first + i) * image, cols + i * pixels, ld);
-        if (count == 1) continue;
+        unfold.im2col(load_floats(x, dtype, (first + i) * image, image, image_scratch),
+                      cols + i * pixels, ld);
+        if (!gather) continue;
         for (Index k = 0; k < g.filters; ++k) {
-          const float* source = dy + (first + i) * output + k * pixels;
-          std::copy(source, source + pixels, dy_group + k * ld + i * pixels);
+          widen_into(dy, dtype, (first + i) * output + k * pixels, pixels,
+                     dy_group + k * ld + i * pixels);
         }
       }
       gemm_serial(false, true, g.filters, static_cast<int>(patch), static_cast<int>(ld), 1.0f,
@@ -251,9 +272,10 @@ void conv2d_backward(const Conv2dGeometry& g, const float* x, const float* w, co
                   static_cast<int>(patch), dy_block, static_cast<int>(ld), 0.0f, dcols,
                   static_cast<int>(ld));
       for (Index i = 0; i < count; ++i) {
-        float* target = dx + (first + i) * image;
+        float* target = output_floats(dx, dtype, (first + i) * image, image_scratch);
         std::fill(target, target + image, 0.0f);
         unfold.col2im(dcols + i * pixels, ld, target);
+        store_floats(target, dx, dtype, (first + i) * image, image);
       }
     }
   });
