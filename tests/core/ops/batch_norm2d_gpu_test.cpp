@@ -1,0 +1,60 @@
+// CUDA batch-norm against the CPU kernels: training forward (output, saved statistics, running
+// statistics), evaluation forward and backward, with f32 or x-typed parameters.
+#include <boost/test/unit_test.hpp>
+
+#include "core/ops/batch_norm2d.h"
+#include "tests/support/gpu.h"
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(batch_norm2d_gpu)
+
+BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
+  Generator generator(81);
+  const DType types[] = {DType::f32, DType::f16, DType::bf16};
+  const BatchNormParams params{0.1f, 1e-5f};
+  for (const DType dtype : types) {
+    for (const DType param_type : {DType::f32, dtype}) {
+      const double tol = gpu_tolerance(dtype);
+      const std::string what = std::string(dtype_name(dtype)) + " with " +
+                               dtype_name(param_type) + " parameters";
+      const Tensor x = random_tensor({16, 12, 9, 7}, dtype, generator, -2.0f, 3.0f);
+      const Tensor weight = random_tensor({12}, param_type, generator, 0.5f, 1.5f);
+      const Tensor bias = random_tensor({12}, param_type, generator);
+      Tensor mean_cpu = random_tensor({12}, param_type, generator);
+      Tensor var_cpu = random_tensor({12}, param_type, generator, 0.5f, 2.0f);
+      Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
+      const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
+
+      const BatchNormTrainResult cpu =
+          batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
+      const BatchNormTrainResult gpu =
+          batch_norm2d_train_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params);
+      check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
+      check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
+      check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
+      check_gpu_close(mean_gpu, mean_cpu, "running mean " + what, gpu_tolerance(param_type),
+                      1e-5);
+      check_gpu_close(var_gpu, var_cpu, "running var " + what, gpu_tolerance(param_type), 1e-5);
+
+      check_gpu_close(
+          batch_norm2d_eval_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params),
+          batch_norm2d_eval_forward(x, weight, bias, mean_cpu, var_cpu, params), "eval y " + what,
+          tol, 1e-4);
+
+      const Tensor dy = random_tensor(x.shape(), dtype, generator);
+      Tensor dweight = random_tensor({12}, param_type, generator);
+      Tensor dbias = random_tensor({12}, param_type, generator);
+      Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
+      const Tensor dx = batch_norm2d_backward(x, weight, dy, cpu.saved, dweight, dbias);
+      const Tensor dx_gpu =
+          batch_norm2d_backward(x_gpu, weight_gpu, to_cuda(dy), gpu.saved, dweight_gpu, dbias_gpu);
+      check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
+      check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(param_type), 1e-3);
+      check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(param_type), 1e-3);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,79 @@
+// cuDNN convolution against the CPU convolution: forward with bias, backward data, filter and
+// bias, in every dtype, with half-data/f32-accumulator (O1) weight gradients, and one plan per
+// shape however often it runs.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+
+#include "core/ops/conv2d.h"
+#include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/ops/cuda/conv2d.h"
+#endif
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(conv2d_gpu)
+
+BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
+  Generator generator(71);
+  const DType types[] = {DType::f32, DType::f16, DType::bf16};
+  struct Case {
+    Shape x, w;
+    Conv2dParams params;
+  };
+  const Case cases[] = {
+      {{8, 1, 28, 28}, {6, 1, 5, 5}, {1, 1, 2, 2}},    // LeNet's first layer
+      {{8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}},   // and its second
+      {{4, 16, 15, 15}, {32, 16, 3, 3}, {2, 2, 1, 1}}, // a strided resnet layer
+  };
+  for (const DType dtype : types) {
+    const double tol = gpu_tolerance(dtype);
+    for (const Case& c : cases) {
+      const double fan_in = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+      const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(fan_in);
+      const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(c.x) + " w " +
+                               shape_str(c.w);
+      const Tensor x = random_tensor(c.x, dtype, generator);
+      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+      const Tensor b = random_tensor({c.w[0]}, dtype, generator);
+      const Tensor y = conv2d_forward(x, w, b, c.params);
+      // cuDNN adds the bias after rounding the convolution: one more rounding for half outputs.
+      check_gpu_close(conv2d_forward(to_cuda(x), to_cuda(w), to_cuda(b), c.params), y,
+                      "conv2d_forward " + what, 2 * tol, atol);
+
+      const Tensor dy = random_tensor(y.shape(), dtype, generator);
+      for (const DType grad_type : {dtype, DType::f32}) {
+        Tensor dw = random_tensor(c.w, grad_type, generator);
+        Tensor db = random_tensor({c.w[0]}, grad_type, generator);
+        Tensor dw_gpu = to_cuda(dw), db_gpu = to_cuda(db);
+        const Conv2dGrads cpu = conv2d_backward(x, w, dy, dw, db, c.params, true);
+        const Conv2dGrads gpu = conv2d_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu,
+                                                db_gpu, c.params, true);
+        const std::string grads = what + " with " + dtype_name(grad_type) + " accumulators";
+        const double count = static_cast<double>(y.numel() / y.dim(1));
+        const double grad_atol = (grad_type == DType::f32 ? 1e-5 : tol) * std::sqrt(count);
+        check_gpu_close(dw_gpu, dw, "dw " + grads, gpu_tolerance(grad_type), grad_atol);
+        check_gpu_close(db_gpu, db, "db " + grads, gpu_tolerance(grad_type), grad_atol);
+        check_gpu_close(gpu.dx, cpu.dx, "dx " + grads, tol, atol);
+      }
+    }
+  }
+}
+
+#ifdef ALLOY_HAVE_CUDA
+BOOST_AUTO_TEST_CASE(each_shape_is_planned_once) {
+  Generator generator(72);
+  const Tensor x = to_cuda(random_tensor({2, 3, 9, 9}, DType::f32, generator));
+  const Tensor w = to_cuda(random_tensor({4, 3, 3, 3}, DType::f32, generator));
+  conv2d_forward(x, w, Tensor(), {1, 1, 1, 1});
+  const int plans = cuda::conv2d_plan_count(Device::cuda(0));
+  for (int i = 0; i < 5; ++i) conv2d_forward(x, w, Tensor(), {1, 1, 1, 1});
+  BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans);
+  conv2d_forward(x, w, Tensor(), {2, 2, 1, 1});
+  BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans + 1);
+}
+#endif
+
+BOOST_AUTO_TEST_SUITE_END()

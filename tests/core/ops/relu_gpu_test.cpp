@@ -1,0 +1,35 @@
+// CUDA ReLU against the CPU kernel: both select stored values, so results are bitwise equal.
+#include <boost/test/unit_test.hpp>
+
+#include "core/ops/relu.h"
+#include "tests/support/gpu.h"
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(relu_gpu)
+
+BOOST_AUTO_TEST_CASE(forward_and_backward_are_bit_exact) {
+  Generator generator(21);
+  const DType types[] = {DType::f32, DType::f16, DType::bf16};
+  for (const DType dtype : types) {
+    Tensor x = random_tensor({4, 3, 17, 19}, dtype, generator);
+    // Signed zeros and a NaN among the inputs.
+    std::vector<float> values = x.to_floats();
+    values[0] = -0.0f;
+    values[1] = 0.0f;
+    values[2] = NAN;
+    x.copy_from_floats(values);
+    const Tensor y = relu_forward(x);
+    const Tensor y_gpu = relu_forward(to_cuda(x));
+    check_gpu_equal(y_gpu, y, std::string("relu_forward ") + dtype_name(dtype));
+    for (const DType grad_type : types) {
+      const Tensor dy = random_tensor(x.shape(), grad_type, generator);
+      check_gpu_equal(relu_backward(y_gpu, to_cuda(dy)), relu_backward(y, dy),
+                      std::string("relu_backward ") + dtype_name(dtype) + "/" +
+                          dtype_name(grad_type));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
