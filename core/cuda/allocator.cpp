@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "core/backend.h"
@@ -143,7 +144,11 @@ void empty_cache(int device) { allocator_of(device).release_cached(); }
 namespace alloy {
 
 Allocator& cuda_allocator(int index) {
-  const int count = cuda::usable_device_count();  // throws with the reason when none is usable
+  std::string reason;
+  if (!cuda_available(&reason)) {
+    fail("cuda:", index, " requested, but no CUDA device is usable: ", reason);
+  }
+  const int count = cuda::usable_device_count();
   ALLOY_CHECK(index >= 0 && index < count, "cuda:", index, " requested, but this machine has ",
               count, " CUDA device", count == 1 ? "" : "s");
   return cuda::allocator_of(index);
