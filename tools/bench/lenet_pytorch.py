@@ -4,9 +4,10 @@
 The same recipe as `alloy train --model lenet --opt-level O0`:
   conv 1->20 3x3, relu, avgpool 2; conv 20->50 5x5, relu, avgpool 2;
   linear 800->128, relu; linear 128->10; weights normal(0, 0.01), biases 0;
-  inputs u8/255; softmax cross-entropy; plain SGD, lr 0.2, batch 256, shuffled each epoch.
+  inputs u8/255; softmax cross-entropy (mean over the batch); plain SGD, lr 0.2, batch 256,
+  shuffled each epoch, the last partial batch included.
 
-Prints one JSON line per epoch on stderr-free stdout and a final summary line:
+Prints one JSON line per epoch on stdout and a final summary line:
   {"event":"end","framework":"pytorch","images_per_second":...,"test_acc":...,...}
 images_per_second counts training images over the time spent in training steps (data
 already in memory, test evaluation excluded), the same quantity Alloy's epoch event reports.
@@ -130,8 +131,8 @@ def main():
         order = torch.randperm(n, generator=generator)
         total_loss, correct, seen = 0.0, 0, 0
         start = time.perf_counter()
-        # Like Alloy: full batches only (the last partial batch is dropped).
-        for first in range(0, n - args.batch_size + 1, args.batch_size):
+        # Like Alloy: the last, partial batch is a step too (60000 / 256 -> 235 steps).
+        for first in range(0, n, args.batch_size):
             index = order[first:first + args.batch_size]
             xb, yb = train_x[index], train_y[index]
             logits = model(xb)
