@@ -26,17 +26,19 @@ void copy_masters_to_model(const std::vector<const Tensor*>& masters,
   if (masters.empty()) return;
   const Device device = masters[0]->device();
   // On the CPU a pass per tensor costs nothing extra; the CUDA backend fuses them.
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       std::vector<cuda::MasterCopyItem> items;
       items.reserve(masters.size());
       for (std::size_t i = 0; i < masters.size(); ++i) {
-        items.push_back({masters[i]->data<float>(), model[i]->raw(), model[i]->dtype(),
-                         masters[i]->numel()});
+        items.push_back(
+            {masters[i]->data<float>(), model[i]->raw(), model[i]->dtype(), masters[i]->numel()});
       }
       cuda::copy_masters_to_model(items, alloy::cuda::stream_of(device));
       return;
     });
-  for (std::size_t i = 0; i < masters.size(); ++i) cast_into(*masters[i], *model[i]);
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    cast_into(*masters[i], *model[i]);
 }
 
 }  // namespace alloy::amp

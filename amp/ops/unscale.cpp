@@ -9,9 +9,8 @@
 
 namespace alloy::amp {
 
-void unscale_and_check(const std::vector<const Tensor*>& grads,
-                       const std::vector<Tensor*>& outputs, const Tensor& scale,
-                       Tensor& found_inf, Tensor& first_overflow) {
+void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vector<Tensor*>& outputs,
+                       const Tensor& scale, Tensor& found_inf, Tensor& first_overflow) {
   constexpr const char* op = "unscale_and_check";
   ALLOY_CHECK(grads.size() == outputs.size(), op, ": ", grads.size(), " gradients but ",
               outputs.size(), " outputs");
@@ -23,15 +22,16 @@ void unscale_and_check(const std::vector<const Tensor*>& grads,
     check_floating(op, "gradient", *grads[i]);
     check_floating(op, "output", *outputs[i]);
     check_shape(op, "output", *outputs[i], grads[i]->shape());
-    ALLOY_CHECK(grads[i]->device() == device && outputs[i]->device() == device, op,
-                ": gradient ", i, " is not on ", device.str());
+    ALLOY_CHECK(grads[i]->device() == device && outputs[i]->device() == device, op, ": gradient ",
+                i, " is not on ", device.str());
   }
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       std::vector<cuda::UnscaleItem> items;
       items.reserve(grads.size());
       for (std::size_t i = 0; i < grads.size(); ++i) {
-        items.push_back({grads[i]->raw(), grads[i]->dtype(), outputs[i]->raw(),
-                         outputs[i]->dtype(), grads[i]->numel()});
+        items.push_back({grads[i]->raw(), grads[i]->dtype(), outputs[i]->raw(), outputs[i]->dtype(),
+                         grads[i]->numel()});
       }
       alloy::cuda::DeviceContext& ctx = alloy::cuda::context(device);
       cuda::unscale_and_check(items, scale.data<float>(), found_inf.data<float>(),

@@ -21,13 +21,13 @@ void update_scale(ScalerState& state, const LossScaleConfig& config) {
   const Device device = common_device(
       op, {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
            &state.found_inf, &state.first_overflow, &state.unreported_overflow});
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
-      cuda::update_scale(state.scale.data<float>(), state.clean_steps.data<std::int32_t>(),
-                         state.skipped_steps.data<std::int32_t>(),
-                         state.at_min_streak.data<std::int32_t>(), state.found_inf.data<float>(),
-                         state.first_overflow.data<std::int32_t>(),
-                         state.unreported_overflow.data<std::int32_t>(), config,
-                         alloy::cuda::stream_of(device));
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::update_scale(
+          state.scale.data<float>(), state.clean_steps.data<std::int32_t>(),
+          state.skipped_steps.data<std::int32_t>(), state.at_min_streak.data<std::int32_t>(),
+          state.found_inf.data<float>(), state.first_overflow.data<std::int32_t>(),
+          state.unreported_overflow.data<std::int32_t>(), config, alloy::cuda::stream_of(device));
       return;
     });
   cpu::update_scale(state.scale.data<float>(), state.clean_steps.data<std::int32_t>(),

@@ -64,8 +64,8 @@ class CachingAllocator final : public Allocator {
         void* block = blocks.back();
         blocks.pop_back();
         cache_.cached_bytes -= static_cast<std::int64_t>(size);
-        ALLOY_CUDA_CHECK(cudaFree(block), "releasing a cached block of ", size, " bytes on cuda:",
-                         device_);
+        ALLOY_CUDA_CHECK(cudaFree(block), "releasing a cached block of ", size,
+                         " bytes on cuda:", device_);
         ++cache_.free_calls;
         cache_.reserved_bytes -= static_cast<std::int64_t>(size);
       }
@@ -135,9 +135,13 @@ std::size_t cache_block_size(std::size_t bytes) {
   return bytes <= kSmallLimit ? round_up(bytes, kSmallRounding) : round_up(bytes, kLargeRounding);
 }
 
-CacheStatistics cache_statistics(int device) { return allocator_of(device).statistics(); }
+CacheStatistics cache_statistics(int device) {
+  return allocator_of(device).statistics();
+}
 
-void empty_cache(int device) { allocator_of(device).release_cached(); }
+void empty_cache(int device) {
+  allocator_of(device).release_cached();
+}
 
 }  // namespace alloy::cuda
 

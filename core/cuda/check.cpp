@@ -18,8 +18,7 @@ std::string status_text(cudnnStatus_t status) {
 }
 
 std::string status_text(ncclResult_t status) {
-  return detail::concat(ncclGetErrorString(status), " (ncclResult ", static_cast<int>(status),
-                        ")");
+  return detail::concat(ncclGetErrorString(status), " (ncclResult ", static_cast<int>(status), ")");
 }
 
 void fail_call(const char* call, const std::string& status, const std::string& what) {

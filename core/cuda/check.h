@@ -18,10 +18,18 @@
 
 namespace alloy::cuda {
 
-inline bool status_ok(cudaError_t status) { return status == cudaSuccess; }
-inline bool status_ok(cublasStatus_t status) { return status == CUBLAS_STATUS_SUCCESS; }
-inline bool status_ok(cudnnStatus_t status) { return status == CUDNN_STATUS_SUCCESS; }
-inline bool status_ok(ncclResult_t status) { return status == ncclSuccess; }
+inline bool status_ok(cudaError_t status) {
+  return status == cudaSuccess;
+}
+inline bool status_ok(cublasStatus_t status) {
+  return status == CUBLAS_STATUS_SUCCESS;
+}
+inline bool status_ok(cudnnStatus_t status) {
+  return status == CUDNN_STATUS_SUCCESS;
+}
+inline bool status_ok(ncclResult_t status) {
+  return status == ncclSuccess;
+}
 
 // "<library's description> (<name or code>)".
 std::string status_text(cudaError_t status);
@@ -34,17 +42,17 @@ std::string status_text(ncclResult_t status);
 }  // namespace alloy::cuda
 
 // ALLOY_CUDA_CHECK(cudaMemcpyAsync(...), "copying ", bytes, " bytes to ", device.str());
-// The context takes at least one part. Works for cudaError_t, cublasStatus_t, cudnnStatus_t and ncclResult_t.
-#define ALLOY_CUDA_CHECK(call, ...)                                                        \
-  do {                                                                                     \
-    const auto alloy_status_ = (call);                                                     \
-    if (!::alloy::cuda::status_ok(alloy_status_)) {                                        \
-      ::alloy::cuda::fail_call(#call, ::alloy::cuda::status_text(alloy_status_),           \
-                               ::alloy::detail::concat(__VA_ARGS__));    \
-    }                                                                                      \
+// The context takes at least one part. Works for cudaError_t, cublasStatus_t, cudnnStatus_t and
+// ncclResult_t.
+#define ALLOY_CUDA_CHECK(call, ...)                                              \
+  do {                                                                           \
+    const auto alloy_status_ = (call);                                           \
+    if (!::alloy::cuda::status_ok(alloy_status_)) {                              \
+      ::alloy::cuda::fail_call(#call, ::alloy::cuda::status_text(alloy_status_), \
+                               ::alloy::detail::concat(__VA_ARGS__));            \
+    }                                                                            \
   } while (0)
 
 // After a kernel launch: launch errors (bad configuration, no kernel image for this device)
 // surface here, naming the kernel; errors of the running kernel surface at the next sync.
-#define ALLOY_CUDA_CHECK_LAUNCH(...) \
-  ALLOY_CUDA_CHECK(cudaGetLastError(), "launching ", __VA_ARGS__)
+#define ALLOY_CUDA_CHECK_LAUNCH(...) ALLOY_CUDA_CHECK(cudaGetLastError(), "launching ", __VA_ARGS__)

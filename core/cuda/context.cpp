@@ -75,9 +75,8 @@ int usable_device_count() {
 DeviceContext& context(Device device) {
   ALLOY_CHECK(device.is_cuda(), "the CUDA backend was handed a ", device.str(), " tensor");
   const int count = usable_device_count();
-  ALLOY_CHECK(device.index >= 0 && device.index < count && device.index < kMaxDevices,
-              device.str(), " requested, but this machine has ", count, " CUDA device",
-              count == 1 ? "" : "s");
+  ALLOY_CHECK(device.index >= 0 && device.index < count && device.index < kMaxDevices, device.str(),
+              " requested, but this machine has ", count, " CUDA device", count == 1 ? "" : "s");
   static Forever<std::array<std::unique_ptr<DeviceContext>, kMaxDevices>> contexts;
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
@@ -92,7 +91,9 @@ DeviceContext& context(Device device) {
   return *slot;
 }
 
-void synchronize(Device device, const char* why) { context(device).stream.synchronize(why); }
+void synchronize(Device device, const char* why) {
+  context(device).stream.synchronize(why);
+}
 
 }  // namespace alloy::cuda
 
@@ -119,25 +120,25 @@ void cuda_copy_bytes(void* destination, Device destination_device, const void* s
   // soon as this returns, and a device-to-host copy must be readable at once.
   if (source_device.is_cpu()) {
     cuda::DeviceContext& ctx = cuda::context(destination_device);
-    ALLOY_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyHostToDevice,
-                                     ctx.stream.get()),
-                     what());
+    ALLOY_CUDA_CHECK(
+        cudaMemcpyAsync(destination, source, bytes, cudaMemcpyHostToDevice, ctx.stream.get()),
+        what());
     ctx.stream.synchronize("waiting for a host-to-device copy");
     return;
   }
   if (destination_device.is_cpu()) {
     cuda::DeviceContext& ctx = cuda::context(source_device);
-    ALLOY_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost,
-                                     ctx.stream.get()),
-                     what());
+    ALLOY_CUDA_CHECK(
+        cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, ctx.stream.get()),
+        what());
     ctx.stream.synchronize("waiting for a device-to-host copy");
     return;
   }
   if (destination_device == source_device) {
     cuda::DeviceContext& ctx = cuda::context(destination_device);
-    ALLOY_CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice,
-                                     ctx.stream.get()),
-                     what());
+    ALLOY_CUDA_CHECK(
+        cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice, ctx.stream.get()),
+        what());
     return;
   }
   // Between devices: the source's pending work must be done before the copy reads it.

@@ -25,7 +25,9 @@ int usable_device_count();
 
 // The context of a CUDA device (created on first use, with the device made current).
 DeviceContext& context(Device device);
-inline cudaStream_t stream_of(Device device) { return context(device).stream.get(); }
+inline cudaStream_t stream_of(Device device) {
+  return context(device).stream.get();
+}
 
 // Blocks the host until the device's stream has finished its work; `why` names the caller.
 void synchronize(Device device, const char* why);

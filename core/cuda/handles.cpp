@@ -28,9 +28,9 @@ cudaStream_t create_stream(int device) {
 cudaEvent_t create_event(int device, bool timing) {
   const DeviceGuard guard(device);
   cudaEvent_t event = nullptr;
-  ALLOY_CUDA_CHECK(cudaEventCreateWithFlags(&event, timing ? cudaEventDefault
-                                                            : cudaEventDisableTiming),
-                   "creating an event on cuda:", device);
+  ALLOY_CUDA_CHECK(
+      cudaEventCreateWithFlags(&event, timing ? cudaEventDefault : cudaEventDisableTiming),
+      "creating an event on cuda:", device);
   return event;
 }
 
@@ -40,8 +40,8 @@ cublasHandle_t create_cublas(int device, cudaStream_t stream) {
   ALLOY_CUDA_CHECK(cublasCreate(&handle), "creating the cuBLAS handle of cuda:", device);
   // Owned from here on, so a failure below does not leak it.
   Owned<cublasHandle_t, cublasDestroy> owner(handle);
-  ALLOY_CUDA_CHECK(cublasSetStream(handle, stream), "binding cuBLAS to the stream of cuda:",
-                   device);
+  ALLOY_CUDA_CHECK(cublasSetStream(handle, stream),
+                   "binding cuBLAS to the stream of cuda:", device);
   ALLOY_CUDA_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH),
                    "setting cuBLAS's math mode on cuda:", device);
   // Scalars (alpha, beta) are host values.
@@ -64,7 +64,8 @@ void Event::record(cudaStream_t stream) {
 }
 
 void Event::wait(cudaStream_t stream) const {
-  ALLOY_CUDA_CHECK(cudaStreamWaitEvent(stream, event_.get(), 0), "making a stream wait on an event");
+  ALLOY_CUDA_CHECK(cudaStreamWaitEvent(stream, event_.get(), 0),
+                   "making a stream wait on an event");
 }
 
 void Event::synchronize() const {
@@ -93,8 +94,7 @@ CudnnHandle::CudnnHandle(int device, cudaStream_t stream) {
   cudnnHandle_t handle = nullptr;
   ALLOY_CUDA_CHECK(cudnnCreate(&handle), "creating the cuDNN handle of cuda:", device);
   handle_ = Owned<cudnnHandle_t, cudnnDestroy>(handle);
-  ALLOY_CUDA_CHECK(cudnnSetStream(handle, stream), "binding cuDNN to the stream of cuda:",
-                   device);
+  ALLOY_CUDA_CHECK(cudnnSetStream(handle, stream), "binding cuDNN to the stream of cuda:", device);
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes, Device device, MemoryCategory category)
@@ -103,7 +103,9 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes, Device device, MemoryCategory cate
       device_(device),
       category_(category) {}
 
-DeviceBuffer::~DeviceBuffer() { release(); }
+DeviceBuffer::~DeviceBuffer() {
+  release();
+}
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),

@@ -49,7 +49,9 @@ void affine(const Tensor& x, const Tensor& weight, const Tensor& bias, const flo
 }
 
 #ifdef ALLOY_HAVE_CUDA
-cuda::ChannelData channel_data(const Tensor& tensor) { return {tensor.raw(), tensor.dtype()}; }
+cuda::ChannelData channel_data(const Tensor& tensor) {
+  return {tensor.raw(), tensor.dtype()};
+}
 
 Tensor channel_scratch(std::int64_t channels, Device device) {
   return Tensor::empty({2 * channels}, DType::f32, device, MemoryCategory::workspace);
@@ -74,14 +76,15 @@ BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& w
   BatchNormTrainResult result;
   result.saved.mean = channel_tensor(g.channels, device);
   result.saved.invstd = channel_tensor(g.channels, device);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
       cuda::batch_norm2d_train_forward(
           x.raw(), x.dtype(), g, channel_data(weight), channel_data(bias),
           channel_data(running_mean), channel_data(running_var), params,
-          result.saved.mean.data<float>(), result.saved.invstd.data<float>(),
-          scratch.data<float>(), result.y.raw(), cuda::stream_of(device));
+          result.saved.mean.data<float>(), result.saved.invstd.data<float>(), scratch.data<float>(),
+          result.y.raw(), cuda::stream_of(device));
       return result;
     });
   float* mean = result.saved.mean.data<float>();
@@ -119,7 +122,8 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
   check_channel_tensor(op, "bias", bias, x);
   check_channel_tensor(op, "running_mean", running_mean, x);
   check_channel_tensor(op, "running_var", running_var, x);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
       cuda::batch_norm2d_eval_forward(x.raw(), x.dtype(), g, channel_data(weight),
@@ -157,14 +161,14 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
   check_dtype(op, "saved invstd", saved.invstd, DType::f32);
   check_shape(op, "saved mean", saved.mean, {g.channels});
   check_shape(op, "saved invstd", saved.invstd, {g.channels});
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
-      cuda::batch_norm2d_backward(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g,
-                                  channel_data(weight), saved.mean.data<float>(),
-                                  saved.invstd.data<float>(), channel_data(dweight),
-                                  channel_data(dbias), scratch.data<float>(), dx.raw(),
-                                  cuda::stream_of(device));
+      cuda::batch_norm2d_backward(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g, channel_data(weight),
+                                  saved.mean.data<float>(), saved.invstd.data<float>(),
+                                  channel_data(dweight), channel_data(dbias), scratch.data<float>(),
+                                  dx.raw(), cuda::stream_of(device));
       return dx;
     });
 

@@ -68,7 +68,8 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
   }
   const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
   Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::conv2d_forward(device, g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
                            y.raw());
       return y;
@@ -98,7 +99,8 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
   }
   const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
   Conv2dGrads grads;
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       if (need_dx) {
         grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       }
@@ -116,8 +118,8 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
     w_float.emplace(w);
   }
   cpu::conv2d_backward(g, x.raw(), w_float ? w_float->data() : nullptr, dy.raw(), dw_float.data(),
-                       db_float ? db_float->data() : nullptr,
-                       need_dx ? grads.dx.raw() : nullptr, x.dtype());
+                       db_float ? db_float->data() : nullptr, need_dx ? grads.dx.raw() : nullptr,
+                       x.dtype());
   dw_float.commit();
   if (db_float) db_float->commit();
   return grads;

@@ -17,8 +17,7 @@ void check_dtype(const char* op, const char* what, const Tensor& tensor, DType d
 void check_floating(const char* op, const char* what, const Tensor& tensor);
 // A gradient accumulator of an op computing in `compute`: that dtype, or f32 (O1 keeps fp32
 // weights whose gradients accumulate in fp32 from half operands).
-void check_accumulator_dtype(const char* op, const char* what, const Tensor& tensor,
-                             DType compute);
+void check_accumulator_dtype(const char* op, const char* what, const Tensor& tensor, DType compute);
 void check_rank(const char* op, const char* what, const Tensor& tensor, int rank);
 void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape);
 
@@ -32,11 +31,10 @@ void check_shape(const char* op, const char* what, const Tensor& tensor, const S
 // the block (which names CUDA kernels) is not compiled at all.
 #ifdef ALLOY_HAVE_CUDA
 #define ALLOY_CUDA_PATH(op, device, ...) \
-  do __VA_ARGS__ while (0)
+  do                                     \
+  __VA_ARGS__ while (0)
 #else
 #define ALLOY_CUDA_PATH(op, device, ...) ::alloy::no_kernel(op, device)
 #endif
 
-namespace alloy {
-
-}  // namespace alloy
+namespace alloy {}  // namespace alloy

@@ -30,7 +30,8 @@ void cast_into(const Tensor& x, Tensor& out) {
     out.copy_from(x);
     return;
   }
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::cast(x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel(), cuda::stream_of(device));
       return;
     });
@@ -44,7 +45,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
   check_floating(op, "b", b);
   check_shape(op, "b", b, a.shape());
   Tensor y = Tensor::empty(a.shape(), a.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::add(a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel(),
                 cuda::stream_of(device));
       return y;
@@ -59,7 +61,8 @@ void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
   check_floating(op, "x", x);
   check_floating(op, "y", y);
   check_shape(op, "y", y, x.shape());
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::axpby(alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(), x.numel(),
                   cuda::stream_of(device));
       return;
@@ -71,7 +74,8 @@ void scale(Tensor& x, float alpha) {
   constexpr const char* op = "scale";
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::scale(x.raw(), x.dtype(), alpha, x.numel(), cuda::stream_of(device));
       return;
     });
@@ -85,7 +89,8 @@ Tensor normalize_images(const Tensor& images, DType dtype) {
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
   Tensor y = Tensor::empty(images.shape(), dtype, device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::normalize_images(images.data<std::uint8_t>(), y.raw(), dtype, images.numel(),
                              cuda::stream_of(device));
       return y;

@@ -30,7 +30,8 @@ void gemm(const Tensor& a, const Tensor& b, Tensor& c, const GemmShape& shape) {
   constexpr std::int64_t limit = std::numeric_limits<int>::max();
   ALLOY_CHECK(m <= limit && n <= limit && k <= limit, op, ": dimensions of ", a.str(), " and ",
               b.str(), " exceed the BLAS int range");
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::gemm(cuda::context(device).cublas.get(), shape.transpose_a, shape.transpose_b,
                  static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), shape.alpha,
                  a.raw(), static_cast<int>(a.dim(1)), b.raw(), static_cast<int>(b.dim(1)),

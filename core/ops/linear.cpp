@@ -45,7 +45,8 @@ Tensor linear_forward(const Tensor& x, const Tensor& w, const Tensor& b) {
   const LinearSizes sizes = check_linear(op, x, w, b);
   Tensor y =
       Tensor::empty({sizes.batch, sizes.out}, x.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::DeviceContext& ctx = cuda::context(device);
       cuda::linear_forward(ctx.cublas.get(), ctx.stream.get(), sizes.batch, sizes.in, sizes.out,
                            x.raw(), w.raw(), b.defined() ? b.raw() : nullptr, y.raw(), x.dtype());
@@ -76,7 +77,8 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
     check_shape(op, "db", db, {sizes.out});
   }
   LinearGrads grads;
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::DeviceContext& ctx = cuda::context(device);
       if (need_dx) {
         grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);

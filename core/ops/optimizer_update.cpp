@@ -49,7 +49,8 @@ void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, cons
   ALLOY_CHECK(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f), op,
               ": nesterov needs momentum > 0 and zero dampening");
   if (hyper.momentum != 0.0f) check_state(op, "momentum_buffer", momentum_buffer, param);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       // found_inf is read by the kernel itself: no host sync.
       cuda::sgd_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
                        hyper.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr,
@@ -82,7 +83,8 @@ void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& ex
   ALLOY_CHECK(
       hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f && hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f, op,
       ": betas must be in [0, 1), got ", hyper.beta1, ", ", hyper.beta2);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::adamw_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
                          exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), hyper,
                          step, found_inf.defined() ? found_inf.data<float>() : nullptr,

@@ -57,7 +57,8 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
   check_floating(op, "x", x);
   const Shape y_shape = output_shape(op, x.shape(), params);
   Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params),
                                cuda::stream_of(device));
       return y;
@@ -73,7 +74,8 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
   const Shape y_shape = output_shape(op, x_shape, params);
   check_shape(op, "dy", dy, y_shape);
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params),
                                 cuda::stream_of(device));
       return dx;
@@ -90,7 +92,8 @@ MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
   MaxPoolResult result;
   result.y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
   result.argmax = Tensor::empty(y_shape, DType::i32, device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(),
                                x.dtype(), geometry(x.shape(), y_shape, params),
                                cuda::stream_of(device));
@@ -113,7 +116,8 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& 
   ALLOY_CHECK(x_shape[2] * x_shape[3] <= std::numeric_limits<std::int32_t>::max(), op,
               ": input plane of ", shape_str(x_shape), " is too large");
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       // Half gradients accumulate in fp32 scratch and are rounded once, as on the CPU.
       Tensor scratch;
       if (dy.dtype() != DType::f32) {

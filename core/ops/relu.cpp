@@ -14,7 +14,8 @@ Tensor relu_forward(const Tensor& x) {
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
   Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::relu_forward(x.raw(), y.raw(), x.dtype(), x.numel(), cuda::stream_of(device));
       return y;
     });
@@ -29,7 +30,8 @@ Tensor relu_backward(const Tensor& y, const Tensor& dy) {
   check_floating(op, "dy", dy);
   check_shape(op, "dy", dy, y.shape());
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       cuda::relu_backward(y.raw(), y.dtype(), dy.raw(), dx.raw(), dy.dtype(), dy.numel(),
                           cuda::stream_of(device));
       return dx;

@@ -48,11 +48,11 @@ SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits,
       Tensor::empty(logits.shape(), DType::f32, device, MemoryCategory::activations);
   // Device labels are not range-checked (that would cost a host sync); a bad one makes its
   // row's loss NaN.
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
-      Tensor row_loss = Tensor::empty({logits.dim(0)}, DType::f32, device,
-                                      MemoryCategory::workspace);
-      cuda::softmax_cross_entropy_forward(logits.raw(), logits.dtype(),
-                                          labels.data<std::int32_t>(),
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      Tensor row_loss =
+          Tensor::empty({logits.dim(0)}, DType::f32, device, MemoryCategory::workspace);
+      cuda::softmax_cross_entropy_forward(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
                                           result.probabilities.data<float>(),
                                           row_loss.data<float>(), result.loss.data<float>(),
                                           logits.dim(0), classes, cuda::stream_of(device));
@@ -74,11 +74,11 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
   ALLOY_CHECK(is_floating(dtype), op, ": gradient dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
   Tensor dlogits = Tensor::empty(probabilities.shape(), dtype, device, MemoryCategory::activations);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
-      cuda::softmax_cross_entropy_backward(probabilities.data<float>(),
-                                           labels.data<std::int32_t>(), grad_scale, nullptr,
-                                           dlogits.raw(), dtype, probabilities.dim(0), classes,
-                                           cuda::stream_of(device));
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
+                                           grad_scale, nullptr, dlogits.raw(), dtype,
+                                           probabilities.dim(0), classes, cuda::stream_of(device));
       return dlogits;
     });
   check_labels(op, labels, classes);
@@ -94,7 +94,8 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
   common_device(op, {&probabilities, &labels, &loss_scale});
   check_dtype(op, "loss_scale", loss_scale, DType::f32);
   check_shape(op, "loss_scale", loss_scale, {1});
-  if (loss_scale.device().is_cuda()) ALLOY_CUDA_PATH(op, loss_scale.device(), {
+  if (loss_scale.device().is_cuda())
+    ALLOY_CUDA_PATH(op, loss_scale.device(), {
       // The scale stays on the device: the kernel reads it, the host never waits for it.
       const Device device = loss_scale.device();
       check_dtype(op, "probabilities", probabilities, DType::f32);
@@ -103,11 +104,9 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
                   dtype_name(dtype));
       Tensor dlogits =
           Tensor::empty(probabilities.shape(), dtype, device, MemoryCategory::activations);
-      cuda::softmax_cross_entropy_backward(probabilities.data<float>(),
-                                           labels.data<std::int32_t>(), 1.0f,
-                                           loss_scale.data<float>(), dlogits.raw(), dtype,
-                                           probabilities.dim(0), classes,
-                                           cuda::stream_of(device));
+      cuda::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
+                                           1.0f, loss_scale.data<float>(), dlogits.raw(), dtype,
+                                           probabilities.dim(0), classes, cuda::stream_of(device));
       return dlogits;
     });
   return softmax_cross_entropy_backward(probabilities, labels, loss_scale.data<float>()[0], dtype);
@@ -118,7 +117,8 @@ std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   const Device device = common_device(op, {&logits, &labels});
   check_floating(op, "logits", logits);
   const std::int64_t classes = check_inputs(op, "logits", logits, labels);
-  if (device.is_cuda()) ALLOY_CUDA_PATH(op, device, {
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
       // The one op that returns a host value: it waits for the device (logging only).
       Tensor counter = Tensor::zeros({2}, DType::i32, device, MemoryCategory::workspace);
       cuda::count_correct(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),

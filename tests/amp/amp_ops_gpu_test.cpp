@@ -95,9 +95,9 @@ BOOST_AUTO_TEST_CASE(update_scale_follows_the_cpu_state_machine) {
     state.unreported_overflow = Tensor::zeros({1}, DType::i32);
     state.unreported_overflow.fill(-1.0f);
     if (device.is_cuda()) {
-      for (Tensor* t : {&state.scale, &state.clean_steps, &state.skipped_steps,
-                        &state.at_min_streak, &state.found_inf, &state.first_overflow,
-                        &state.unreported_overflow}) {
+      for (Tensor* t :
+           {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
+            &state.found_inf, &state.first_overflow, &state.unreported_overflow}) {
         *t = to_cuda(*t);
       }
     }

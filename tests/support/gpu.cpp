@@ -46,7 +46,7 @@ double gpu_tolerance(DType dtype) {
     case DType::f16:
       return 4.0 * std::ldexp(1.0, -11);  // 4 ulp of binary16
     case DType::bf16:
-      return 4.0 * std::ldexp(1.0, -8);   // 4 ulp of bfloat16
+      return 4.0 * std::ldexp(1.0, -8);  // 4 ulp of bfloat16
     default:
       return 1e-4;  // fp32 reductions in another order
   }
@@ -56,23 +56,26 @@ namespace {
 std::vector<double> as_doubles(const Tensor& host) {
   std::vector<double> values(static_cast<std::size_t>(host.numel()));
   if (host.dtype() == DType::i32) {
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = host.data<std::int32_t>()[i];
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = host.data<std::int32_t>()[i];
     return values;
   }
   if (host.dtype() == DType::u8) {
-    for (std::size_t i = 0; i < values.size(); ++i) values[i] = host.data<std::uint8_t>()[i];
+    for (std::size_t i = 0; i < values.size(); ++i)
+      values[i] = host.data<std::uint8_t>()[i];
     return values;
   }
   const std::vector<float> floats = host.to_floats();
-  for (std::size_t i = 0; i < values.size(); ++i) values[i] = floats[i];
+  for (std::size_t i = 0; i < values.size(); ++i)
+    values[i] = floats[i];
   return values;
 }
 }  // namespace
 
 void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& what, double rtol,
                      double atol) {
-  BOOST_REQUIRE_MESSAGE(gpu.device().is_cuda(), what << ": expected a device tensor, got "
-                                                     << gpu.str());
+  BOOST_REQUIRE_MESSAGE(gpu.device().is_cuda(),
+                        what << ": expected a device tensor, got " << gpu.str());
   BOOST_REQUIRE_MESSAGE(gpu.shape() == cpu.shape() && gpu.dtype() == cpu.dtype(),
                         what << ": " << gpu.str() << " vs " << cpu.str());
   const Tensor host = to_host(gpu);
@@ -102,9 +105,9 @@ void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& wh
   }
   std::ostringstream message;
   if (failures > 0) {
-    message << what << ": " << failures << " of " << actual.size()
-            << " elements outside rtol " << rtol << " atol " << atol << "; worst at " << worst
-            << ": GPU " << actual[worst] << ", CPU " << expected[worst];
+    message << what << ": " << failures << " of " << actual.size() << " elements outside rtol "
+            << rtol << " atol " << atol << "; worst at " << worst << ": GPU " << actual[worst]
+            << ", CPU " << expected[worst];
   }
   BOOST_CHECK_MESSAGE(failures == 0, message.str());
 }

@@ -22,7 +22,8 @@ void copy_masters_to_model(const std::vector<MasterCopyItem>& items, cudaStream_
   for (std::size_t begin = 0; begin < items.size(); begin += TensorPairList::kMaxTensors) {
     TensorPairList list{};
     std::int64_t largest = 0;
-    for (std::size_t i = begin; i < std::min(items.size(), begin + TensorPairList::kMaxTensors); ++i) {
+    for (std::size_t i = begin; i < std::min(items.size(), begin + TensorPairList::kMaxTensors);
+         ++i) {
       if (items[i].count == 0) continue;
       list.input[list.size] = items[i].master;
       list.output[list.size] = items[i].model;

@@ -46,14 +46,15 @@ __global__ void unscale_kernel(TensorPairList list, const float* scale,
 
 }  // namespace
 
-void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale,
-                       float* found_inf, std::int32_t* first_overflow, cudaStream_t stream) {
+void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale, float* found_inf,
+                       std::int32_t* first_overflow, cudaStream_t stream) {
   reset_kernel<<<1, 1, 0, stream>>>(found_inf, first_overflow);
   ALLOY_CUDA_CHECK_LAUNCH("unscale reset_kernel");
   for (std::size_t begin = 0; begin < items.size(); begin += TensorPairList::kMaxTensors) {
     TensorPairList list{};
     std::int64_t largest = 0;
-    for (std::size_t i = begin; i < std::min(items.size(), begin + TensorPairList::kMaxTensors); ++i) {
+    for (std::size_t i = begin; i < std::min(items.size(), begin + TensorPairList::kMaxTensors);
+         ++i) {
       const UnscaleItem& item = items[i];
       if (item.count == 0) continue;
       list.input[list.size] = item.grad;

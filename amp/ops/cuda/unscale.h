@@ -21,7 +21,7 @@ struct UnscaleItem {
 
 // found_inf (f32) becomes 1 or 0; first_overflow (i32) the smallest item index holding a
 // non-finite value, or -1. scale is f32 on the device.
-void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale,
-                       float* found_inf, std::int32_t* first_overflow, cudaStream_t stream);
+void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale, float* found_inf,
+                       std::int32_t* first_overflow, cudaStream_t stream);
 
 }  // namespace alloy::amp::cuda

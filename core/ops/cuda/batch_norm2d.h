@@ -32,9 +32,8 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
                                float* scratch, void* y, cudaStream_t stream);
 // dweight += sum dy (x - mean) invstd, dbias += sum dy; dx in x's dtype. scratch: f32 [2C].
 void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,
-                           const BatchNormGeometry& g, ChannelData weight,
-                           const float* saved_mean, const float* saved_invstd,
-                           ChannelData dweight, ChannelData dbias, float* scratch, void* dx,
-                           cudaStream_t stream);
+                           const BatchNormGeometry& g, ChannelData weight, const float* saved_mean,
+                           const float* saved_invstd, ChannelData dweight, ChannelData dbias,
+                           float* scratch, void* dx, cudaStream_t stream);
 
 }  // namespace alloy::cuda

@@ -15,9 +15,15 @@
 
 namespace alloy::cuda {
 
-__device__ __forceinline__ float widen(float value) { return value; }
-__device__ __forceinline__ float widen(__half value) { return __half2float(value); }
-__device__ __forceinline__ float widen(__nv_bfloat16 value) { return __bfloat162float(value); }
+__device__ __forceinline__ float widen(float value) {
+  return value;
+}
+__device__ __forceinline__ float widen(__half value) {
+  return __half2float(value);
+}
+__device__ __forceinline__ float widen(__nv_bfloat16 value) {
+  return __bfloat162float(value);
+}
 
 template <class T>
 __device__ __forceinline__ T narrow(float value);
@@ -84,7 +90,7 @@ inline unsigned int grid_for(std::int64_t count) {
   return static_cast<unsigned int>(std::clamp<std::int64_t>(blocks, 1, 1 << 16));
 }
 
-#define ALLOY_GRID_STRIDE(i, count)                                                \
+#define ALLOY_GRID_STRIDE(i, count)                                                       \
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
        i < (count); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
 
@@ -92,7 +98,8 @@ inline unsigned int grid_for(std::int64_t count) {
 // valid in thread 0. The combination order is fixed, so results are deterministic.
 __device__ __forceinline__ float block_sum(float value) {
   __shared__ float partial[32];
-  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffu, value, offset);
   const int lane = threadIdx.x % 32;
   const int warp = threadIdx.x / 32;
   __syncthreads();  // partial may still be read by a previous call
@@ -100,7 +107,8 @@ __device__ __forceinline__ float block_sum(float value) {
   __syncthreads();
   value = threadIdx.x < blockDim.x / 32 ? partial[lane] : 0.0f;
   if (warp == 0) {
-    for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+    for (int offset = 16; offset > 0; offset /= 2)
+      value += __shfl_down_sync(0xffffffffu, value, offset);
   }
   return value;
 }

@@ -36,9 +36,9 @@ TensorDesc tensor_desc(DType dtype, int n, int c, int h, int w) {
   cudnnTensorDescriptor_t raw = nullptr;
   ALLOY_CUDA_CHECK(cudnnCreateTensorDescriptor(&raw), "conv2d: creating a tensor descriptor");
   TensorDesc desc(raw);
-  ALLOY_CUDA_CHECK(cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, cudnn_type(dtype), n, c, h, w),
-                   "conv2d: describing a ", dtype_name(dtype), "[", n, ", ", c, ", ", h, ", ", w,
-                   "] tensor");
+  ALLOY_CUDA_CHECK(
+      cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, cudnn_type(dtype), n, c, h, w),
+      "conv2d: describing a ", dtype_name(dtype), "[", n, ", ", c, ", ", h, ", ", w, "] tensor");
   return desc;
 }
 
@@ -117,9 +117,8 @@ Plan::Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g)
   forward_conv = conv_desc(g, f.mathType);
 
   cudnnConvolutionBwdDataAlgoPerf_t data[kMaxResults];
-  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w.get(), y.get(),
-                                                               probe.get(), x.get(), kMaxResults,
-                                                               &found, data),
+  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                       handle, w.get(), y.get(), probe.get(), x.get(), kMaxResults, &found, data),
                    "conv2d: choosing a backward-data algorithm");
   const auto& d = pick(data, found, true, "backward-data");
   data_algo = d.algo;
@@ -127,9 +126,8 @@ Plan::Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g)
   data_conv = conv_desc(g, d.mathType);
 
   cudnnConvolutionBwdFilterAlgoPerf_t filter[kMaxResults];
-  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x.get(), y.get(),
-                                                                 probe.get(), w.get(), kMaxResults,
-                                                                 &found, filter),
+  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       handle, x.get(), y.get(), probe.get(), w.get(), kMaxResults, &found, filter),
                    "conv2d: choosing a backward-filter algorithm");
   const auto& k = pick(filter, found, true, "backward-filter");
   filter_algo = k.algo;
@@ -150,9 +148,12 @@ PlanCache& plan_cache() {
 }
 
 Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g) {
-  const PlanKey key{device.index,      static_cast<int>(dtype), g.batch,         g.channels,
-                    g.height,          g.width,                 g.filters,       g.kernel_h,
-                    g.kernel_w,        g.params.stride_h,       g.params.stride_w, g.params.pad_h,
+  const PlanKey key{device.index,      static_cast<int>(dtype),
+                    g.batch,           g.channels,
+                    g.height,          g.width,
+                    g.filters,         g.kernel_h,
+                    g.kernel_w,        g.params.stride_h,
+                    g.params.stride_w, g.params.pad_h,
                     g.params.pad_w,    g.out_h};
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
@@ -169,7 +170,8 @@ __global__ void bias_grad_kernel(const T* dy, int batch, int channels, int plane
   float sum = 0.0f;
   for (int n = 0; n < batch; ++n) {
     const T* row = dy + (static_cast<std::int64_t>(n) * channels + c) * plane;
-    for (int i = threadIdx.x; i < plane; i += blockDim.x) sum += widen(row[i]);
+    for (int i = threadIdx.x; i < plane; i += blockDim.x)
+      sum += widen(row[i]);
   }
   sum = block_sum(sum);
   if (threadIdx.x == 0) store_any(db, db_dtype, c, load_any(db, db_dtype, c) + sum);
@@ -181,7 +183,8 @@ int conv2d_plan_count(Device device) {
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   int count = 0;
-  for (const auto& [key, plan] : cache.plans) count += std::get<0>(key) == device.index;
+  for (const auto& [key, plan] : cache.plans)
+    count += std::get<0>(key) == device.index;
   return count;
 }
 
@@ -191,17 +194,17 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
   Plan& plan = plan_for(device, ctx.cudnn.get(), dtype, g);
   const DeviceBuffer workspace(plan.forward_workspace, device, MemoryCategory::workspace);
   const float one = 1.0f, zero = 0.0f;
-  ALLOY_CUDA_CHECK(cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), w,
-                                           plan.forward_conv.get(), plan.forward_algo,
-                                           workspace.get(), plan.forward_workspace, &zero,
-                                           plan.y.get(), y),
-                   "conv2d_forward of ", dtype_name(dtype), " x [", g.batch, ", ", g.channels,
-                   ", ", g.height, ", ", g.width, "] with ", g.filters, " filters ", g.kernel_h,
-                   "x", g.kernel_w, " (algorithm ", static_cast<int>(plan.forward_algo), ")");
+  ALLOY_CUDA_CHECK(
+      cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), w,
+                              plan.forward_conv.get(), plan.forward_algo, workspace.get(),
+                              plan.forward_workspace, &zero, plan.y.get(), y),
+      "conv2d_forward of ", dtype_name(dtype), " x [", g.batch, ", ", g.channels, ", ", g.height,
+      ", ", g.width, "] with ", g.filters, " filters ", g.kernel_h, "x", g.kernel_w, " (algorithm ",
+      static_cast<int>(plan.forward_algo), ")");
   if (b != nullptr) {
-    ALLOY_CUDA_CHECK(cudnnAddTensor(ctx.cudnn.get(), &one, plan.bias.get(), b, &one, plan.y.get(),
-                                    y),
-                     "conv2d_forward: adding the bias of ", g.filters, " channels");
+    ALLOY_CUDA_CHECK(
+        cudnnAddTensor(ctx.cudnn.get(), &one, plan.bias.get(), b, &one, plan.y.get(), y),
+        "conv2d_forward: adding the bias of ", g.filters, " channels");
   }
 }
 
@@ -216,32 +219,32 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   if (dw_dtype == dtype) {
     Plan& plan = plan_for(device, handle, dtype, g);
     const DeviceBuffer workspace(plan.filter_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(cudnnConvolutionBackwardFilter(handle, &one, plan.x.get(), x, plan.y.get(), dy,
-                                                    plan.filter_conv.get(), plan.filter_algo,
-                                                    workspace.get(), plan.filter_workspace, &one,
-                                                    plan.w.get(), dw),
-                     "conv2d_backward: filter gradient (", dtype_name(dtype), ", algorithm ",
-                     static_cast<int>(plan.filter_algo), ")");
+    ALLOY_CUDA_CHECK(
+        cudnnConvolutionBackwardFilter(handle, &one, plan.x.get(), x, plan.y.get(), dy,
+                                       plan.filter_conv.get(), plan.filter_algo, workspace.get(),
+                                       plan.filter_workspace, &one, plan.w.get(), dw),
+        "conv2d_backward: filter gradient (", dtype_name(dtype), ", algorithm ",
+        static_cast<int>(plan.filter_algo), ")");
   } else {
     // O1: fp32 weight gradients of a half convolution. The half values widen exactly, so the
     // fp32 convolution of the copies is the fp32-accumulated gradient.
     ALLOY_CHECK(dw_dtype == DType::f32, "conv2d_backward: dw must be f32 or ", dtype_name(dtype));
     const std::int64_t x_count = std::int64_t{g.batch} * g.channels * g.height * g.width;
     const std::int64_t y_count = std::int64_t{g.batch} * g.filters * g.out_h * g.out_w;
-    const DeviceBuffer x32(static_cast<std::size_t>(x_count) * 4, device, MemoryCategory::workspace);
+    const DeviceBuffer x32(static_cast<std::size_t>(x_count) * 4, device,
+                           MemoryCategory::workspace);
     const DeviceBuffer dy32(static_cast<std::size_t>(y_count) * 4, device,
                             MemoryCategory::workspace);
     cast(x, dtype, x32.get(), DType::f32, x_count, stream);
     cast(dy, dtype, dy32.get(), DType::f32, y_count, stream);
     Plan& plan = plan_for(device, handle, DType::f32, g);
     const DeviceBuffer workspace(plan.filter_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(cudnnConvolutionBackwardFilter(handle, &one, plan.x.get(), x32.get(),
-                                                    plan.y.get(), dy32.get(),
-                                                    plan.filter_conv.get(), plan.filter_algo,
-                                                    workspace.get(), plan.filter_workspace, &one,
-                                                    plan.w.get(), dw),
-                     "conv2d_backward: fp32 filter gradient of ", dtype_name(dtype),
-                     " data (algorithm ", static_cast<int>(plan.filter_algo), ")");
+    ALLOY_CUDA_CHECK(
+        cudnnConvolutionBackwardFilter(
+            handle, &one, plan.x.get(), x32.get(), plan.y.get(), dy32.get(), plan.filter_conv.get(),
+            plan.filter_algo, workspace.get(), plan.filter_workspace, &one, plan.w.get(), dw),
+        "conv2d_backward: fp32 filter gradient of ", dtype_name(dtype), " data (algorithm ",
+        static_cast<int>(plan.filter_algo), ")");
   }
 
   if (db != nullptr) {
@@ -256,12 +259,12 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   if (dx != nullptr) {
     Plan& plan = plan_for(device, handle, dtype, g);
     const DeviceBuffer workspace(plan.data_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(cudnnConvolutionBackwardData(handle, &one, plan.w.get(), w, plan.y.get(), dy,
-                                                  plan.data_conv.get(), plan.data_algo,
-                                                  workspace.get(), plan.data_workspace, &zero,
-                                                  plan.x.get(), dx),
-                     "conv2d_backward: input gradient (", dtype_name(dtype), ", algorithm ",
-                     static_cast<int>(plan.data_algo), ")");
+    ALLOY_CUDA_CHECK(
+        cudnnConvolutionBackwardData(handle, &one, plan.w.get(), w, plan.y.get(), dy,
+                                     plan.data_conv.get(), plan.data_algo, workspace.get(),
+                                     plan.data_workspace, &zero, plan.x.get(), dx),
+        "conv2d_backward: input gradient (", dtype_name(dtype), ", algorithm ",
+        static_cast<int>(plan.data_algo), ")");
   }
 }
 

@@ -7,12 +7,16 @@ namespace {
 
 template <class X, class Y>
 __global__ void cast_kernel(const X* x, Y* y, std::int64_t count) {
-  ALLOY_GRID_STRIDE(i, count) { y[i] = narrow<Y>(widen(x[i])); }
+  ALLOY_GRID_STRIDE(i, count) {
+    y[i] = narrow<Y>(widen(x[i]));
+  }
 }
 
 template <class A, class B>
 __global__ void add_kernel(const A* a, const B* b, A* y, std::int64_t count) {
-  ALLOY_GRID_STRIDE(i, count) { y[i] = narrow<A>(widen(a[i]) + widen(b[i])); }
+  ALLOY_GRID_STRIDE(i, count) {
+    y[i] = narrow<A>(widen(a[i]) + widen(b[i]));
+  }
 }
 
 template <class X, class Y>
@@ -26,13 +30,17 @@ __global__ void axpby_kernel(float alpha, const X* x, float beta, Y* y, std::int
 
 template <class T>
 __global__ void scale_kernel(T* x, float alpha, std::int64_t count) {
-  ALLOY_GRID_STRIDE(i, count) { x[i] = narrow<T>(widen(x[i]) * alpha); }
+  ALLOY_GRID_STRIDE(i, count) {
+    x[i] = narrow<T>(widen(x[i]) * alpha);
+  }
 }
 
 template <class T>
 __global__ void normalize_kernel(const std::uint8_t* images, T* y, std::int64_t count) {
   // Correctly rounded division (no fast math), as the CPU's table of value / 255.0f.
-  ALLOY_GRID_STRIDE(i, count) { y[i] = narrow<T>(static_cast<float>(images[i]) / 255.0f); }
+  ALLOY_GRID_STRIDE(i, count) {
+    y[i] = narrow<T>(static_cast<float>(images[i]) / 255.0f);
+  }
 }
 
 }  // namespace
@@ -45,7 +53,7 @@ void cast(const void* x, DType x_dtype, void* y, DType y_dtype, std::int64_t cou
     dispatch_floating(y_dtype, "cast", [&](auto y_type) {
       using Y = decltype(y_type);
       cast_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const X*>(x),
-                                                           static_cast<Y*>(y), count);
+                                                            static_cast<Y*>(y), count);
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("cast_kernel ", dtype_name(x_dtype), "->", dtype_name(y_dtype), " on ",
@@ -74,7 +82,7 @@ void axpby(float alpha, const void* x, DType x_dtype, float beta, void* y, DType
     dispatch_floating(y_dtype, "axpby", [&](auto y_type) {
       using Y = decltype(y_type);
       axpby_kernel<<<grid_for(count), kThreads, 0, stream>>>(alpha, static_cast<const X*>(x), beta,
-                                                            static_cast<Y*>(y), count);
+                                                             static_cast<Y*>(y), count);
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("axpby_kernel on ", count, " elements");

@@ -24,13 +24,12 @@ void gemm(cublasHandle_t handle, bool transpose_a, bool transpose_b, int m, int 
   // c^T = op(b)^T op(a)^T by swapping the operands.
   const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  ALLOY_CUDA_CHECK(cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, b, cuda_data_type(ab_dtype),
-                                ldb, a, cuda_data_type(ab_dtype), lda, &beta, c,
-                                cuda_data_type(c_dtype), ldc, CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT),
-                   "gemm ", transpose_a ? "a^T" : "a", " * ", transpose_b ? "b^T" : "b", " with m=",
-                   m, " n=", n, " k=", k, ", ", dtype_name(ab_dtype), " inputs into ",
-                   dtype_name(c_dtype));
+  ALLOY_CUDA_CHECK(
+      cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, b, cuda_data_type(ab_dtype), ldb, a,
+                   cuda_data_type(ab_dtype), lda, &beta, c, cuda_data_type(c_dtype), ldc,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "gemm ", transpose_a ? "a^T" : "a", " * ", transpose_b ? "b^T" : "b", " with m=", m, " n=", n,
+      " k=", k, ", ", dtype_name(ab_dtype), " inputs into ", dtype_name(c_dtype));
 }
 
 }  // namespace alloy::cuda

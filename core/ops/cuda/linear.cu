@@ -8,13 +8,15 @@ namespace {
 
 template <class T>
 __global__ void broadcast_rows_kernel(const T* b, T* y, std::int64_t rows, int columns) {
-  ALLOY_GRID_STRIDE(i, rows * columns) { y[i] = b[i % columns]; }
+  ALLOY_GRID_STRIDE(i, rows * columns) {
+    y[i] = b[i % columns];
+  }
 }
 
 // One thread per column walks the rows in order; neighbouring threads read neighbouring
 // columns, so loads coalesce.
-__global__ void column_sums_kernel(const void* dy, DType dtype, int rows, int columns,
-                                   void* bias, DType bias_dtype) {
+__global__ void column_sums_kernel(const void* dy, DType dtype, int rows, int columns, void* bias,
+                                   DType bias_dtype) {
   ALLOY_GRID_STRIDE(column, columns) {
     float sum = 0.0f;
     for (int row = 0; row < rows; ++row) {
@@ -30,7 +32,7 @@ void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* b
                      DType bias_dtype, cudaStream_t stream) {
   if (columns == 0) return;
   column_sums_kernel<<<grid_for(columns), kThreads, 0, stream>>>(dy, dtype, rows, columns, bias,
-                                                                bias_dtype);
+                                                                 bias_dtype);
   ALLOY_CUDA_CHECK_LAUNCH("column_sums_kernel over ", rows, "x", columns);
 }
 

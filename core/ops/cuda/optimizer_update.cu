@@ -53,8 +53,8 @@ __global__ void adamw_kernel(P* param, const G* grad, float* m, float* v, std::i
 }  // namespace
 
 void sgd_update(void* param, DType param_dtype, const void* grad, DType grad_dtype,
-                float* momentum_buffer, std::int64_t count, const SgdHyper& hyper,
-                bool first_step, const float* found_inf, cudaStream_t stream) {
+                float* momentum_buffer, std::int64_t count, const SgdHyper& hyper, bool first_step,
+                const float* found_inf, cudaStream_t stream) {
   if (count == 0) return;
   float* buf = hyper.momentum != 0.0f ? momentum_buffer : nullptr;
   dispatch_floating(param_dtype, "sgd_update", [&](auto p_type) {
@@ -62,8 +62,8 @@ void sgd_update(void* param, DType param_dtype, const void* grad, DType grad_dty
     dispatch_floating(grad_dtype, "sgd_update", [&](auto g_type) {
       using G = decltype(g_type);
       sgd_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<P*>(param),
-                                                          static_cast<const G*>(grad), buf, count,
-                                                          hyper, first_step, found_inf);
+                                                           static_cast<const G*>(grad), buf, count,
+                                                           hyper, first_step, found_inf);
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", count, " parameters");
@@ -75,10 +75,9 @@ void adamw_update(void* param, DType param_dtype, const void* grad, DType grad_d
   if (count == 0) return;
   const double correction1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), step);
   const double correction2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), step);
-  const AdamScalars scalars{static_cast<float>(hyper.lr / correction1),
-                            static_cast<float>(std::sqrt(correction2)),
-                            1.0f - hyper.lr * hyper.weight_decay, 1.0f - hyper.beta1,
-                            1.0f - hyper.beta2};
+  const AdamScalars scalars{
+      static_cast<float>(hyper.lr / correction1), static_cast<float>(std::sqrt(correction2)),
+      1.0f - hyper.lr * hyper.weight_decay, 1.0f - hyper.beta1, 1.0f - hyper.beta2};
   dispatch_floating(param_dtype, "adamw_update", [&](auto p_type) {
     using P = decltype(p_type);
     dispatch_floating(grad_dtype, "adamw_update", [&](auto g_type) {

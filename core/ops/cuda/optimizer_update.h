@@ -13,8 +13,8 @@
 namespace alloy::cuda {
 
 void sgd_update(void* param, DType param_dtype, const void* grad, DType grad_dtype,
-                float* momentum_buffer, std::int64_t count, const SgdHyper& hyper,
-                bool first_step, const float* found_inf, cudaStream_t stream);
+                float* momentum_buffer, std::int64_t count, const SgdHyper& hyper, bool first_step,
+                const float* found_inf, cudaStream_t stream);
 void adamw_update(void* param, DType param_dtype, const void* grad, DType grad_dtype,
                   float* exp_avg, float* exp_avg_sq, std::int64_t count, const AdamWHyper& hyper,
                   std::int64_t step, const float* found_inf, cudaStream_t stream);

@@ -35,7 +35,8 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g) {
     const T* in = x + plane * g.height * g.width;
     float sum = 0.0f;
     for (int h = h0; h < h1; ++h) {
-      for (int w = w0; w < w1; ++w) sum += widen(in[h * g.width + w]);
+      for (int w = w0; w < w1; ++w)
+        sum += widen(in[h * g.width + w]);
     }
     y[index] = narrow<T>(sum / divisor);
   }
@@ -96,9 +97,8 @@ __global__ void max_forward_kernel(const T* x, T* y, std::int32_t* argmax, Geome
   }
 }
 
-__global__ void max_backward_scatter_kernel(const void* dy, DType dtype,
-                                            const std::int32_t* argmax, float* result,
-                                            Geometry g) {
+__global__ void max_backward_scatter_kernel(const void* dy, DType dtype, const std::int32_t* argmax,
+                                            float* result, Geometry g) {
   const std::int64_t out_plane = std::int64_t{g.out_height} * g.out_width;
   const std::int64_t in_plane = std::int64_t{g.height} * g.width;
   ALLOY_GRID_STRIDE(index, g.planes * out_plane) {
@@ -120,7 +120,7 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
   dispatch_floating(dtype, "avg_pool2d_forward", [&](auto type) {
     using T = decltype(type);
     avg_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                static_cast<T*>(y), g);
+                                                                 static_cast<T*>(y), g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
 }
@@ -133,7 +133,7 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
   dispatch_floating(dtype, "avg_pool2d_backward", [&](auto type) {
     using T = decltype(type);
     avg_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(dy),
-                                                                 static_cast<T*>(dx), g);
+                                                                  static_cast<T*>(dx), g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
 }
@@ -146,7 +146,7 @@ void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtyp
   dispatch_floating(dtype, "max_pool2d_forward", [&](auto type) {
     using T = decltype(type);
     max_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                static_cast<T*>(y), argmax, g);
+                                                                 static_cast<T*>(y), argmax, g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("max_forward_kernel on ", count, " outputs");
 }
@@ -159,12 +159,12 @@ void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, f
   if (inputs == 0) return;
   float* result = dtype == DType::f32 ? static_cast<float*>(dx) : scratch;
   ALLOY_CHECK(result != nullptr, "max_pool2d_backward: half gradients need an fp32 scratch");
-  ALLOY_CUDA_CHECK(cudaMemsetAsync(result, 0, static_cast<std::size_t>(inputs) * sizeof(float),
-                                   stream),
-                   "clearing max_pool2d_backward's accumulator of ", inputs, " floats");
+  ALLOY_CUDA_CHECK(
+      cudaMemsetAsync(result, 0, static_cast<std::size_t>(inputs) * sizeof(float), stream),
+      "clearing max_pool2d_backward's accumulator of ", inputs, " floats");
   if (outputs > 0) {
     max_backward_scatter_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(dy, dtype, argmax,
-                                                                           result, g);
+                                                                            result, g);
     ALLOY_CUDA_CHECK_LAUNCH("max_backward_scatter_kernel on ", outputs, " outputs");
   }
   if (result != dx) cast(result, DType::f32, dx, dtype, inputs, stream);

@@ -17,7 +17,9 @@ __global__ void relu_forward_kernel(const T* x, T* y, std::int64_t count) {
 
 template <class Y, class D>
 __global__ void relu_backward_kernel(const Y* y, const D* dy, D* dx, std::int64_t count) {
-  ALLOY_GRID_STRIDE(i, count) { dx[i] = widen(y[i]) > 0.0f ? dy[i] : narrow<D>(0.0f); }
+  ALLOY_GRID_STRIDE(i, count) {
+    dx[i] = widen(y[i]) > 0.0f ? dy[i] : narrow<D>(0.0f);
+  }
 }
 
 }  // namespace
@@ -27,7 +29,7 @@ void relu_forward(const void* x, void* y, DType dtype, std::int64_t count, cudaS
   dispatch_floating(dtype, "relu_forward", [&](auto type) {
     using T = decltype(type);
     relu_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                 static_cast<T*>(y), count);
+                                                                  static_cast<T*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("relu_forward_kernel on ", count, " elements");
 }

@@ -27,7 +27,8 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
   const float sum = block_sum(local_sum);
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) p[c] /= total;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    p[c] /= total;
   if (threadIdx.x == 0) {
     const std::int32_t label = labels[row];
     // -log softmax at the label, without forming the (possibly underflowed) probability.
@@ -38,7 +39,8 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
 // The mean in double, rows summed in order: deterministic and the CPU's order.
 __global__ void mean_kernel(const float* row_loss, float* loss, std::int64_t rows) {
   double total = 0.0;
-  for (std::int64_t row = 0; row < rows; ++row) total += row_loss[row];
+  for (std::int64_t row = 0; row < rows; ++row)
+    total += row_loss[row];
   *loss = static_cast<float>(total / static_cast<double>(rows));
 }
 
@@ -51,15 +53,15 @@ __global__ void backward_kernel(const float* probabilities, const std::int32_t* 
   ALLOY_GRID_STRIDE(i, rows * classes) {
     const std::int64_t row = i / classes;
     const bool at_label = labels[row] == i % classes;
-    dlogits[i] = narrow<T>(at_label ? (probabilities[i] - 1.0f) * factor : probabilities[i] * factor);
+    dlogits[i] =
+        narrow<T>(at_label ? (probabilities[i] - 1.0f) * factor : probabilities[i] * factor);
   }
 }
 
 // One thread per row; first maximum wins ties, a NaN counts as the largest.
 template <class T>
 __global__ void count_kernel(const T* logits, const std::int32_t* labels,
-                             unsigned long long* correct, std::int64_t rows,
-                             std::int64_t classes) {
+                             unsigned long long* correct, std::int64_t rows, std::int64_t classes) {
   ALLOY_GRID_STRIDE(row, rows) {
     const T* x = logits + row * classes;
     std::int64_t best = 0;
@@ -78,7 +80,8 @@ __global__ void count_kernel(const T* logits, const std::int32_t* labels,
 unsigned int threads_for(std::int64_t classes) {
   // One warp for small class counts (Fashion-MNIST's 10), up to 256 threads for wide rows.
   std::int64_t threads = 32;
-  while (threads < classes && threads < 256) threads *= 2;
+  while (threads < classes && threads < 256)
+    threads *= 2;
   return static_cast<unsigned int>(threads);
 }
 
@@ -100,9 +103,9 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
 }
 
 void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
-                                    float grad_scale, const float* grad_scale_device,
-                                    void* dlogits, DType dtype, std::int64_t rows,
-                                    std::int64_t classes, cudaStream_t stream) {
+                                    float grad_scale, const float* grad_scale_device, void* dlogits,
+                                    DType dtype, std::int64_t rows, std::int64_t classes,
+                                    cudaStream_t stream) {
   const std::int64_t count = rows * classes;
   if (count == 0) return;
   dispatch_floating(dtype, "softmax_cross_entropy_backward", [&](auto type) {
@@ -121,7 +124,7 @@ void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
   dispatch_floating(dtype, "count_correct", [&](auto type) {
     using T = decltype(type);
     count_kernel<<<grid_for(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), labels,
-                                                         correct, rows, classes);
+                                                          correct, rows, classes);
   });
   ALLOY_CUDA_CHECK_LAUNCH("count_kernel on ", rows, " rows");
 }

@@ -18,9 +18,9 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
 // grad_scale is multiplied by *grad_scale_device when that is not null (the loss scale read
 // where it lives).
 void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
-                                    float grad_scale, const float* grad_scale_device,
-                                    void* dlogits, DType dtype, std::int64_t rows,
-                                    std::int64_t classes, cudaStream_t stream);
+                                    float grad_scale, const float* grad_scale_device, void* dlogits,
+                                    DType dtype, std::int64_t rows, std::int64_t classes,
+                                    cudaStream_t stream);
 // Adds the number of correct rows to *correct (device).
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
                    unsigned long long* correct, std::int64_t rows, std::int64_t classes,

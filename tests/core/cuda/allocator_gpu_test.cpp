@@ -48,17 +48,16 @@ BOOST_AUTO_TEST_CASE(statistics_count_requested_bytes_per_category) {
     BOOST_CHECK_EQUAL(during.current_of(MemoryCategory::parameters) -
                           start.current_of(MemoryCategory::parameters),
                       400);
-    BOOST_CHECK_EQUAL(during.current_of(MemoryCategory::gradients) -
-                          start.current_of(MemoryCategory::gradients),
-                      100);
+    BOOST_CHECK_EQUAL(
+        during.current_of(MemoryCategory::gradients) - start.current_of(MemoryCategory::gradients),
+        100);
     BOOST_CHECK_EQUAL(during.total_current - start.total_current, 500);
   }
   const MemorySnapshot end = stats.snapshot();
   BOOST_CHECK_EQUAL(end.total_current, start.total_current);
   BOOST_CHECK_EQUAL(end.total_peak - start.total_current, 500);
-  BOOST_CHECK_EQUAL(end.peak_of(MemoryCategory::parameters) -
-                        start.current_of(MemoryCategory::parameters),
-                    400);
+  BOOST_CHECK_EQUAL(
+      end.peak_of(MemoryCategory::parameters) - start.current_of(MemoryCategory::parameters), 400);
 }
 
 BOOST_AUTO_TEST_CASE(a_steady_training_step_calls_no_cudaMalloc) {
@@ -83,7 +82,8 @@ BOOST_AUTO_TEST_CASE(a_steady_training_step_calls_no_cudaMalloc) {
   step();
   step();
   const std::int64_t mallocs = cuda::cache_statistics(0).malloc_calls;
-  for (int i = 0; i < 5; ++i) step();
+  for (int i = 0; i < 5; ++i)
+    step();
   cuda::synchronize(device, "finishing the test's steps");
   BOOST_CHECK_EQUAL(cuda::cache_statistics(0).malloc_calls, mallocs);
 }

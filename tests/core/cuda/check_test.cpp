@@ -46,8 +46,7 @@ BOOST_AUTO_TEST_CASE(without_a_usable_device_cuda_tensors_fail_with_the_reason) 
     return;
   }
   BOOST_CHECK(!reason.empty());
-  const std::string message =
-      error_of([] { Tensor::empty({4}, DType::f32, Device::cuda(0)); });
+  const std::string message = error_of([] { Tensor::empty({4}, DType::f32, Device::cuda(0)); });
   BOOST_CHECK(contains(message, "cuda:0"));
 #ifdef ALLOY_HAVE_CUDA
   BOOST_CHECK(contains(message, reason));  // the CPU-only stub words its own message
@@ -56,10 +55,18 @@ BOOST_AUTO_TEST_CASE(without_a_usable_device_cuda_tensors_fail_with_the_reason) 
 
 #ifdef ALLOY_HAVE_CUDA
 
-cudaError_t failing_malloc() { return cudaErrorMemoryAllocation; }
-cublasStatus_t failing_gemm() { return CUBLAS_STATUS_NOT_INITIALIZED; }
-cudnnStatus_t failing_convolution() { return CUDNN_STATUS_BAD_PARAM; }
-ncclResult_t failing_all_reduce() { return ncclInvalidArgument; }
+cudaError_t failing_malloc() {
+  return cudaErrorMemoryAllocation;
+}
+cublasStatus_t failing_gemm() {
+  return CUBLAS_STATUS_NOT_INITIALIZED;
+}
+cudnnStatus_t failing_convolution() {
+  return CUDNN_STATUS_BAD_PARAM;
+}
+ncclResult_t failing_all_reduce() {
+  return ncclInvalidArgument;
+}
 
 BOOST_AUTO_TEST_CASE(failures_name_the_call_the_status_and_the_object) {
   std::string message =

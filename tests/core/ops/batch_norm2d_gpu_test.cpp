@@ -17,8 +17,8 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   for (const DType dtype : types) {
     for (const DType param_type : {DType::f32, dtype}) {
       const double tol = gpu_tolerance(dtype);
-      const std::string what = std::string(dtype_name(dtype)) + " with " +
-                               dtype_name(param_type) + " parameters";
+      const std::string what =
+          std::string(dtype_name(dtype)) + " with " + dtype_name(param_type) + " parameters";
       const Tensor x = random_tensor({16, 12, 9, 7}, dtype, generator, -2.0f, 3.0f);
       const Tensor weight = random_tensor({12}, param_type, generator, 0.5f, 1.5f);
       const Tensor bias = random_tensor({12}, param_type, generator);
@@ -34,8 +34,7 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
       check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
       check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
       check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
-      check_gpu_close(mean_gpu, mean_cpu, "running mean " + what, gpu_tolerance(param_type),
-                      1e-5);
+      check_gpu_close(mean_gpu, mean_cpu, "running mean " + what, gpu_tolerance(param_type), 1e-5);
       check_gpu_close(var_gpu, var_cpu, "running var " + what, gpu_tolerance(param_type), 1e-5);
 
       check_gpu_close(

@@ -24,17 +24,17 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
     Conv2dParams params;
   };
   const Case cases[] = {
-      {{8, 1, 28, 28}, {6, 1, 5, 5}, {1, 1, 2, 2}},    // LeNet's first layer
-      {{8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}},   // and its second
-      {{4, 16, 15, 15}, {32, 16, 3, 3}, {2, 2, 1, 1}}, // a strided resnet layer
+      {{8, 1, 28, 28}, {6, 1, 5, 5}, {1, 1, 2, 2}},     // LeNet's first layer
+      {{8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}},    // and its second
+      {{4, 16, 15, 15}, {32, 16, 3, 3}, {2, 2, 1, 1}},  // a strided resnet layer
   };
   for (const DType dtype : types) {
     const double tol = gpu_tolerance(dtype);
     for (const Case& c : cases) {
       const double fan_in = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
       const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(fan_in);
-      const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(c.x) + " w " +
-                               shape_str(c.w);
+      const std::string what =
+          std::string(dtype_name(dtype)) + " x " + shape_str(c.x) + " w " + shape_str(c.w);
       const Tensor x = random_tensor(c.x, dtype, generator);
       const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
       const Tensor b = random_tensor({c.w[0]}, dtype, generator);
@@ -49,8 +49,8 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
         Tensor db = random_tensor({c.w[0]}, grad_type, generator);
         Tensor dw_gpu = to_cuda(dw), db_gpu = to_cuda(db);
         const Conv2dGrads cpu = conv2d_backward(x, w, dy, dw, db, c.params, true);
-        const Conv2dGrads gpu = conv2d_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu,
-                                                db_gpu, c.params, true);
+        const Conv2dGrads gpu =
+            conv2d_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu, db_gpu, c.params, true);
         const std::string grads = what + " with " + dtype_name(grad_type) + " accumulators";
         const double count = static_cast<double>(y.numel() / y.dim(1));
         const double grad_atol = (grad_type == DType::f32 ? 1e-5 : tol) * std::sqrt(count);
@@ -69,7 +69,8 @@ BOOST_AUTO_TEST_CASE(each_shape_is_planned_once) {
   const Tensor w = to_cuda(random_tensor({4, 3, 3, 3}, DType::f32, generator));
   conv2d_forward(x, w, Tensor(), {1, 1, 1, 1});
   const int plans = cuda::conv2d_plan_count(Device::cuda(0));
-  for (int i = 0; i < 5; ++i) conv2d_forward(x, w, Tensor(), {1, 1, 1, 1});
+  for (int i = 0; i < 5; ++i)
+    conv2d_forward(x, w, Tensor(), {1, 1, 1, 1});
   BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans);
   conv2d_forward(x, w, Tensor(), {2, 2, 1, 1});
   BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans + 1);

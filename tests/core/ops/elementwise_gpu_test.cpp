@@ -27,9 +27,9 @@ BOOST_AUTO_TEST_CASE(cast_between_every_pair_is_bit_exact) {
     }
     Tensor small = random_tensor(kShape, from, generator, -1e-6f, 1e-6f);
     for (const DType to : kFloatTypes) {
-      check_gpu_equal(cast(to_cuda(small), to), cast(small, to),
-                      std::string("cast of tiny values ") + dtype_name(from) + "->" +
-                          dtype_name(to));
+      check_gpu_equal(
+          cast(to_cuda(small), to), cast(small, to),
+          std::string("cast of tiny values ") + dtype_name(from) + "->" + dtype_name(to));
     }
   }
 }

@@ -35,8 +35,8 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
       Tensor db = random_tensor(b.shape(), grad_type, generator);
       Tensor dw_gpu = to_cuda(dw), db_gpu = to_cuda(db);
       const LinearGrads cpu = linear_backward(x, w, dy, dw, db, true);
-      const LinearGrads gpu = linear_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu, db_gpu,
-                                              true);
+      const LinearGrads gpu =
+          linear_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu, db_gpu, true);
       const std::string what = name + " with " + dtype_name(grad_type) + " accumulators";
       const double grad_atol = (grad_type == DType::f32 ? 1e-5 : tol) * std::sqrt(batch);
       check_gpu_close(dw_gpu, dw, "dw " + what, gpu_tolerance(grad_type), grad_atol);

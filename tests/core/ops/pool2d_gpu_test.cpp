@@ -45,7 +45,8 @@ BOOST_AUTO_TEST_CASE(max_pooling_matches_the_cpu) {
       // Few distinct values, so ties (first maximum wins) are common.
       Tensor x = random_tensor({2, 4, 15, 12}, dtype, generator, -4.0f, 4.0f);
       std::vector<float> values = x.to_floats();
-      for (float& value : values) value = std::round(value);
+      for (float& value : values)
+        value = std::round(value);
       x.copy_from_floats(values);
       const std::string what = std::string(dtype_name(dtype)) + " kernel " +
                                std::to_string(params.kernel_h) + " stride " +
@@ -56,8 +57,8 @@ BOOST_AUTO_TEST_CASE(max_pooling_matches_the_cpu) {
       check_gpu_equal(gpu.argmax, cpu.argmax, "max_pool2d_forward argmax " + what);
       const Tensor dy = random_tensor(cpu.y.shape(), dtype, generator);
       check_gpu_close(max_pool2d_backward(to_cuda(dy), gpu.argmax, x.shape()),
-                      max_pool2d_backward(dy, cpu.argmax, x.shape()),
-                      "max_pool2d_backward " + what, gpu_tolerance(dtype), 1e-6);
+                      max_pool2d_backward(dy, cpu.argmax, x.shape()), "max_pool2d_backward " + what,
+                      gpu_tolerance(dtype), 1e-6);
     }
   }
 }

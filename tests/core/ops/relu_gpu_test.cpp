@@ -25,9 +25,9 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_are_bit_exact) {
     check_gpu_equal(y_gpu, y, std::string("relu_forward ") + dtype_name(dtype));
     for (const DType grad_type : types) {
       const Tensor dy = random_tensor(x.shape(), grad_type, generator);
-      check_gpu_equal(relu_backward(y_gpu, to_cuda(dy)), relu_backward(y, dy),
-                      std::string("relu_backward ") + dtype_name(dtype) + "/" +
-                          dtype_name(grad_type));
+      check_gpu_equal(
+          relu_backward(y_gpu, to_cuda(dy)), relu_backward(y, dy),
+          std::string("relu_backward ") + dtype_name(dtype) + "/" + dtype_name(grad_type));
     }
   }
 }

@@ -16,8 +16,8 @@ BOOST_AUTO_TEST_CASE(forward_backward_and_accuracy_match_the_cpu) {
   const std::int64_t class_counts[] = {10, 1000};  // one warp per row, and a wide row
   for (const DType dtype : types) {
     for (const std::int64_t classes : class_counts) {
-      const std::string what = std::string(dtype_name(dtype)) + " with " +
-                               std::to_string(classes) + " classes";
+      const std::string what =
+          std::string(dtype_name(dtype)) + " with " + std::to_string(classes) + " classes";
       const Tensor logits = random_tensor({67, classes}, dtype, generator, -8.0f, 8.0f);
       const Tensor labels = random_labels(67, classes, generator);
       const Tensor logits_gpu = to_cuda(logits);
@@ -27,10 +27,9 @@ BOOST_AUTO_TEST_CASE(forward_backward_and_accuracy_match_the_cpu) {
       check_gpu_close(gpu.loss, cpu.loss, "loss " + what, 1e-5, 0.0);
       check_gpu_close(gpu.probabilities, cpu.probabilities, "probabilities " + what, 1e-5, 1e-7);
 
-      check_gpu_close(
-          softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, 1024.0f, dtype),
-          softmax_cross_entropy_backward(cpu.probabilities, labels, 1024.0f, dtype),
-          "backward " + what, gpu_tolerance(dtype), 1e-5);
+      check_gpu_close(softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, 1024.0f, dtype),
+                      softmax_cross_entropy_backward(cpu.probabilities, labels, 1024.0f, dtype),
+                      "backward " + what, gpu_tolerance(dtype), 1e-5);
       // The loss scale read on the device.
       const Tensor scale = Tensor::from_floats({1}, {65536.0f});
       check_gpu_close(
@@ -48,8 +47,7 @@ BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {
   Tensor labels = Tensor::empty({4}, DType::i32);
   const std::int32_t values[] = {0, 1, 0, 2};
   std::copy(values, values + 4, labels.data<std::int32_t>());
-  BOOST_CHECK_EQUAL(count_correct(to_cuda(logits), to_cuda(labels)),
-                    count_correct(logits, labels));
+  BOOST_CHECK_EQUAL(count_correct(to_cuda(logits), to_cuda(labels)), count_correct(logits, labels));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
