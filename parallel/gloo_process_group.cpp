@@ -150,30 +150,8 @@ void GlooProcessGroup::run(const std::string& what, Body&& body) {
   throw Error(failure_);
 }
 
-// What the store knows about ranks that are gone, for the message of a failed collective.
 std::string GlooProcessGroup::departures() {
-  try {
-    // A rank that died a moment ago may not be recorded yet: give the master a moment.
-    const auto wait =
-        std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(1));
-    const auto record = store_->try_get(kDepartedKey, wait);
-    if (!record) {
-      return "every rank is still connected (a peer may be stalled; timeout " +
-             seconds_str(options_.timeout) + ")";
-    }
-    std::istringstream lines(std::string(record->begin(), record->end()));
-    std::string text;
-    int rank = 0;
-    std::string how;
-    while (lines >> rank >> how) {
-      text += text.empty() ? "" : ", ";
-      text += how == "lost" ? detail::concat("rank ", rank, " was lost (its process died)")
-                            : detail::concat("rank ", rank, " left the group");
-    }
-    return text;
-  } catch (const Error&) {
-    return "rank 0 is gone (its rendezvous store at " + master_ + " is unreachable)";
-  }
+  return describe_departures(*store_, options_.timeout, master_);
 }
 
 void GlooProcessGroup::reduce_f32(const std::string& what, float* values, std::size_t count,
@@ -230,9 +208,8 @@ void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
     gloo::AllreduceOptions options(context_);
     if (tensor.dtype() == DType::f16) {
       options.setOutput(reinterpret_cast<gloo::float16*>(tensor.half_data()), count);
-      options.setReduceFunction(
-          static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
-              &gloo::sum<gloo::float16>));
+      options.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
+          &gloo::sum<gloo::float16>));
     } else {
       options.setOutput(tensor.half_data(), count);
       options.setReduceFunction(&sum_bf16);

@@ -25,7 +25,9 @@ std::string describe(const char* operation, const Tensor& tensor) {
   return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
 }
 
-std::string joined_key(int rank) { return "alloy/joined/" + std::to_string(rank); }
+std::string joined_key(int rank) {
+  return "alloy/joined/" + std::to_string(rank);
+}
 
 }  // namespace
 
@@ -111,27 +113,7 @@ std::string NcclProcessGroup::here() const {
 }
 
 std::string NcclProcessGroup::departures() {
-  try {
-    const auto wait =
-        std::min<std::chrono::milliseconds>(options_.timeout, std::chrono::seconds(1));
-    const auto record = store_->try_get(kDepartedKey, wait);
-    if (!record) {
-      return "every rank is still connected (a peer may be stalled; timeout " +
-             seconds_str(options_.timeout) + ")";
-    }
-    std::istringstream lines(std::string(record->begin(), record->end()));
-    std::string text;
-    int rank = 0;
-    std::string how;
-    while (lines >> rank >> how) {
-      text += text.empty() ? "" : ", ";
-      text += how == "lost" ? detail::concat("rank ", rank, " was lost (its process died)")
-                            : detail::concat("rank ", rank, " left the group");
-    }
-    return text;
-  } catch (const Error&) {
-    return "rank 0 is gone (its rendezvous store at " + master_ + " is unreachable)";
-  }
+  return describe_departures(*store_, options_.timeout, master_);
 }
 
 void NcclProcessGroup::fail_operation(const std::string& what, const std::string& cause) {
@@ -203,8 +185,8 @@ void NcclProcessGroup::allreduce_half_sum(const Tensor& tensor) {
   if (tensor.numel() == 0) return;
   run(what, tensor, [&] {
     return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
-                         tensor.dtype() == DType::f16 ? ncclFloat16 : ncclBfloat16, ncclSum,
-                         comm_, stream_.get());
+                         tensor.dtype() == DType::f16 ? ncclFloat16 : ncclBfloat16, ncclSum, comm_,
+                         stream_.get());
   });
 }
 
@@ -239,7 +221,9 @@ std::vector<std::string> NcclProcessGroup::allgather_bytes(const std::string& by
   return gathered;
 }
 
-void NcclProcessGroup::barrier() { allgather_bytes(std::string()); }
+void NcclProcessGroup::barrier() {
+  allgather_bytes(std::string());
+}
 
 }  // namespace alloy::parallel
 

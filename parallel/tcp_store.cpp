@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <string_view>
 #include <thread>
 
@@ -475,6 +476,31 @@ void TcpStore::join_as(int rank) {
               std::chrono::milliseconds(0));
   Reader in(body);
   if (static_cast<Status>(in.u8()) == Status::refused) fail(in.str());
+}
+
+std::string describe_departures(TcpStore& store, std::chrono::milliseconds timeout,
+                                const std::string& master) {
+  try {
+    // A rank that died a moment ago may not be recorded yet: give the master a moment.
+    const auto wait = std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(1));
+    const auto record = store.try_get(kDepartedKey, wait);
+    if (!record) {
+      return "every rank is still connected (a peer may be stalled; timeout " +
+             seconds_str(timeout) + ")";
+    }
+    std::istringstream lines(std::string(record->begin(), record->end()));
+    std::string text;
+    int rank = 0;
+    std::string how;
+    while (lines >> rank >> how) {
+      text += text.empty() ? "" : ", ";
+      text += how == "lost" ? detail::concat("rank ", rank, " was lost (its process died)")
+                            : detail::concat("rank ", rank, " left the group");
+    }
+    return text;
+  } catch (const Error&) {
+    return "rank 0 is gone (its rendezvous store at " + master + " is unreachable)";
+  }
 }
 
 }  // namespace alloy::parallel

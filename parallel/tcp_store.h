@@ -26,6 +26,14 @@ namespace alloy::parallel {
 // its store cleanly, "RANK lost" when its connection dropped (its process died).
 inline constexpr const char* kDepartedKey = "alloy/departed";
 
+class TcpStore;
+
+// What `store` knows about ranks that are gone, for the message of a failed collective:
+// "rank 1 was lost (its process died)", that every rank is still connected, or that rank 0's
+// store at `master` is unreachable. Waits up to min(timeout, 1 s) for a record to appear.
+std::string describe_departures(TcpStore& store, std::chrono::milliseconds timeout,
+                                const std::string& master);
+
 class TcpStoreServer {
  public:
   // Serves on host:port (0 picks a free port) from a thread of its own until destroyed.
