@@ -248,6 +248,21 @@ void validate(const std::vector<NamedTensor>& tensors, const char* list) {
   }
 }
 
+// A Boost binary archive opens with the length-prefixed signature "serialization::archive".
+// Boost's constructor allocates whatever length a damaged prefix claims, so it is compared here
+// before an archive is built on the payload.
+void check_archive_signature(std::string_view payload) {
+  constexpr std::string_view kSignature = "serialization::archive";
+  const std::uint64_t length = kSignature.size();
+  char prefix[sizeof length];
+  std::memcpy(prefix, &length, sizeof length);
+  if (payload.size() < sizeof prefix + kSignature.size() ||
+      payload.substr(0, sizeof prefix) != std::string_view(prefix, sizeof prefix) ||
+      payload.substr(sizeof prefix, kSignature.size()) != kSignature) {
+    fail("corrupt: invalid archive signature (the payload is not a Boost binary archive)");
+  }
+}
+
 }  // namespace
 
 }  // namespace alloy::checkpoint
@@ -329,6 +344,7 @@ std::string serialize_state(const CheckpointState& state) {
 }
 
 CheckpointState deserialize_state(std::string_view payload) {
+  check_archive_signature(payload);
   CheckpointState state;
   try {
     PayloadSource source(payload);

@@ -3,6 +3,7 @@
 #include "core/half.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ALLOY_X86_VECTOR 1
 #endif
@@ -81,8 +82,14 @@ __attribute__((target("avx2,f16c"))) void narrow_avx2(const float* in, std::uint
   narrow_scalar(in + i, out + i, dtype, count - i);
 }
 
+// F16C comes from cpuid directly: clang's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has_avx2_f16c() {
-  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool supported = __builtin_cpu_supports("avx2") && cpu_has_f16c();
   return supported;
 }
 

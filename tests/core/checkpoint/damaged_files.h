@@ -140,7 +140,7 @@ inline std::vector<DamagedFile> damaged_files() {
        "corrupt: 5 unexpected bytes after the state"},
       {"cut-archive.ckpt", framed(payload.substr(0, size / 2)), "corrupt: "},
       {"garbage-payload.ckpt", framed(garbage), "corrupt: "},
-      {"damaged-archive-signature.ckpt", framed(bad_signature), "corrupt: invalid signature"},
+      {"damaged-archive-signature.ckpt", framed(bad_signature), "corrupt: invalid archive signature"},
   };
 }
 
