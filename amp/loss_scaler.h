@@ -4,8 +4,8 @@
 
 #include <cstdint>
 
-#include "amp/opt_level.h"
 #include "amp/ops/update_scale.h"
+#include "amp/opt_level.h"
 #include "core/device.h"
 
 namespace alloy::amp {

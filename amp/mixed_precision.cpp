@@ -68,10 +68,13 @@ void MixedPrecision::step() {
   optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
   if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
   scaler_.update();
-  for (const auto& master : masters_) master->grad = Tensor();
+  for (const auto& master : masters_)
+    master->grad = Tensor();
 }
 
-std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() { return canonical_; }
+std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() {
+  return canonical_;
+}
 
 void MixedPrecision::sync_model_from_masters() {
   if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);

@@ -76,8 +76,9 @@ AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) 
 
   if (overrides.keep_batchnorm_fp32) {
     if (level == OptLevel::O1) {
-      usage_fail("--keep-batchnorm-fp32 cannot be used with O1: O1 casts per op and keeps every "
-                 "weight in fp32 already");
+      usage_fail(
+          "--keep-batchnorm-fp32 cannot be used with O1: O1 casts per op and keeps every "
+          "weight in fp32 already");
     }
     if (!half_model) {
       usage_fail("--keep-batchnorm-fp32 needs a half model (O2 or O3); ", name,
@@ -108,11 +109,15 @@ AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) 
       scale.static_scale = positive_finite("--loss-scale", value);
     }
   }
-  if (overrides.init_scale) scale.init_scale = positive_finite("--init-loss-scale", *overrides.init_scale);
-  if (overrides.min_scale) scale.min_scale = positive_finite("--min-loss-scale", *overrides.min_scale);
-  if (overrides.max_scale) scale.max_scale = positive_finite("--max-loss-scale", *overrides.max_scale);
+  if (overrides.init_scale)
+    scale.init_scale = positive_finite("--init-loss-scale", *overrides.init_scale);
+  if (overrides.min_scale)
+    scale.min_scale = positive_finite("--min-loss-scale", *overrides.min_scale);
+  if (overrides.max_scale)
+    scale.max_scale = positive_finite("--max-loss-scale", *overrides.max_scale);
   if (overrides.window) {
-    if (*overrides.window < 1) usage_fail("--scale-window must be at least 1, got ", *overrides.window);
+    if (*overrides.window < 1)
+      usage_fail("--scale-window must be at least 1, got ", *overrides.window);
     scale.window = *overrides.window;
   }
   const bool tunes_dynamic =

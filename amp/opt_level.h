@@ -17,13 +17,13 @@ const char* opt_level_name(OptLevel level);
 
 struct LossScaleConfig {
   bool dynamic = false;
-  float static_scale = 1.0f;       // the scale when not dynamic
-  float init_scale = 65536.0f;     // 2^16
-  std::int64_t window = 2000;      // consecutive finite steps before growing
+  float static_scale = 1.0f;    // the scale when not dynamic
+  float init_scale = 65536.0f;  // 2^16
+  std::int64_t window = 2000;   // consecutive finite steps before growing
   float growth_factor = 2.0f;
   float backoff_factor = 0.5f;
   float min_scale = 1.0f;
-  float max_scale = 16777216.0f;   // 2^24
+  float max_scale = 16777216.0f;  // 2^24
 };
 
 struct AmpProperties {

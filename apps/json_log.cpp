@@ -1,7 +1,7 @@
 #include "apps/json_log.h"
 
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>

@@ -33,8 +33,8 @@ std::optional<std::string> OverflowMonitor::poll() {
          " steps all overflowed with the loss scale at its minimum ", state.scale, where,
          "; lower --lr, or check the data and the model");
   }
-  return detail::concat("gradient overflow: ", new_skips, " of the last ", steps,
-                        " steps skipped", where, "; loss scale now ", state.scale);
+  return detail::concat("gradient overflow: ", new_skips, " of the last ", steps, " steps skipped",
+                        where, "; loss scale now ", state.scale);
 }
 
 }  // namespace alloy::app

@@ -24,7 +24,9 @@ bool ProgressBar::enabled() {
 ProgressBar::ProgressBar(std::string label, std::int64_t total)
     : label_(std::move(label)), total_(total), enabled_(enabled()) {}
 
-ProgressBar::~ProgressBar() { clear(); }
+ProgressBar::~ProgressBar() {
+  clear();
+}
 
 void ProgressBar::update(std::int64_t done, const std::string& status) {
   if (!enabled_ || total_ <= 0) return;

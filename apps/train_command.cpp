@@ -80,11 +80,11 @@ int run_train(const std::vector<std::string>& args) {
 
   std::unique_ptr<Checkpointer> checkpointer;
   if (!options.checkpoint_dir.empty() && rank0) {
-    checkpointer = std::make_unique<Checkpointer>(
-        options.checkpoint_dir, options.keep_checkpoints,
-        [&report](const std::string& path, std::int64_t step) {
-          report->on_checkpoint(path, step);
-        });
+    checkpointer =
+        std::make_unique<Checkpointer>(options.checkpoint_dir, options.keep_checkpoints,
+                                       [&report](const std::string& path, std::int64_t step) {
+                                         report->on_checkpoint(path, step);
+                                       });
   }
   const StopSignals signals;
   trainer.set_step_hook([&] {
@@ -110,8 +110,8 @@ int run_train(const std::vector<std::string>& args) {
     std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
               << trainer.steps() << " (";
     if (progress.batches > 0) {
-      std::cerr << "epoch " << trainer.epochs_done() + 1 << ", batch " << progress.batches
-                << " of " << trainer.epoch_batches();
+      std::cerr << "epoch " << trainer.epochs_done() + 1 << ", batch " << progress.batches << " of "
+                << trainer.epoch_batches();
     } else {
       std::cerr << trainer.epochs_done() << " of " << options.epochs << " epochs done";
     }
@@ -127,9 +127,8 @@ int run_train(const std::vector<std::string>& args) {
   if (rank0 && trainer.data_parallel()) {
     const parallel::DistributedDataParallel& ddp = trainer.data_parallel()->ddp();
     std::cerr << "alloy: data parallel over " << ddp.world_size() << " ranks, "
-              << ddp.buckets().size() << " gradient bucket(s): " << ddp.wait_seconds()
-              << " s of " << ddp.step_seconds() << " s of steps waiting for allreduce (rank 0)"
-              << std::endl;
+              << ddp.buckets().size() << " gradient bucket(s): " << ddp.wait_seconds() << " s of "
+              << ddp.step_seconds() << " s of steps waiting for allreduce (rank 0)" << std::endl;
   }
   const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
   if (report) report->end(trainer, digests);

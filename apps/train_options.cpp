@@ -113,7 +113,8 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   check_finite("--lr", o.lr);
   if (!(o.lr > 0)) usage_fail("--lr must be positive, got ", o.lr);
   check_finite("--momentum", o.momentum);
-  if (o.momentum < 0 || o.momentum >= 1) usage_fail("--momentum must be in [0, 1), got ", o.momentum);
+  if (o.momentum < 0 || o.momentum >= 1)
+    usage_fail("--momentum must be in [0, 1), got ", o.momentum);
   if (o.optimizer != "sgd" && o.was_given("momentum")) {
     usage_fail("--momentum applies to --optimizer sgd only, not ", o.optimizer);
   }
@@ -145,8 +146,8 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
 
-  o.precision = amp::resolve_properties(
-      amp::parse_opt_level(values["opt-level"].as<std::string>()), precision_overrides(values));
+  o.precision = amp::resolve_properties(amp::parse_opt_level(values["opt-level"].as<std::string>()),
+                                        precision_overrides(values));
 }
 
 }  // namespace
@@ -154,85 +155,87 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 po::options_description train_options_description(TrainOptions& o) {
   using po::value;
   auto model = make_group("Model and data");
-  model.add_options()
-    ("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
-     "lenet, mlp or resnet18")
-    ("dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
-     "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")
-    ("data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
-     "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")
-    ("device", value(&o.device)->default_value(o.device)->value_name("D"),
-     "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")
-    ("threads", value(&o.threads)->value_name("N"),
-     "CPU threads for the kernels (default: every core this process may use)")
-    ("seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
-     "seed of the weight initialisation, the shuffling and the synthetic data");
+  model.add_options()("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
+                      "lenet, mlp or resnet18")(
+      "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
+      "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
+      "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
+      "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")(
+      "device", value(&o.device)->default_value(o.device)->value_name("D"),
+      "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")(
+      "threads", value(&o.threads)->value_name("N"),
+      "CPU threads for the kernels (default: every core this process may use)")(
+      "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
+      "seed of the weight initialisation, the shuffling and the synthetic data");
 
   auto precision = make_group("Mixed precision (defaults follow the opt level)");
-  precision.add_options()
-    ("opt-level", value<std::string>()->default_value("O0")->value_name("O0|O1|O2|O3"),
-     "O0 fp32; O1 per-op casts; O2 half model + fp32 masters; O3 pure half")
-    ("half-dtype", value<std::string>()->value_name("fp16|bf16"),
-     "the half type of O1-O3 (default fp16)")
-    ("loss-scale", value<std::string>()->value_name("dynamic|X"),
-     "dynamic, or a static scale (default: dynamic at O1/O2 with fp16, else 1)")
-    ("init-loss-scale", value<float>()->value_name("X"),
-     "first dynamic scale (default 65536)")
-    ("scale-window", value<std::int64_t>()->value_name("N"),
-     "finite steps before the dynamic scale doubles (default 2000)")
-    ("min-loss-scale", value<float>()->value_name("X"), "lowest dynamic scale (default 1)")
-    ("max-loss-scale", value<float>()->value_name("X"), "highest dynamic scale (default 2^24)")
-    ("keep-batchnorm-fp32", value<std::string>()->value_name("true|false"),
-     "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")
-    ("master-weights", value<std::string>()->value_name("true|false"),
-     "keep fp32 master weights for a half model (default: true at O2, false at O3)");
+  precision.add_options()("opt-level",
+                          value<std::string>()->default_value("O0")->value_name("O0|O1|O2|O3"),
+                          "O0 fp32; O1 per-op casts; O2 half model + fp32 masters; O3 pure half")(
+      "half-dtype", value<std::string>()->value_name("fp16|bf16"),
+      "the half type of O1-O3 (default fp16)")(
+      "loss-scale", value<std::string>()->value_name("dynamic|X"),
+      "dynamic, or a static scale (default: dynamic at O1/O2 with fp16, else 1)")(
+      "init-loss-scale", value<float>()->value_name("X"), "first dynamic scale (default 65536)")(
+      "scale-window", value<std::int64_t>()->value_name("N"),
+      "finite steps before the dynamic scale doubles (default 2000)")(
+      "min-loss-scale", value<float>()->value_name("X"), "lowest dynamic scale (default 1)")(
+      "max-loss-scale", value<float>()->value_name("X"), "highest dynamic scale (default 2^24)")(
+      "keep-batchnorm-fp32", value<std::string>()->value_name("true|false"),
+      "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")(
+      "master-weights", value<std::string>()->value_name("true|false"),
+      "keep fp32 master weights for a half model (default: true at O2, false at O3)");
 
   auto optimizer = make_group("Optimizer");
-  optimizer.add_options()
-    ("optimizer", value(&o.optimizer)->default_value(o.optimizer)->value_name("NAME"),
-     "sgd or adamw")
-    ("lr", value(&o.lr)->default_value(o.lr, "0.1")->value_name("X"), "learning rate")
-    ("momentum", value(&o.momentum)->default_value(o.momentum, "0")->value_name("X"),
-     "SGD momentum, in [0, 1)")
-    ("weight-decay", value(&o.weight_decay)->default_value(o.weight_decay, "0")->value_name("X"),
-     "L2 penalty for sgd, decoupled decay for adamw")
-    ("epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"), "passes over the training set")
-    ("batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
-     "global minibatch size, split evenly across ranks");
+  optimizer.add_options()("optimizer",
+                          value(&o.optimizer)->default_value(o.optimizer)->value_name("NAME"),
+                          "sgd or adamw")(
+      "lr", value(&o.lr)->default_value(o.lr, "0.1")->value_name("X"), "learning rate")(
+      "momentum", value(&o.momentum)->default_value(o.momentum, "0")->value_name("X"),
+      "SGD momentum, in [0, 1)")(
+      "weight-decay", value(&o.weight_decay)->default_value(o.weight_decay, "0")->value_name("X"),
+      "L2 penalty for sgd, decoupled decay for adamw")(
+      "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
+      "passes over the training set")(
+      "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
+      "global minibatch size, split evenly across ranks");
 
   auto checkpoints = make_group("Checkpoints");
-  checkpoints.add_options()
-    ("checkpoint-dir", value(&o.checkpoint_dir)->value_name("DIR"),
-     "write checkpoints here (default: none)")
-    ("checkpoint-every", value(&o.checkpoint_every)->default_value(o.checkpoint_every)->value_name("N"),
-     "also checkpoint every N steps (0: only at each epoch end)")
-    ("keep-checkpoints", value(&o.keep_checkpoints)->default_value(o.keep_checkpoints)->value_name("K"),
-     "keep the newest K checkpoints")
-    ("resume", value(&o.resume)->value_name("FILE|DIR"),
-     "continue from a checkpoint file, or the newest one in DIR");
+  checkpoints.add_options()("checkpoint-dir", value(&o.checkpoint_dir)->value_name("DIR"),
+                            "write checkpoints here (default: none)")(
+      "checkpoint-every",
+      value(&o.checkpoint_every)->default_value(o.checkpoint_every)->value_name("N"),
+      "also checkpoint every N steps (0: only at each epoch end)")(
+      "keep-checkpoints",
+      value(&o.keep_checkpoints)->default_value(o.keep_checkpoints)->value_name("K"),
+      "keep the newest K checkpoints")("resume", value(&o.resume)->value_name("FILE|DIR"),
+                                       "continue from a checkpoint file, or the newest one in DIR");
 
   auto distributed = make_group("Distributed");
-  distributed.add_options()
-    ("nodes", value(&o.nodes)->default_value(o.nodes)->value_name("N"), "number of nodes")
-    ("gpus", value(&o.gpus)->default_value(o.gpus)->value_name("G"),
-     "processes per node, one per device (worker processes on the CPU)")
-    ("nproc-per-node", value<int>()->value_name("G"), "same as --gpus")
-    ("nr", value(&o.nr)->default_value(o.nr)->value_name("R"), "this node's rank, in [0, --nodes)")
-    ("master-addr", value(&o.master_addr)->default_value(o.master_addr)->value_name("A"),
-     "rendezvous address (rank 0's host)")
-    ("master-port", value(&o.master_port)->default_value(o.master_port)->value_name("P"),
-     "rendezvous port")
-    ("allreduce-fp32", value(&o.allreduce_fp32)->default_value(false, "false")->implicit_value(true, "true")->value_name("BOOL"),
-     "reduce gradients in fp32 instead of the half type");
+  distributed.add_options()("nodes", value(&o.nodes)->default_value(o.nodes)->value_name("N"),
+                            "number of nodes")(
+      "gpus", value(&o.gpus)->default_value(o.gpus)->value_name("G"),
+      "processes per node, one per device (worker processes on the CPU)")(
+      "nproc-per-node", value<int>()->value_name("G"), "same as --gpus")(
+      "nr", value(&o.nr)->default_value(o.nr)->value_name("R"),
+      "this node's rank, in [0, --nodes)")(
+      "master-addr", value(&o.master_addr)->default_value(o.master_addr)->value_name("A"),
+      "rendezvous address (rank 0's host)")(
+      "master-port", value(&o.master_port)->default_value(o.master_port)->value_name("P"),
+      "rendezvous port")("allreduce-fp32",
+                         value(&o.allreduce_fp32)
+                             ->default_value(false, "false")
+                             ->implicit_value(true, "true")
+                             ->value_name("BOOL"),
+                         "reduce gradients in fp32 instead of the half type");
 
   auto output = make_group("Output");
-  output.add_options()
-    ("log-json", value(&o.log_json)->value_name("FILE|-"),
-     "write start/epoch/end events, one JSON object per line ('-': standard output)")
-    ("config", value(&o.config)->value_name("FILE"),
-     "read flags from FILE, one per line as 'key value' or 'key=value' ('#' comments); "
-     "the command line wins")
-    ("help,h", "print this help and exit");
+  output.add_options()(
+      "log-json", value(&o.log_json)->value_name("FILE|-"),
+      "write start/epoch/end events, one JSON object per line ('-': standard output)")(
+      "config", value(&o.config)->value_name("FILE"),
+      "read flags from FILE, one per line as 'key value' or 'key=value' ('#' comments); "
+      "the command line wins")("help,h", "print this help and exit");
 
   po::options_description all;
   all.add(model).add(precision).add(optimizer).add(checkpoints).add(distributed).add(output);

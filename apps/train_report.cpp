@@ -36,8 +36,8 @@ void TrainReport::start(Trainer& trainer) {
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
          << data.test.size() << " test | " << level << " | " << o.optimizer << " lr " << o.lr;
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
-  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | "
-         << o.epochs << " epochs | seed " << o.seed << std::endl;
+  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | " << o.epochs
+         << " epochs | seed " << o.seed << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "start")

@@ -16,8 +16,8 @@ namespace {
 // Reads element 0 of a one-element tensor; a device-to-host copy off the CPU.
 float read_scalar(const Tensor& tensor) {
   if (tensor.device().is_cpu()) return tensor.to_floats()[0];
-  Tensor host = Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(),
-                              MemoryCategory::workspace);
+  Tensor host =
+      Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(), MemoryCategory::workspace);
   host.copy_from(tensor);
   return host.to_floats()[0];
 }
@@ -111,8 +111,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     images += size;
     ++batches;
     if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
-    observer.on_step(batches, images, loss_sum / static_cast<double>(images),
-                     seconds_since(start));
+    observer.on_step(batches, images, loss_sum / static_cast<double>(images), seconds_since(start));
     if (step_hook_ && step_hook_()) {
       stopped_ = true;
       return {};
@@ -125,9 +124,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.step = steps_;
   stats.train_loss = images ? loss_sum / static_cast<double>(images) : 0.0;
   stats.train_acc = images ? static_cast<double>(correct) / static_cast<double>(images) : 0.0;
-  stats.images_per_second =
-      stats.epoch_seconds > 0 ? static_cast<double>(images - images_before) / stats.epoch_seconds
-                              : 0.0;
+  stats.images_per_second = stats.epoch_seconds > 0
+                                ? static_cast<double>(images - images_before) / stats.epoch_seconds
+                                : 0.0;
   if (data_parallel_) {
     // The job's figures over every rank's examples (progress_ keeps this rank's own sums).
     const double all = static_cast<double>(data_parallel_->sum(images));
@@ -187,25 +186,29 @@ double Trainer::evaluate(const data::Dataset& dataset) {
   model_->set_training(false);
   const data::Sampler order(dataset.size(), 0, /*shuffle=*/false);
   // In a data-parallel job each rank evaluates its shard and the counts are summed.
-  data::Loader loader(dataset,
-                      data_parallel_ ? data_parallel_->evaluation_order(dataset.size())
-                                     : order.epoch_indices(0),
-                      options_.batch_size);
+  data::Loader loader(
+      dataset,
+      data_parallel_ ? data_parallel_->evaluation_order(dataset.size()) : order.epoch_indices(0),
+      options_.batch_size);
   std::int64_t correct = 0;
   data::Batch batch;
   nn::clear_weight_cast_cache();
-  while (loader.next(batch)) correct += count_correct(forward(to_device(batch.images)), to_device(batch.labels));
+  while (loader.next(batch))
+    correct += count_correct(forward(to_device(batch.images)), to_device(batch.labels));
   nn::clear_weight_cast_cache();
   model_->set_training(true);
   if (data_parallel_) correct = data_parallel_->sum(correct);
   return static_cast<double>(correct) / static_cast<double>(dataset.size());
 }
 
-std::string Trainer::params_digest() { return alloy::params_digest(precision_->canonical_parameters()); }
+std::string Trainer::params_digest() {
+  return alloy::params_digest(precision_->canonical_parameters());
+}
 
 std::int64_t Trainer::parameter_count() {
   std::int64_t count = 0;
-  for (const nn::Parameter* param : model_->parameters()) count += param->value.numel();
+  for (const nn::Parameter* param : model_->parameters())
+    count += param->value.numel();
   return count;
 }
 

@@ -15,9 +15,7 @@ struct Device {
   static Device cuda(int index = 0) { return {DeviceKind::cuda, index}; }
   bool is_cpu() const { return kind == DeviceKind::cpu; }
   bool is_cuda() const { return kind == DeviceKind::cuda; }
-  bool operator==(const Device& other) const {
-    return kind == other.kind && index == other.index;
-  }
+  bool operator==(const Device& other) const { return kind == other.kind && index == other.index; }
   bool operator!=(const Device& other) const { return !(*this == other); }
   std::string str() const;
 };

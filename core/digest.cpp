@@ -22,12 +22,14 @@ class Fnv1a {
   // Little-endian whatever the host's order, so digests compare across machines.
   void u64(std::uint64_t value) {
     unsigned char little[8];
-    for (int i = 0; i < 8; ++i) little[i] = static_cast<unsigned char>(value >> (8 * i));
+    for (int i = 0; i < 8; ++i)
+      little[i] = static_cast<unsigned char>(value >> (8 * i));
     bytes(little, sizeof little);
   }
   void u32(std::uint32_t value) {
     unsigned char little[4];
-    for (int i = 0; i < 4; ++i) little[i] = static_cast<unsigned char>(value >> (8 * i));
+    for (int i = 0; i < 4; ++i)
+      little[i] = static_cast<unsigned char>(value >> (8 * i));
     bytes(little, sizeof little);
   }
   std::uint64_t value() const { return state_; }
@@ -39,7 +41,8 @@ class Fnv1a {
 // The parameter's values as host floats, whatever its device and floating dtype.
 std::vector<float> host_values(const Tensor& value) {
   if (value.device().is_cpu()) return value.to_floats();
-  Tensor host = Tensor::empty(value.shape(), value.dtype(), Device::cpu(), MemoryCategory::workspace);
+  Tensor host =
+      Tensor::empty(value.shape(), value.dtype(), Device::cpu(), MemoryCategory::workspace);
   host.copy_from(value);
   return host.to_floats();
 }
@@ -52,7 +55,8 @@ std::uint64_t params_hash(const std::vector<nn::Parameter*>& params) {
     hash.bytes(param->name.c_str(), param->name.size() + 1);  // with the NUL: names stay apart
     const Shape& shape = param->value.shape();
     hash.u64(shape.size());
-    for (const std::int64_t extent : shape) hash.u64(static_cast<std::uint64_t>(extent));
+    for (const std::int64_t extent : shape)
+      hash.u64(static_cast<std::uint64_t>(extent));
     for (const float v : host_values(param->value)) {
       std::uint32_t bits;
       std::memcpy(&bits, &v, sizeof bits);

@@ -40,8 +40,12 @@ inline const char* dtype_name(DType dtype) {
   return "?";
 }
 
-inline bool is_half(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
-inline bool is_floating(DType dtype) { return dtype == DType::f32 || is_half(dtype); }
+inline bool is_half(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16;
+}
+inline bool is_floating(DType dtype) {
+  return dtype == DType::f32 || is_half(dtype);
+}
 
 // Parses "f32"/"fp32"/"float32", "f16"/"fp16"/"float16", "bf16"/"bfloat16"; throws UsageError.
 DType parse_dtype(const std::string& text);

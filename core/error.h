@@ -44,7 +44,7 @@ template <class... Parts>
 }  // namespace alloy
 
 // Checks an invariant and throws alloy::Error with the given message parts when it fails.
-#define ALLOY_CHECK(condition, ...)          \
-  do {                                       \
+#define ALLOY_CHECK(condition, ...)               \
+  do {                                            \
     if (!(condition)) ::alloy::fail(__VA_ARGS__); \
   } while (0)

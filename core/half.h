@@ -82,7 +82,11 @@ inline float bf16_bits_to_float(std::uint16_t value) {
 }
 
 // Rounds a float to the nearest value representable in the format.
-inline float round_to_half(float value) { return half_bits_to_float(float_to_half_bits(value)); }
-inline float round_to_bf16(float value) { return bf16_bits_to_float(float_to_bf16_bits(value)); }
+inline float round_to_half(float value) {
+  return half_bits_to_float(float_to_half_bits(value));
+}
+inline float round_to_bf16(float value) {
+  return bf16_bits_to_float(float_to_bf16_bits(value));
+}
 
 }  // namespace alloy

@@ -94,6 +94,8 @@ Allocator& allocator_for(Device device) {
   return cuda_allocator(device.index);
 }
 
-MemoryStats& memory_stats(Device device) { return allocator_for(device).stats(); }
+MemoryStats& memory_stats(Device device) {
+  return allocator_for(device).stats();
+}
 
 }  // namespace alloy

@@ -11,7 +11,8 @@ namespace alloy {
 std::string shape_str(const Shape& shape) {
   std::ostringstream out;
   out << '[';
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    out << (i ? ", " : "") << shape[i];
   out << ']';
   return out.str();
 }
@@ -25,14 +26,18 @@ std::int64_t shape_numel(const Shape& shape) {
   return count;
 }
 
-std::string Device::str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
+std::string Device::str() const {
+  return is_cpu() ? "cpu" : "cuda:" + std::to_string(index);
+}
 
 Storage::Storage(std::size_t bytes, Device device, MemoryCategory category)
     : bytes_(bytes), device_(device), category_(category) {
   data_ = allocator_for(device).allocate(bytes, category);
 }
 
-Storage::~Storage() { allocator_for(device_).deallocate(data_, bytes_, category_); }
+Storage::~Storage() {
+  allocator_for(device_).deallocate(data_, bytes_, category_);
+}
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device, MemoryCategory category) {
   Tensor tensor;
@@ -80,8 +85,8 @@ void* Tensor::raw() const {
 }
 
 void Tensor::check_element_type(std::size_t size, DType expected) const {
-  ALLOY_CHECK(dtype_size(dtype_) == size && (is_half(dtype_) || dtype_ == expected),
-              "tensor ", str(), " accessed as a ", dtype_name(expected), " array");
+  ALLOY_CHECK(dtype_size(dtype_) == size && (is_half(dtype_) || dtype_ == expected), "tensor ",
+              str(), " accessed as a ", dtype_name(expected), " array");
 }
 
 std::uint16_t* Tensor::half_data() const {
@@ -96,7 +101,9 @@ Tensor Tensor::reshape(const Shape& shape) const {
   return view;
 }
 
-Tensor Tensor::clone() const { return clone(category()); }
+Tensor Tensor::clone() const {
+  return clone(category());
+}
 
 Tensor Tensor::clone(MemoryCategory category) const {
   Tensor copy = empty(shape_, dtype_, device(), category);

@@ -9,7 +9,8 @@ namespace alloy {
 ThreadPool::ThreadPool(int threads) : threads_(threads) {
   ALLOY_CHECK(threads >= 1, "thread count must be at least 1, got ", threads);
   // Chunk 0 runs on the calling thread; the others on workers.
-  for (int index = 1; index < threads; ++index) workers_.emplace_back([this, index] { worker(index); });
+  for (int index = 1; index < threads; ++index)
+    workers_.emplace_back([this, index] { worker(index); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -18,7 +19,8 @@ ThreadPool::~ThreadPool() {
     stopping_ = true;
   }
   wake_.notify_all();
-  for (auto& thread : workers_) thread.join();
+  for (auto& thread : workers_)
+    thread.join();
 }
 
 void ThreadPool::parallel_for(std::int64_t count, const Body& body) {
@@ -107,6 +109,8 @@ void set_cpu_threads(int threads) {
   pool = std::make_unique<ThreadPool>(threads);
 }
 
-int cpu_threads() { return cpu_pool().size(); }
+int cpu_threads() {
+  return cpu_pool().size();
+}
 
 }  // namespace alloy

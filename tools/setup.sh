@@ -55,6 +55,7 @@ packages=(
   dataset-fashion-mnist      # /usr/share/datasets/fashion-mnist
   python3-numpy              # tools/ scripts
   gzip
+  clang-format               # the style_format test (tools/style/check_format.sh)
 )
 if [[ "$with_torch" == 1 ]]; then
   packages+=(python3-torch)  # the PyTorch baseline of tools/bench (large)

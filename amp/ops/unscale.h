@@ -14,9 +14,8 @@ namespace alloy::amp {
 // grads[i] (any float dtype) -> outputs[i] (same shape, any float dtype; may be grads[i]).
 // scale: f32 [1]. found_inf: f32 [1], set to 1 if any element is not finite, else 0.
 // first_overflow: i32 [1], the smallest i whose grads[i] holds a non-finite value, else -1.
-void unscale_and_check(const std::vector<const Tensor*>& grads,
-                       const std::vector<Tensor*>& outputs, const Tensor& scale,
-                       Tensor& found_inf, Tensor& first_overflow);
+void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vector<Tensor*>& outputs,
+                       const Tensor& scale, Tensor& found_inf, Tensor& first_overflow);
 
 namespace cpu {
 // One tensor's share of the pass; returns whether it saw a non-finite value.

@@ -12,12 +12,12 @@
 namespace alloy::amp {
 
 struct ScalerState {
-  Tensor scale;          // f32 [1]
-  Tensor clean_steps;    // i32 [1]: consecutive finite steps since the last change
-  Tensor skipped_steps;  // i32 [1]: total steps skipped for overflow
-  Tensor at_min_streak;  // i32 [1]: consecutive overflows with the scale at its minimum
-  Tensor found_inf;      // f32 [1]: this step's verdict (written by unscale_and_check)
-  Tensor first_overflow; // i32 [1]: index of the first overflowing gradient, or -1
+  Tensor scale;           // f32 [1]
+  Tensor clean_steps;     // i32 [1]: consecutive finite steps since the last change
+  Tensor skipped_steps;   // i32 [1]: total steps skipped for overflow
+  Tensor at_min_streak;   // i32 [1]: consecutive overflows with the scale at its minimum
+  Tensor found_inf;       // f32 [1]: this step's verdict (written by unscale_and_check)
+  Tensor first_overflow;  // i32 [1]: index of the first overflowing gradient, or -1
   // i32 [1]: first_overflow of the earliest skipped step the host has not yet reported, or
   // -1; lets a warning polled every few steps name the gradient that overflowed first.
   Tensor unreported_overflow;

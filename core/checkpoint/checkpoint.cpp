@@ -26,8 +26,8 @@ NamedTensor make_named_tensor(const std::string& name, const Tensor& tensor) {
   if (tensor.device().is_cpu()) {
     if (!saved.data.empty()) std::memcpy(saved.data.data(), tensor.raw(), saved.data.size());
   } else {
-    Tensor staging = Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(),
-                                   MemoryCategory::workspace);
+    Tensor staging =
+        Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(), MemoryCategory::workspace);
     staging.copy_from(tensor);
     if (!saved.data.empty()) std::memcpy(saved.data.data(), staging.raw(), saved.data.size());
   }
@@ -37,10 +37,9 @@ NamedTensor make_named_tensor(const std::string& name, const Tensor& tensor) {
 void restore_tensor(const NamedTensor& saved, const std::string& name, Tensor& target) {
   ALLOY_CHECK(saved.name == name, "checkpoint tensor ", saved.name, " cannot restore ", name);
   ALLOY_CHECK(target.defined(), "checkpoint tensor ", name, ": the target is undefined");
-  ALLOY_CHECK(saved.dtype == target.dtype() && saved.shape == target.shape(),
-              "checkpoint tensor ", name, " is ", dtype_name(saved.dtype),
-              shape_str(saved.shape), ", but this run's is ", dtype_name(target.dtype()),
-              shape_str(target.shape()));
+  ALLOY_CHECK(saved.dtype == target.dtype() && saved.shape == target.shape(), "checkpoint tensor ",
+              name, " is ", dtype_name(saved.dtype), shape_str(saved.shape), ", but this run's is ",
+              dtype_name(target.dtype()), shape_str(target.shape()));
   ALLOY_CHECK(saved.data.size() == target.nbytes(), "checkpoint tensor ", name, " holds ",
               saved.data.size(), " bytes, ", target.nbytes(), " expected");
   if (saved.data.empty()) return;
@@ -57,8 +56,7 @@ void restore_tensor(const NamedTensor& saved, const std::string& name, Tensor& t
 namespace {
 
 void check_specs(const std::string& path, const std::vector<NamedTensor>& saved,
-                 const std::string& model, const std::vector<TensorSpec>& specs,
-                 const char* kind) {
+                 const std::string& model, const std::vector<TensorSpec>& specs, const char* kind) {
   for (const auto& spec : specs) {
     const NamedTensor* tensor = find_tensor(saved, spec.name);
     ALLOY_CHECK(tensor != nullptr, "checkpoint ", path, " has no ", kind, " ", spec.name,
@@ -69,7 +67,8 @@ void check_specs(const std::string& path, const std::vector<NamedTensor>& saved,
   }
   for (const auto& tensor : saved) {
     bool expected = false;
-    for (const auto& spec : specs) expected = expected || spec.name == tensor.name;
+    for (const auto& spec : specs)
+      expected = expected || spec.name == tensor.name;
     ALLOY_CHECK(expected, "checkpoint ", path, " holds ", kind, " ", tensor.name,
                 ", which this run's ", model, " does not have");
   }
@@ -117,7 +116,7 @@ char load_bound_key;
 template <class Archive>
 void length_field(Archive& archive, std::uint64_t& length, std::uint64_t min_bytes_each,
                   const char* what) {
-  archive & length;
+  archive& length;
   if constexpr (Archive::is_loading::value) {
     const PayloadSource* source = archive.template get_helper<LoadBound>(&load_bound_key).source;
     const std::uint64_t remaining = source->remaining();
@@ -159,13 +158,14 @@ void field(Archive& archive, Shape& shape) {
   std::uint64_t size = shape.size();
   length_field(archive, size, sizeof(std::int64_t), "a shape");
   if constexpr (Archive::is_loading::value) shape.resize(size);
-  for (auto& extent : shape) archive & extent;
+  for (auto& extent : shape)
+    archive& extent;
 }
 
 template <class Archive>
 void field(Archive& archive, DType& dtype) {
   auto code = static_cast<std::uint8_t>(dtype);
-  archive & code;
+  archive& code;
   dtype = static_cast<DType>(code);  // checked by validate() once loading is done
 }
 
@@ -174,7 +174,7 @@ void field(Archive& archive, DType& dtype) {
 template <class Archive>
 void field(Archive& archive, bool& flag) {
   std::uint8_t code = flag ? 1 : 0;
-  archive & code;
+  archive& code;
   if (code > 1) fail("corrupt: a flag holds ", static_cast<int>(code));
   flag = code == 1;
 }
@@ -187,11 +187,12 @@ void field(Archive& archive, std::vector<Item>& items) {
     // Grows as items actually arrive rather than reserving what the length claims.
     for (std::uint64_t i = 0; i < size; ++i) {
       Item item;
-      archive & item;
+      archive& item;
       items.push_back(std::move(item));
     }
   } else {
-    for (auto& item : items) archive & item;
+    for (auto& item : items)
+      archive& item;
   }
 }
 
@@ -288,27 +289,28 @@ void serialize(Archive& archive, AmpFields& amp, unsigned /*version*/) {
   field(archive, amp.keep_batchnorm_fp32);
   field(archive, amp.master_weights);
   field(archive, amp.dynamic_loss_scale);
-  archive & amp.static_scale & amp.init_scale & amp.scale_window;
-  archive & amp.growth_factor & amp.backoff_factor & amp.min_scale & amp.max_scale;
+  archive& amp.static_scale& amp.init_scale& amp.scale_window;
+  archive& amp.growth_factor& amp.backoff_factor& amp.min_scale& amp.max_scale;
 }
 
 template <class Archive>
 void serialize(Archive& archive, ScalerFields& scaler, unsigned /*version*/) {
-  archive & scaler.scale & scaler.clean_steps & scaler.skipped_steps & scaler.at_min_streak;
+  archive& scaler.scale& scaler.clean_steps& scaler.skipped_steps& scaler.at_min_streak;
 }
 
 template <class Archive>
 void serialize(Archive& archive, OptimizerFields& optimizer, unsigned /*version*/) {
   field(archive, optimizer.kind);
-  archive & optimizer.lr & optimizer.momentum & optimizer.weight_decay;
+  archive& optimizer.lr& optimizer.momentum& optimizer.weight_decay;
   field(archive, optimizer.nesterov);
-  archive & optimizer.beta1 & optimizer.beta2 & optimizer.eps & optimizer.steps;
+  archive& optimizer.beta1& optimizer.beta2& optimizer.eps& optimizer.steps;
 }
 
 template <class Archive>
 void serialize(Archive& archive, RngState& rng, unsigned /*version*/) {
   field(archive, rng.name);
-  for (auto& word : rng.state) archive & word;
+  for (auto& word : rng.state)
+    archive& word;
 }
 
 // Boost records each class's version in the archive: a later build adds fields behind
@@ -318,11 +320,11 @@ void serialize(Archive& archive, CheckpointState& state, unsigned /*version*/) {
   field(archive, state.alloy_version);
   field(archive, state.model);
   field(archive, state.model_description);
-  archive & state.amp;
-  archive & state.epoch & state.step & state.step_in_epoch & state.world_size & state.seed;
-  archive & state.batch_size;
+  archive& state.amp;
+  archive& state.epoch& state.step& state.step_in_epoch& state.world_size& state.seed;
+  archive& state.batch_size;
   field(archive, state.rng_states);
-  archive & state.scaler & state.optimizer;
+  archive& state.scaler& state.optimizer;
   field(archive, state.parameters);
   field(archive, state.buffers);
   field(archive, state.optimizer_state);

@@ -23,7 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 void put_le(std::string& out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+  for (int i = 0; i < bytes; ++i)
+    out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
 }
 
 std::uint64_t get_le(std::string_view in, std::size_t offset, int bytes) {
@@ -76,8 +77,8 @@ CheckpointHeader check_header(std::string_view prefix, std::uint64_t file_bytes,
               " payload bytes, file has ", present);
   }
   if (header.payload_bytes < present) {
-    fail_file(name, "corrupt: header promises ", header.payload_bytes,
-              " payload bytes, file has ", present);
+    fail_file(name, "corrupt: header promises ", header.payload_bytes, " payload bytes, file has ",
+              present);
   }
   return header;
 }

@@ -107,7 +107,8 @@ void write_file_atomically(const std::string& path, const std::vector<std::strin
 
   TemporaryFile temporary(path + ".tmp-" + std::to_string(::getpid()));
   FileDescriptor file = open_or_fail(temporary.path(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  for (const auto part : parts) file.write_all(part);
+  for (const auto part : parts)
+    file.write_all(part);
   file.sync();
   file.close();
 

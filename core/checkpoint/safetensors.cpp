@@ -49,8 +49,10 @@ const char* safetensors_dtype(DType dtype) {
 
 void export_safetensors(const CheckpointState& state, const std::string& out_path) {
   std::vector<const NamedTensor*> tensors;
-  for (const auto& tensor : state.parameters) tensors.push_back(&tensor);
-  for (const auto& tensor : state.buffers) tensors.push_back(&tensor);
+  for (const auto& tensor : state.parameters)
+    tensors.push_back(&tensor);
+  for (const auto& tensor : state.buffers)
+    tensors.push_back(&tensor);
 
   std::string json = "{\"__metadata__\":{";
   json += "\"format\":\"pt\"";
@@ -67,8 +69,8 @@ void export_safetensors(const CheckpointState& state, const std::string& out_pat
   for (const NamedTensor* tensor : tensors) {
     ALLOY_CHECK(names.insert(tensor->name).second, "safetensors export to ", out_path,
                 ": tensor name ", tensor->name, " appears twice");
-    json += ',' + json_string(tensor->name) + ":{\"dtype\":\"" +
-            safetensors_dtype(tensor->dtype) + "\",\"shape\":[";
+    json += ',' + json_string(tensor->name) + ":{\"dtype\":\"" + safetensors_dtype(tensor->dtype) +
+            "\",\"shape\":[";
     for (std::size_t i = 0; i < tensor->shape.size(); ++i) {
       json += (i ? "," : "") + std::to_string(tensor->shape[i]);
     }

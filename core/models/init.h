@@ -14,14 +14,16 @@ namespace alloy::models {
 
 inline void init_normal(Tensor& tensor, double std, Generator& generator) {
   std::vector<float> values(static_cast<std::size_t>(tensor.numel()));
-  for (auto& value : values) value = static_cast<float>(std * generator.normal());
+  for (auto& value : values)
+    value = static_cast<float>(std * generator.normal());
   tensor.copy_from_floats(values);
 }
 
 // Uniform in [-bound, bound).
 inline void init_uniform(Tensor& tensor, double bound, Generator& generator) {
   std::vector<float> values(static_cast<std::size_t>(tensor.numel()));
-  for (auto& value : values) value = static_cast<float>(bound * (2.0 * generator.uniform() - 1.0));
+  for (auto& value : values)
+    value = static_cast<float>(bound * (2.0 * generator.uniform() - 1.0));
   tensor.copy_from_floats(values);
 }
 

@@ -13,7 +13,7 @@ std::unique_ptr<nn::Module> make_lenet(Generator& generator, int classes) {
   auto net = std::make_unique<nn::Sequential>();
   net->emplace<nn::Conv2d>(1, 20, 3);  // 28 -> 26
   net->emplace<nn::ReLU>();
-  net->emplace<nn::AvgPool2d>(2);      // -> 13
+  net->emplace<nn::AvgPool2d>(2);       // -> 13
   net->emplace<nn::Conv2d>(20, 50, 5);  // -> 9
   net->emplace<nn::ReLU>();
   net->emplace<nn::AvgPool2d>(2);  // -> 4

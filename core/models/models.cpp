@@ -5,10 +5,11 @@
 
 namespace alloy::models {
 
-std::vector<std::string> model_names() { return {"lenet", "mlp", "resnet18"}; }
+std::vector<std::string> model_names() {
+  return {"lenet", "mlp", "resnet18"};
+}
 
-std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator,
-                                       int classes) {
+std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator, int classes) {
   ALLOY_CHECK(classes > 0, "model ", name, ": classes must be positive, got ", classes);
   std::unique_ptr<nn::Module> model;
   if (name == "lenet") {
@@ -19,7 +20,8 @@ std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& gener
     model = make_resnet18(generator, classes);
   } else {
     std::string choices;
-    for (const auto& known : model_names()) choices += (choices.empty() ? "" : ", ") + known;
+    for (const auto& known : model_names())
+      choices += (choices.empty() ? "" : ", ") + known;
     usage_fail("unknown model '", name, "' (choices: ", choices, ")");
   }
   // The images need no gradient.

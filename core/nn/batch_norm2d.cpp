@@ -13,11 +13,10 @@ BatchNorm2d::BatchNorm2d(int channels, float momentum, float eps)
                                /*is_norm=*/true)),
       running_mean_(
           register_buffer("running_mean", new_parameter("BatchNorm2d", {channels}, 0.0f))),
-      running_var_(
-          register_buffer("running_var", new_parameter("BatchNorm2d", {channels}, 1.0f))) {
+      running_var_(register_buffer("running_var", new_parameter("BatchNorm2d", {channels}, 1.0f))) {
   ALLOY_CHECK(momentum >= 0.0f && momentum <= 1.0f && eps > 0.0f,
-              "BatchNorm2d: momentum must be in [0, 1] and eps positive, got momentum ",
-              momentum, ", eps ", eps);
+              "BatchNorm2d: momentum must be in [0, 1] and eps positive, got momentum ", momentum,
+              ", eps ", eps);
   params_.momentum = momentum;
   params_.eps = eps;
 }

@@ -39,7 +39,9 @@ void set_cast_policy(const CastPolicy& policy) {
   clear_weight_cast_cache();
 }
 
-const CastPolicy& cast_policy() { return current_policy(); }
+const CastPolicy& cast_policy() {
+  return current_policy();
+}
 
 DType promote(DType a, DType b) {
   if (a == b) return a;
@@ -49,8 +51,9 @@ DType promote(DType a, DType b) {
 DType compute_dtype(OpClass op, DType input, DType parameters) {
   const CastPolicy& policy = current_policy();
   if (!policy.enabled) {
-    return op == OpClass::follow_input ? input : op == OpClass::promote ? promote(input, parameters)
-                                                                        : parameters;
+    return op == OpClass::follow_input ? input
+           : op == OpClass::promote    ? promote(input, parameters)
+                                       : parameters;
   }
   switch (op) {
     case OpClass::half_compute:
@@ -80,6 +83,8 @@ const Tensor& cached_weight_cast(const Tensor& weight, DType dtype) {
   return found->second;
 }
 
-void clear_weight_cast_cache() { weight_cache().clear(); }
+void clear_weight_cast_cache() {
+  weight_cache().clear();
+}
 
 }  // namespace alloy::nn

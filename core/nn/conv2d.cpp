@@ -8,8 +8,7 @@ namespace alloy::nn {
 
 Conv2d::Conv2d(int in_channels, int out_channels, int kernel, int stride, int padding, bool bias)
     : weight_(register_parameter(
-          "weight",
-          new_parameter("Conv2d", {out_channels, in_channels, kernel, kernel}, 0.0f))) {
+          "weight", new_parameter("Conv2d", {out_channels, in_channels, kernel, kernel}, 0.0f))) {
   ALLOY_CHECK(stride > 0 && padding >= 0, "Conv2d: stride must be positive and padding ",
               "non-negative, got stride ", stride, ", padding ", padding);
   if (bias) bias_ = &register_parameter("bias", new_parameter("Conv2d", {out_channels}, 0.0f));
@@ -25,9 +24,9 @@ std::string Conv2d::options() const {
 Tensor Conv2d::forward(const Tensor& x) {
   compute_dtype_ = compute_dtype(OpClass::half_compute, x.dtype(), weight_.value.dtype());
   Tensor input = in_dtype(x, compute_dtype_);
-  Tensor y = conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
-                            bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(),
-                            params_);
+  Tensor y =
+      conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
+                     bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(), params_);
   input_dtype_ = x.dtype();
   x_ = training() ? std::move(input) : Tensor();
   return y;

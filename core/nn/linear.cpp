@@ -27,9 +27,9 @@ Tensor Linear::backward(const Tensor& dy) {
   ALLOY_CHECK(x_.defined(), "Linear (", weight_.name, "): backward without a training forward");
   Tensor no_bias;
   // Under O1 the gradients of the fp32 weights accumulate in fp32 from half operands.
-  const LinearGrads grads = linear_backward(
-      x_, cached_weight_cast(weight_.value, compute_dtype_), in_dtype(dy, compute_dtype_),
-      grad_of(weight_), bias_ ? grad_of(*bias_) : no_bias, needs_input_grad());
+  const LinearGrads grads = linear_backward(x_, cached_weight_cast(weight_.value, compute_dtype_),
+                                            in_dtype(dy, compute_dtype_), grad_of(weight_),
+                                            bias_ ? grad_of(*bias_) : no_bias, needs_input_grad());
   x_ = Tensor();
   notify_grads_ready();
   return grads.dx.defined() ? in_dtype(grads.dx, input_dtype_) : Tensor();

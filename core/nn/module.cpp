@@ -35,20 +35,27 @@ std::vector<Buffer*> Module::buffers() {
 }
 
 void Module::collect(std::vector<Parameter*>& params, std::vector<Buffer*>& buffers) {
-  for (auto& parameter : parameters_) params.push_back(parameter.get());
-  for (auto& buffer : buffers_) buffers.push_back(buffer.get());
-  for (auto& child : children_) child.module->collect(params, buffers);
+  for (auto& parameter : parameters_)
+    params.push_back(parameter.get());
+  for (auto& buffer : buffers_)
+    buffers.push_back(buffer.get());
+  for (auto& child : children_)
+    child.module->collect(params, buffers);
 }
 
 void Module::add_name_prefix(const std::string& prefix) {
-  for (auto& parameter : parameters_) parameter->name.insert(0, prefix);
-  for (auto& buffer : buffers_) buffer->name.insert(0, prefix);
-  for (auto& child : children_) child.module->add_name_prefix(prefix);
+  for (auto& parameter : parameters_)
+    parameter->name.insert(0, prefix);
+  for (auto& buffer : buffers_)
+    buffer->name.insert(0, prefix);
+  for (auto& child : children_)
+    child.module->add_name_prefix(prefix);
 }
 
 void Module::set_training(bool training) {
   training_ = training;
-  for (auto& child : children_) child.module->set_training(training);
+  for (auto& child : children_)
+    child.module->set_training(training);
 }
 
 Tensor& Module::grad_of(Parameter& parameter) {
@@ -99,17 +106,20 @@ void Module::to_device(Device device) {
     parameter->value = moved(parameter->value, device);
     parameter->grad = moved(parameter->grad, device);
   }
-  for (Buffer* buffer : buffers) buffer->value = moved(buffer->value, device);
+  for (Buffer* buffer : buffers)
+    buffer->value = moved(buffer->value, device);
 }
 
 void Module::set_grad_ready_hook(GradReadyHook hook) {
-  for (auto& child : children_) child.module->set_grad_ready_hook(hook);
+  for (auto& child : children_)
+    child.module->set_grad_ready_hook(hook);
   hook_ = std::move(hook);
 }
 
 void Module::notify_grads_ready() {
   if (!hook_) return;
-  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it) hook_(**it);
+  for (auto it = parameters_.rbegin(); it != parameters_.rend(); ++it)
+    hook_(**it);
 }
 
 std::string Module::describe() const {
@@ -133,9 +143,8 @@ void Module::describe_into(const std::string& path, std::string& out) const {
 }
 
 Parameter& Module::register_parameter(const std::string& name, Tensor value, bool is_norm) {
-  ALLOY_CHECK(value.category() == MemoryCategory::parameters, type_name(), ": parameter '",
-              name, "' must be allocated as parameters, got ",
-              memory_category_name(value.category()));
+  ALLOY_CHECK(value.category() == MemoryCategory::parameters, type_name(), ": parameter '", name,
+              "' must be allocated as parameters, got ", memory_category_name(value.category()));
   auto parameter = std::make_unique<Parameter>();
   parameter->name = name;
   parameter->value = std::move(value);

@@ -9,8 +9,7 @@ namespace alloy::nn {
 
 inline Tensor new_parameter(const char* layer, const Shape& shape, float value) {
   for (const auto extent : shape) {
-    ALLOY_CHECK(extent > 0, layer, ": parameter shape ", shape_str(shape),
-                " needs positive sizes");
+    ALLOY_CHECK(extent > 0, layer, ": parameter shape ", shape_str(shape), " needs positive sizes");
   }
   Tensor tensor = Tensor::empty(shape, DType::f32, Device::cpu(), MemoryCategory::parameters);
   tensor.fill(value);

@@ -5,8 +5,8 @@ namespace alloy::nn {
 namespace {
 
 Pool2dParams square_pool(const char* layer, int kernel, int stride, int padding) {
-  ALLOY_CHECK(kernel > 0 && stride >= 0 && padding >= 0, layer, ": kernel ", kernel,
-              ", stride ", stride, ", padding ", padding, " (kernel must be positive)");
+  ALLOY_CHECK(kernel > 0 && stride >= 0 && padding >= 0, layer, ": kernel ", kernel, ", stride ",
+              stride, ", padding ", padding, " (kernel must be positive)");
   // PyTorch's rule, so windows never start inside the padding only.
   ALLOY_CHECK(2 * padding <= kernel, layer, ": padding ", padding,
               " must be at most half the kernel ", kernel);
@@ -27,7 +27,9 @@ std::string pool_options(const Pool2dParams& params) {
 AvgPool2d::AvgPool2d(int kernel, int stride, int padding)
     : params_(square_pool("AvgPool2d", kernel, stride, padding)) {}
 
-std::string AvgPool2d::options() const { return pool_options(params_); }
+std::string AvgPool2d::options() const {
+  return pool_options(params_);
+}
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   Tensor y = avg_pool2d_forward(x, params_);
@@ -45,7 +47,9 @@ Tensor AvgPool2d::backward(const Tensor& dy) {
 MaxPool2d::MaxPool2d(int kernel, int stride, int padding)
     : params_(square_pool("MaxPool2d", kernel, stride, padding)) {}
 
-std::string MaxPool2d::options() const { return pool_options(params_); }
+std::string MaxPool2d::options() const {
+  return pool_options(params_);
+}
 
 Tensor MaxPool2d::forward(const Tensor& x) {
   MaxPoolResult result = max_pool2d_forward(x, params_);

@@ -7,8 +7,8 @@
 namespace alloy::nn {
 
 ResidualBlock::ResidualBlock(int in_channels, int out_channels, int stride)
-    : conv1_(register_module("conv1", std::make_unique<Conv2d>(in_channels, out_channels, 3,
-                                                               stride, 1, false))),
+    : conv1_(register_module(
+          "conv1", std::make_unique<Conv2d>(in_channels, out_channels, 3, stride, 1, false))),
       bn1_(register_module("bn1", std::make_unique<BatchNorm2d>(out_channels))),
       conv2_(register_module("conv2",
                              std::make_unique<Conv2d>(out_channels, out_channels, 3, 1, 1, false))),

@@ -15,7 +15,8 @@ Module& Sequential::add(const std::string& name, std::unique_ptr<Module> module)
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (Module* module : modules_) y = module->forward(y);
+  for (Module* module : modules_)
+    y = module->forward(y);
   return y;
 }
 
@@ -23,7 +24,8 @@ Tensor Sequential::backward(const Tensor& dy) {
   if (modules_.empty()) return needs_input_grad() ? dy : Tensor();
   modules_.front()->set_needs_input_grad(needs_input_grad());
   Tensor dx = dy;
-  for (auto it = modules_.rbegin(); it != modules_.rend(); ++it) dx = (*it)->backward(dx);
+  for (auto it = modules_.rbegin(); it != modules_.rend(); ++it)
+    dx = (*it)->backward(dx);
   return dx;
 }
 

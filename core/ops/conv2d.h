@@ -38,8 +38,8 @@ struct Conv2dGeometry {
 // Kernels over NCHW arrays, parallel over the batch, computing in fp32. x, y, dy and dx are
 // storage of `dtype` (f32, f16 or bf16: widened and rounded per image); w, b, dw and db are
 // fp32. b may be null.
-void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
-                    void* y, DType dtype);
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b, void* y,
+                    DType dtype);
 // dw += dL/dw and db += dL/db (db may be null); dx = dL/dx unless dx is null (then w may be
 // null too). Batch reductions are combined in a fixed order: deterministic per thread count.
 void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,

@@ -1,6 +1,7 @@
 // Fused optimizer updates over one parameter tensor. The state is f32; the parameter is f32
-// or half (updated in fp32, rounded once); grad may be f32 or half. If found_inf is defined (f32 [1]) and nonzero, the update does
-// nothing: the step is skipped without the host having to look (the amp contract).
+// or half (updated in fp32, rounded once); grad may be f32 or half. If found_inf is defined (f32
+// [1]) and nonzero, the update does nothing: the step is skipped without the host having to look
+// (the amp contract).
 #pragma once
 
 #include <cstdint>

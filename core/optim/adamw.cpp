@@ -10,8 +10,10 @@ AdamW::AdamW(std::vector<nn::Parameter*> params, OptimizerConfig config)
       exp_avg_sq_(params_.size()) {
   check_common("adamw");
   const OptimizerConfig& c = config_;
-  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f)) usage_fail("adamw: beta1 must be in [0, 1), got ", c.beta1);
-  if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f)) usage_fail("adamw: beta2 must be in [0, 1), got ", c.beta2);
+  if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f))
+    usage_fail("adamw: beta1 must be in [0, 1), got ", c.beta1);
+  if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f))
+    usage_fail("adamw: beta2 must be in [0, 1), got ", c.beta2);
   if (!(c.eps > 0.0f)) usage_fail("adamw: eps must be > 0, got ", c.eps);
 }
 
@@ -19,8 +21,8 @@ void AdamW::allocate_state(std::size_t index) {
   if (exp_avg_[index].defined()) return;
   const Tensor& value = params_[index]->value;
   for (auto* state : {&exp_avg_[index], &exp_avg_sq_[index]}) {
-    *state = Tensor::zeros(value.shape(), DType::f32, value.device(),
-                           MemoryCategory::optimizer_state);
+    *state =
+        Tensor::zeros(value.shape(), DType::f32, value.device(), MemoryCategory::optimizer_state);
   }
 }
 

@@ -20,8 +20,8 @@ Tensor& Sgd::momentum_buffer(std::size_t index) {
   Tensor& buffer = momentum_[index];
   if (!buffer.defined()) {
     const Tensor& value = params_[index]->value;
-    buffer = Tensor::zeros(value.shape(), DType::f32, value.device(),
-                           MemoryCategory::optimizer_state);
+    buffer =
+        Tensor::zeros(value.shape(), DType::f32, value.device(), MemoryCategory::optimizer_state);
   }
   return buffer;
 }

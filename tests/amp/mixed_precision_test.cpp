@@ -58,7 +58,8 @@ struct Fixture {
     const Tensor images =
         test::random_tensor({4, 1, 28, 28}, properties.model_dtype, generator, 0.0f, 1.0f);
     std::vector<float> labels;
-    for (int i = 0; i < 4; ++i) labels.push_back(static_cast<float>(generator.below(10)));
+    for (int i = 0; i < 4; ++i)
+      labels.push_back(static_cast<float>(generator.below(10)));
     const Tensor label_tensor = Tensor::from_floats({4}, labels, DType::i32);
     nn::clear_weight_cast_cache();
     const Tensor logits = model->forward(images);
@@ -86,7 +87,9 @@ std::vector<std::uint16_t> bits16(const Tensor& tensor) {
   return bits;
 }
 
-std::vector<float> values(const Tensor& tensor) { return tensor.to_floats(); }
+std::vector<float> values(const Tensor& tensor) {
+  return tensor.to_floats();
+}
 
 // model parameter == half(master) bit for bit, for every half parameter.
 void check_model_is_rounded_masters(Fixture& f) {
@@ -108,8 +111,8 @@ void check_model_is_rounded_masters(Fixture& f) {
                                          : float_to_bf16_bits(master[j]);
       if (model_bits[j] != expected) ++mismatches;
     }
-    BOOST_TEST(mismatches == 0u, model_params[i]->name << ": " << mismatches
-                                                       << " elements differ from half(master)");
+    BOOST_TEST(mismatches == 0u,
+               model_params[i]->name << ": " << mismatches << " elements differ from half(master)");
   }
   BOOST_TEST(half_params > 0);
 }
@@ -121,12 +124,14 @@ BOOST_AUTO_TEST_SUITE(mixed_precision)
 BOOST_AUTO_TEST_CASE(each_level_stores_the_dtypes_its_table_says) {
   {
     Fixture o0(OptLevel::O0, {}, "resnet18");
-    for (nn::Parameter* p : o0.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f32));
+    for (nn::Parameter* p : o0.model->parameters())
+      BOOST_TEST((p->value.dtype() == DType::f32));
     BOOST_TEST((o0.precision->canonical_parameters() == o0.model->parameters()));
   }
   {
     Fixture o1(OptLevel::O1, {}, "resnet18");
-    for (nn::Parameter* p : o1.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f32));
+    for (nn::Parameter* p : o1.model->parameters())
+      BOOST_TEST((p->value.dtype() == DType::f32));
     BOOST_TEST((o1.precision->canonical_parameters() == o1.model->parameters()));
   }
   {
@@ -139,19 +144,23 @@ BOOST_AUTO_TEST_CASE(each_level_stores_the_dtypes_its_table_says) {
       BOOST_TEST((canonical[i]->value.dtype() == DType::f32), canonical[i]->name);
       BOOST_TEST((canonical[i] != params[i]) == !params[i]->is_norm, params[i]->name);
     }
-    for (nn::Buffer* b : o2.model->buffers()) BOOST_TEST((b->value.dtype() == DType::f32));
+    for (nn::Buffer* b : o2.model->buffers())
+      BOOST_TEST((b->value.dtype() == DType::f32));
   }
   {
     Fixture o3(OptLevel::O3, {}, "resnet18");
-    for (nn::Parameter* p : o3.model->parameters()) BOOST_TEST((p->value.dtype() == DType::f16));
-    for (nn::Buffer* b : o3.model->buffers()) BOOST_TEST((b->value.dtype() == DType::f16));
+    for (nn::Parameter* p : o3.model->parameters())
+      BOOST_TEST((p->value.dtype() == DType::f16));
+    for (nn::Buffer* b : o3.model->buffers())
+      BOOST_TEST((b->value.dtype() == DType::f16));
     BOOST_TEST((o3.precision->canonical_parameters() == o3.model->parameters()));
   }
   {
     AmpOverrides bf16;
     bf16.half_dtype = DType::bf16;
     Fixture o2(OptLevel::O2, bf16, "lenet");
-    for (nn::Parameter* p : o2.model->parameters()) BOOST_TEST((p->value.dtype() == DType::bf16));
+    for (nn::Parameter* p : o2.model->parameters())
+      BOOST_TEST((p->value.dtype() == DType::bf16));
     BOOST_TEST(!o2.properties.loss_scale.dynamic);
   }
 }
@@ -182,7 +191,8 @@ BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
   // Gradients flow back in the input's dtype and land in fp32 weight gradients.
   const Tensor dx = linear.backward(test::random_tensor({4, 5}, DType::f32, generator));
   BOOST_TEST((dx.dtype() == DType::f32));
-  for (nn::Parameter* p : linear.parameters()) BOOST_TEST((p->grad.dtype() == DType::f32));
+  for (nn::Parameter* p : linear.parameters())
+    BOOST_TEST((p->grad.dtype() == DType::f32));
 
   // The weight gradient is dy^T x from the half-rounded operands, accumulated in fp32.
   nn::set_cast_policy({});
@@ -226,7 +236,8 @@ BOOST_AUTO_TEST_CASE(o2_masters_move_by_less_than_half_precision_allows) {
   f.step();
   const std::vector<float> after = values(f.precision->canonical_parameters()[0]->value);
   std::size_t changed = 0;
-  for (std::size_t i = 0; i < before.size(); ++i) changed += before[i] != after[i];
+  for (std::size_t i = 0; i < before.size(); ++i)
+    changed += before[i] != after[i];
   BOOST_TEST(changed > before.size() / 2);
 }
 
@@ -238,13 +249,15 @@ BOOST_AUTO_TEST_CASE(a_skipped_step_leaves_masters_model_and_momentum_untouched)
 
   std::vector<std::vector<float>> masters;
   std::vector<std::vector<std::uint16_t>> model_bits;
-  for (nn::Parameter* p : f.precision->canonical_parameters()) masters.push_back(values(p->value));
+  for (nn::Parameter* p : f.precision->canonical_parameters())
+    masters.push_back(values(p->value));
   for (nn::Parameter* p : f.model->parameters()) {
     model_bits.push_back(p->value.dtype() == DType::f32 ? std::vector<std::uint16_t>()
                                                         : bits16(p->value));
   }
   std::vector<std::vector<float>> momentum;
-  for (const auto& state : f.precision->optimizer().state()) momentum.push_back(values(*state.value));
+  for (const auto& state : f.precision->optimizer().state())
+    momentum.push_back(values(*state.value));
 
   f.forward_backward(22);
   // Poison one gradient in the middle of the model with inf, another with NaN.

@@ -27,7 +27,9 @@ void simulated_step(amp::LossScaler& scaler, int overflowing_gradient) {
   scaler.update();
 }
 
-std::string name_of(int index) { return "layer" + std::to_string(index) + ".weight"; }
+std::string name_of(int index) {
+  return "layer" + std::to_string(index) + ".weight";
+}
 
 }  // namespace
 
@@ -60,7 +62,8 @@ BOOST_AUTO_TEST_CASE(a_static_scale_is_never_polled) {
   config.static_scale = 128.0f;
   amp::LossScaler scaler(config, Device::cpu());
   OverflowMonitor monitor(scaler, name_of, 1);
-  for (int step = 1; step <= 3; ++step) BOOST_TEST(!monitor.after_step(step).has_value());
+  for (int step = 1; step <= 3; ++step)
+    BOOST_TEST(!monitor.after_step(step).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(overflows_at_the_minimum_scale_stop_training) {

@@ -73,8 +73,7 @@ BOOST_AUTO_TEST_CASE(a_forced_overflow_backs_off_and_trains_on) {
   const AmpRun normal = train_at(dir, "normal", {"--opt-level", "O2"});
   const std::string huge = "1099511627776";  // 2^40: every early gradient overflows fp16
   const AmpRun forced = train_at(
-      dir, "forced",
-      {"--opt-level", "O2", "--init-loss-scale", huge, "--max-loss-scale", huge});
+      dir, "forced", {"--opt-level", "O2", "--init-loss-scale", huge, "--max-loss-scale", huge});
   BOOST_TEST(forced.skipped_steps >= 10);
   BOOST_TEST(forced.skipped_steps <= 40);
   BOOST_TEST(forced.loss_scale < 1099511627776.0);
@@ -93,9 +92,9 @@ BOOST_AUTO_TEST_CASE(a_scale_stuck_at_its_minimum_stops_training) {
   TempDir dir;
   const std::string huge = "1099511627776";
   const std::string log = dir.file("stuck.json");
-  const ProcessResult result = run_alloy(quick_train_args(
-      {"--epochs", "1", "--opt-level", "O2", "--init-loss-scale", huge, "--min-loss-scale", huge,
-       "--max-loss-scale", huge, "--log-json", log}));
+  const ProcessResult result = run_alloy(
+      quick_train_args({"--epochs", "1", "--opt-level", "O2", "--init-loss-scale", huge,
+                        "--min-loss-scale", huge, "--max-loss-scale", huge, "--log-json", log}));
   BOOST_TEST(result.exit_code == 1);
   BOOST_TEST(result.errors.find("at its minimum") != std::string::npos, result.errors);
   BOOST_TEST(count_of(result.errors, "\n") <= 4u, result.errors);  // no stack trace

@@ -48,11 +48,10 @@ BOOST_AUTO_TEST_CASE(world_size_1_collectives_keep_the_values) {
 
 BOOST_AUTO_TEST_CASE(a_cpu_tensor_is_refused_with_a_clear_error) {
   parallel::NcclProcessGroup group(0, 1, "127.0.0.1", free_port(), Device::cuda(0));
-  BOOST_CHECK_EXCEPTION(group.allreduce_sum(Tensor::from_floats({1}, {1.0f})), Error,
-                        [](const Error& error) {
-                          return std::string(error.what()).find("the tensor is on cpu") !=
-                                 std::string::npos;
-                        });
+  BOOST_CHECK_EXCEPTION(
+      group.allreduce_sum(Tensor::from_floats({1}, {1.0f})), Error, [](const Error& error) {
+        return std::string(error.what()).find("the tensor is on cpu") != std::string::npos;
+      });
 }
 
 #else

@@ -174,8 +174,8 @@ BOOST_AUTO_TEST_CASE(half_sum_adds_in_half_precision_and_agrees_across_ranks) {
           return dtype == DType::f16 ? round_to_half(value) : round_to_bf16(value);
         };
         const float ulp = dtype == DType::f16 ? 1.0f / 1024 : 1.0f / 128;  // relative
-        const Tensor tensor = Tensor::from_floats({static_cast<std::int64_t>(count)},
-                                                  values_of(rank, dtype), dtype);
+        const Tensor tensor =
+            Tensor::from_floats({static_cast<std::int64_t>(count)}, values_of(rank, dtype), dtype);
         group.allreduce_half_sum(tensor);
         const std::vector<float> got = tensor.to_floats();
         std::size_t wrong = 0;
@@ -195,8 +195,7 @@ BOOST_AUTO_TEST_CASE(half_sum_adds_in_half_precision_and_agrees_across_ranks) {
         }
         expect(wrong == 0, std::string(dtype_name(dtype)) + " over " + std::to_string(world) +
                                " ranks: " + std::to_string(wrong) + " elements off");
-        const std::string bits(reinterpret_cast<const char*>(tensor.half_data()),
-                               tensor.nbytes());
+        const std::string bits(reinterpret_cast<const char*>(tensor.half_data()), tensor.nbytes());
         for (const std::string& theirs : group.allgather_bytes(bits)) {
           expect(theirs == bits, std::string(dtype_name(dtype)) + ": ranks hold different bits");
         }

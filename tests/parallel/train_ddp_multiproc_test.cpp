@@ -312,8 +312,9 @@ BOOST_AUTO_TEST_CASE(checkpoints_of_two_ranks_resume_at_another_world_size_from_
   resumed.insert(resumed.end(), {"--resume", checkpoints + "/step-00000040.ckpt"});
   const auto mid = run_alloy(resumed);
   BOOST_TEST(mid.exit_code == 1);
-  BOOST_TEST(contains(mid.errors, "was saved mid-epoch (step 40 of its epoch) by a job of 2 "
-                                  "rank(s) and can resume only with 2; this job has 1"),
+  BOOST_TEST(contains(mid.errors,
+                      "was saved mid-epoch (step 40 of its epoch) by a job of 2 "
+                      "rank(s) and can resume only with 2; this job has 1"),
              mid.errors);
 }
 

@@ -29,7 +29,8 @@ ProcessResult run_process(const std::string& program, const std::vector<std::str
   const std::string err_path = scratch.file("stderr");
   std::vector<char*> argv;
   argv.push_back(const_cast<char*>(program.c_str()));
-  for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+  for (const auto& argument : arguments)
+    argv.push_back(const_cast<char*>(argument.c_str()));
   argv.push_back(nullptr);
 
   const pid_t child = fork();

@@ -7,9 +7,9 @@
 namespace alloy::test {
 
 struct ProcessResult {
-  int exit_code = -1;    // the exit status, or 128 + signal when it was killed
-  std::string output;    // stdout
-  std::string errors;    // stderr
+  int exit_code = -1;  // the exit status, or 128 + signal when it was killed
+  std::string output;  // stdout
+  std::string errors;  // stderr
 };
 
 // Runs `program` with `arguments`, waits for it, and returns its exit code and output.

@@ -172,8 +172,8 @@ void widen_into(const void* data, DType dtype, Index offset, Index count, float*
 
 // Half tensors are widened and narrowed one image at a time in per-thread scratch, so half
 // storage never costs a whole-tensor fp32 copy (the point of O2's memory saving).
-void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
-                    void* y, DType dtype) {
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b, void* y,
+                    DType dtype) {
   const bool widened = dtype != DType::f32;
   const Unfold unfold(g);
   const Index patch = static_cast<Index>(g.channels) * g.kernel_h * g.kernel_w;
@@ -192,8 +192,8 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, cons
       const Index count = std::min(group, end - first);
       const Index ld = count * pixels;
       for (Index i = 0; i < count; ++i) {
-        unfold.im2col(load_floats(x, dtype, (first + i) * image, image, x_image),
-                      cols + i * pixels, ld);
+        unfold.im2col(load_floats(x, dtype, (first + i) * image, image, x_image), cols + i * pixels,
+                      ld);
       }
       // One fp32 image's product is its output; otherwise it is [K, count * P * Q] and gets
       // scattered (and rounded) into the images' outputs.
@@ -226,9 +226,10 @@ void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, con
   const Index output = g.filters * pixels;
   const Index group = images_per_gemm(g);
   const bool gather = group > 1 || widened;
-  const Scratch scratch((patch * (dx != nullptr ? 2 : 1) + (gather ? g.filters : 0)) * group * pixels +
-                            (widened ? image : 0),
-                        false);
+  const Scratch scratch(
+      (patch * (dx != nullptr ? 2 : 1) + (gather ? g.filters : 0)) * group * pixels +
+          (widened ? image : 0),
+      false);
   // Each chunk sums its images' dw and db in its own slice; the slices are added in chunk
   // order afterwards, so the result depends only on the thread count.
   const Index partial_size = g.filters * patch + g.filters;
@@ -244,8 +245,7 @@ void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, con
       const Index count = std::min(group, end - first);
       const Index ld = count * pixels;
       // dy of the group as one fp32 [K, count * P * Q] matrix; one fp32 image's dy already is.
-      const float* dy_block =
-          gather ? dy_group : static_cast<const float*>(dy) + first * output;
+      const float* dy_block = gather ? dy_group : static_cast<const float*>(dy) + first * output;
       for (Index i = 0; i < count; ++i) {
         unfold.im2col(load_floats(x, dtype, (first + i) * image, image, image_scratch),
                       cols + i * pixels, ld);

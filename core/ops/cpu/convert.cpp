@@ -14,17 +14,21 @@ namespace {
 
 void widen_scalar(const std::uint16_t* in, DType dtype, float* out, std::int64_t count) {
   if (dtype == DType::f16) {
-    for (std::int64_t i = 0; i < count; ++i) out[i] = half_bits_to_float(in[i]);
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = half_bits_to_float(in[i]);
   } else {
-    for (std::int64_t i = 0; i < count; ++i) out[i] = bf16_bits_to_float(in[i]);
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = bf16_bits_to_float(in[i]);
   }
 }
 
 void narrow_scalar(const float* in, std::uint16_t* out, DType dtype, std::int64_t count) {
   if (dtype == DType::f16) {
-    for (std::int64_t i = 0; i < count; ++i) out[i] = float_to_half_bits(in[i]);
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = float_to_half_bits(in[i]);
   } else {
-    for (std::int64_t i = 0; i < count; ++i) out[i] = float_to_bf16_bits(in[i]);
+    for (std::int64_t i = 0; i < count; ++i)
+      out[i] = float_to_bf16_bits(in[i]);
   }
 }
 
@@ -42,8 +46,7 @@ __attribute__((target("avx2,f16c"))) void widen_avx2(const std::uint16_t* in, DT
     if (dtype == DType::f16) {
       // The hardware keeps NaN payloads; half.h maps every f16 NaN to one pattern.
       values = _mm256_cvtph_ps(bits);
-      values =
-          _mm256_blendv_ps(values, canonical_nan, _mm256_cmp_ps(values, values, _CMP_UNORD_Q));
+      values = _mm256_blendv_ps(values, canonical_nan, _mm256_cmp_ps(values, values, _CMP_UNORD_Q));
     } else {
       values = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
     }

@@ -16,9 +16,8 @@ void for_range(std::int64_t count, const Body& body) {
     body(0, count);
     return;
   }
-  cpu_pool().parallel_for(count, [&](std::int64_t begin, std::int64_t end, int) {
-    body(begin, end);
-  });
+  cpu_pool().parallel_for(count,
+                          [&](std::int64_t begin, std::int64_t end, int) { body(begin, end); });
 }
 }  // namespace
 

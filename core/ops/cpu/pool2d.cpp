@@ -38,7 +38,8 @@ void avg_plane_tiled(const float* in, float* out, const Pool2dGeometry& g) {
       const float* window = in_rows + ow * p.kernel_w;
       float sum = 0.0f;
       for (int h = 0; h < p.kernel_h; ++h) {
-        for (int w = 0; w < p.kernel_w; ++w) sum += window[h * g.width + w];
+        for (int w = 0; w < p.kernel_w; ++w)
+          sum += window[h * g.width + w];
       }
       out_row[ow] = sum / divisor;
     }
@@ -76,7 +77,8 @@ void avg_plane_backward(const float* grad, float* result, const Pool2dGeometry& 
         float* row = result + (oh * p.kernel_h + h) * g.width;
         for (int ow = 0; ow < g.out_width; ++ow) {
           const float share = grad[oh * g.out_width + ow] / divisor;
-          for (int w = 0; w < p.kernel_w; ++w) row[ow * p.kernel_w + w] = share;
+          for (int w = 0; w < p.kernel_w; ++w)
+            row[ow * p.kernel_w + w] = share;
         }
       }
     }

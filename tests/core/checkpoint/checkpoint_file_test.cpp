@@ -95,10 +95,13 @@ BOOST_AUTO_TEST_CASE(named_tensors_copy_host_tensors_both_ways) {
   BOOST_TEST(target.to_floats() == source.to_floats());
 
   Tensor wrong_shape = Tensor::zeros({4}, DType::f32);
-  const std::string shape_error = error_of([&] { restore_tensor(saved, "fc.weight", wrong_shape); });
-  BOOST_TEST(contains(shape_error, "fc.weight is f32[2, 2], but this run's is f32[4]"), shape_error);
+  const std::string shape_error =
+      error_of([&] { restore_tensor(saved, "fc.weight", wrong_shape); });
+  BOOST_TEST(contains(shape_error, "fc.weight is f32[2, 2], but this run's is f32[4]"),
+             shape_error);
   Tensor wrong_dtype = Tensor::zeros({2, 2}, DType::f16);
-  const std::string dtype_error = error_of([&] { restore_tensor(saved, "fc.weight", wrong_dtype); });
+  const std::string dtype_error =
+      error_of([&] { restore_tensor(saved, "fc.weight", wrong_dtype); });
   BOOST_TEST(contains(dtype_error, "this run's is f16[2, 2]"), dtype_error);
   const std::string name_error = error_of([&] { restore_tensor(saved, "fc.bias", target); });
   BOOST_TEST(contains(name_error, "fc.weight cannot restore fc.bias"), name_error);
@@ -183,7 +186,8 @@ BOOST_AUTO_TEST_CASE(pruning_keeps_exactly_the_newest_k) {
   const std::vector<std::string> removed = prune_checkpoints(dir.path(), 3);
   BOOST_TEST(removed.size() == 4u);
   std::vector<std::int64_t> kept;
-  for (const auto& entry : list_checkpoints(dir.path())) kept.push_back(entry.step);
+  for (const auto& entry : list_checkpoints(dir.path()))
+    kept.push_back(entry.step);
   BOOST_TEST(kept == std::vector<std::int64_t>({50, 60, 70}));
   BOOST_TEST(std::filesystem::exists(dir.file("notes.txt")));
   BOOST_TEST(std::filesystem::exists(dir.file("step-00000001.ckpt.tmp-99")));
@@ -246,8 +250,9 @@ BOOST_AUTO_TEST_CASE(compatibility_names_the_model_and_the_tensor) {
   const std::vector<TensorSpec> buffers = {{"bn.running_mean", {6}}, {"bn.num_batches", {1}}};
   check_compatible("a.ckpt", state, "lenet", parameters, buffers);
 
-  BOOST_TEST(error_of([&] { check_compatible("a.ckpt", state, "resnet18", parameters, buffers); }) ==
-             "checkpoint a.ckpt holds model lenet, but this run builds resnet18");
+  BOOST_TEST(error_of([&] {
+               check_compatible("a.ckpt", state, "resnet18", parameters, buffers);
+             }) == "checkpoint a.ckpt holds model lenet, but this run builds resnet18");
 
   std::vector<TensorSpec> reshaped = parameters;
   reshaped[0].shape = {4, 24};
@@ -261,8 +266,9 @@ BOOST_AUTO_TEST_CASE(compatibility_names_the_model_and_the_tensor) {
              "checkpoint a.ckpt has no parameter fc2.weight, which this run's lenet needs");
 
   const std::vector<TensorSpec> fewer_buffers = {buffers[0]};
-  BOOST_TEST(error_of([&] { check_compatible("a.ckpt", state, "lenet", parameters, fewer_buffers); }) ==
-             "checkpoint a.ckpt holds buffer bn.num_batches, which this run's lenet does not have");
+  BOOST_TEST(
+      error_of([&] { check_compatible("a.ckpt", state, "lenet", parameters, fewer_buffers); }) ==
+      "checkpoint a.ckpt holds buffer bn.num_batches, which this run's lenet does not have");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

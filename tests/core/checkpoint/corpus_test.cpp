@@ -60,7 +60,8 @@ BOOST_AUTO_TEST_SUITE(corpus)
 
 BOOST_AUTO_TEST_CASE(every_corpus_file_loads_or_fails_cleanly) {
   std::map<std::string, std::string> reasons;
-  for (const DamagedFile& damaged : damaged_files()) reasons[damaged.name] = damaged.reason;
+  for (const DamagedFile& damaged : damaged_files())
+    reasons[damaged.name] = damaged.reason;
 
   const std::vector<std::string> files = corpus_files();
   int valid = 0;

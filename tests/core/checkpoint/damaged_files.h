@@ -20,10 +20,10 @@ struct DamagedFile {
   std::string reason;  // what the error message must contain
 };
 
-inline NamedTensor small_tensor(const std::string& name, const Shape& shape,
-                                std::size_t bytes) {
+inline NamedTensor small_tensor(const std::string& name, const Shape& shape, std::size_t bytes) {
   NamedTensor tensor{name, DType::f32, shape, std::vector<unsigned char>(bytes)};
-  for (std::size_t i = 0; i < bytes; ++i) tensor.data[i] = static_cast<unsigned char>(i * 37);
+  for (std::size_t i = 0; i < bytes; ++i)
+    tensor.data[i] = static_cast<unsigned char>(i * 37);
   return tensor;
 }
 
@@ -42,9 +42,13 @@ inline CheckpointState marker_state() {
   return state;
 }
 
-inline std::string framed(const std::string& payload) { return encode_header(payload) + payload; }
+inline std::string framed(const std::string& payload) {
+  return encode_header(payload) + payload;
+}
 
-inline std::string valid_image() { return framed(serialize_state(marker_state())); }
+inline std::string valid_image() {
+  return framed(serialize_state(marker_state()));
+}
 
 // Where the only occurrence of `marker` ends in `bytes`.
 inline std::size_t end_of(const std::string& bytes, const std::string& marker) {
@@ -56,12 +60,14 @@ inline std::size_t end_of(const std::string& bytes, const std::string& marker) {
 }
 
 inline std::string with_u64(std::string bytes, std::size_t offset, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
   return bytes;
 }
 
 inline std::string with_u32(std::string bytes, std::size_t offset, std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
+  for (int i = 0; i < 4; ++i)
+    bytes[offset + i] = static_cast<char>((value >> (8 * i)) & 0xff);
   return bytes;
 }
 
@@ -92,7 +98,8 @@ inline std::vector<DamagedFile> damaged_files() {
   duplicated.buffers.push_back(duplicated.buffers[0]);
   Generator random(4);
   std::string garbage(256, '\0');
-  for (auto& byte : garbage) byte = static_cast<char>(random.next_u64());
+  for (auto& byte : garbage)
+    byte = static_cast<char>(random.next_u64());
   std::string bad_signature = payload;
   bad_signature[end_of(payload, "serialization::archive") - 1] = 'X';
 
@@ -140,7 +147,8 @@ inline std::vector<DamagedFile> damaged_files() {
        "corrupt: 5 unexpected bytes after the state"},
       {"cut-archive.ckpt", framed(payload.substr(0, size / 2)), "corrupt: "},
       {"garbage-payload.ckpt", framed(garbage), "corrupt: "},
-      {"damaged-archive-signature.ckpt", framed(bad_signature), "corrupt: invalid archive signature"},
+      {"damaged-archive-signature.ckpt", framed(bad_signature),
+       "corrupt: invalid archive signature"},
   };
 }
 

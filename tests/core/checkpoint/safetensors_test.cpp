@@ -37,8 +37,8 @@ CheckpointState exportable_state() {
   CheckpointState state = checkpoint::test::sample_state(1234, 16);
   const float inf = std::numeric_limits<float>::infinity();
   state.parameters = {
-      f32_tensor("conv1.weight", {2, 1, 2, 2}, {0.5f, -0.0f, 1e-40f, 3.4e38f, -1.25f, inf, 7.0f,
-                                                 0.1f}),
+      f32_tensor("conv1.weight", {2, 1, 2, 2},
+                 {0.5f, -0.0f, 1e-40f, 3.4e38f, -1.25f, inf, 7.0f, 0.1f}),
       f32_tensor("conv1.bias", {2}, {-inf, 2.5e-8f}),
       f32_tensor("odd \"name\" \\ here", {1}, {42.0f}),
       f32_tensor("scalar", {}, {-3.0f}),
@@ -57,8 +57,10 @@ std::string read_bytes(const std::string& path) {
 
 std::vector<const NamedTensor*> exported_tensors(const CheckpointState& state) {
   std::vector<const NamedTensor*> tensors;
-  for (const auto& tensor : state.parameters) tensors.push_back(&tensor);
-  for (const auto& tensor : state.buffers) tensors.push_back(&tensor);
+  for (const auto& tensor : state.parameters)
+    tensors.push_back(&tensor);
+  for (const auto& tensor : state.buffers)
+    tensors.push_back(&tensor);
   return tensors;
 }
 
@@ -66,14 +68,16 @@ std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
   std::string part;
   std::istringstream in(text);
-  while (std::getline(in, part, separator)) parts.push_back(part);
+  while (std::getline(in, part, separator))
+    parts.push_back(part);
   if (!text.empty() && text.back() == separator) parts.emplace_back();
   return parts;
 }
 
 std::string shape_text(const Shape& shape) {
   std::string text;
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    text += (i ? "," : "") + std::to_string(shape[i]);
   return text;
 }
 
@@ -171,7 +175,8 @@ BOOST_AUTO_TEST_CASE(numpy_reads_the_same_names_shapes_and_values) {
       python, {std::string(ALLOY_SOURCE_DIR) + "/tools/read_safetensors.py", path});
   BOOST_TEST_REQUIRE(result.exit_code == 0, "reader failed: " << result.errors);
   std::vector<std::string> lines = split(result.output, '\n');
-  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  while (!lines.empty() && lines.back().empty())
+    lines.pop_back();
   const auto tensors = exported_tensors(state);
   BOOST_TEST_REQUIRE(lines.size() == tensors.size() + 1, result.output);
 

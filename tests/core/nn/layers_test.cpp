@@ -68,7 +68,8 @@ Tensor distinct_values(const Shape& shape, Generator& generator) {
   const auto count = static_cast<std::size_t>(shape_numel(shape));
   std::vector<std::size_t> order(count);
   std::iota(order.begin(), order.end(), 0u);
-  for (std::size_t i = count - 1; i > 0; --i) std::swap(order[i], order[generator.below(i + 1)]);
+  for (std::size_t i = count - 1; i > 0; --i)
+    std::swap(order[i], order[generator.below(i + 1)]);
   std::vector<float> values(count);
   for (std::size_t i = 0; i < count; ++i) {
     values[i] = -1.0f + 2.0f * static_cast<float>(order[i]) / static_cast<float>(count);
@@ -80,7 +81,8 @@ Tensor distinct_values(const Shape& shape, Generator& generator) {
 Tensor away_from_zero(const Shape& shape, Generator& generator) {
   Tensor x = test::random_tensor(shape, DType::f32, generator);
   auto values = x.to_floats();
-  for (auto& v : values) v = std::copysign(0.05f + 0.95f * std::fabs(v), v);
+  for (auto& v : values)
+    v = std::copysign(0.05f + 0.95f * std::fabs(v), v);
   x.copy_from_floats(values);
   return x;
 }
@@ -185,10 +187,12 @@ BOOST_AUTO_TEST_CASE(batch_norm_train_and_eval) {
   const auto at = [&](int i, int ch, int k) { return (i * c + ch) * hw + k; };
   for (int ch = 0; ch < c; ++ch) {
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < hw; ++k) mean[ch] += xs[at(i, ch, k)] / (n * hw);
+      for (int k = 0; k < hw; ++k)
+        mean[ch] += xs[at(i, ch, k)] / (n * hw);
     }
     for (int i = 0; i < n; ++i) {
-      for (int k = 0; k < hw; ++k) var[ch] += std::pow(xs[at(i, ch, k)] - mean[ch], 2) / (n * hw);
+      for (int k = 0; k < hw; ++k)
+        var[ch] += std::pow(xs[at(i, ch, k)] - mean[ch], 2) / (n * hw);
     }
     for (int i = 0; i < n; ++i) {
       for (int k = 0; k < hw; ++k) {
@@ -213,8 +217,9 @@ BOOST_AUTO_TEST_CASE(batch_norm_train_and_eval) {
   for (int ch = 0; ch < c; ++ch) {
     for (int i = 0; i < n; ++i) {
       for (int k = 0; k < hw; ++k) {
-        expected_eval[at(i, ch, k)] = (xs[at(i, ch, k)] - running_mean[ch]) /
-                                          std::sqrt(running_var[ch] + 1e-5) * w[ch] + b[ch];
+        expected_eval[at(i, ch, k)] =
+            (xs[at(i, ch, k)] - running_mean[ch]) / std::sqrt(running_var[ch] + 1e-5) * w[ch] +
+            b[ch];
       }
     }
   }
@@ -253,8 +258,8 @@ BOOST_AUTO_TEST_CASE(inputs_follow_the_parameters_dtype) {
 
   // With half parameters (keep_batchnorm_fp32 off) an fp32 input is converted.
   bn.cast_parameters(DType::f16, false);
-  BOOST_TEST((bn.forward(test::random_tensor({2, 2, 3, 3}, DType::f32, generator)).dtype() ==
-              DType::f16));
+  BOOST_TEST(
+      (bn.forward(test::random_tensor({2, 2, 3, 3}, DType::f32, generator)).dtype() == DType::f16));
 }
 
 BOOST_AUTO_TEST_CASE(invalid_configurations_are_rejected) {

@@ -24,7 +24,8 @@ namespace {
 
 std::vector<std::string> names_of(const std::vector<nn::Parameter*>& params) {
   std::vector<std::string> names;
-  for (const nn::Parameter* p : params) names.push_back(p->name);
+  for (const nn::Parameter* p : params)
+    names.push_back(p->name);
   return names;
 }
 
@@ -32,16 +33,14 @@ std::vector<std::string> names_of(const std::vector<nn::Parameter*>& params) {
 class Scaled : public nn::Module {
  public:
   Scaled() {
-    register_parameter("scale", Tensor::zeros({1}, DType::f32, Device::cpu(),
-                                              MemoryCategory::parameters));
+    register_parameter("scale",
+                       Tensor::zeros({1}, DType::f32, Device::cpu(), MemoryCategory::parameters));
     register_module("inner", std::make_unique<nn::Linear>(2, 2));
   }
   Tensor forward(const Tensor& x) override { return x; }
   Tensor backward(const Tensor& dy) override { return dy; }
   std::string type_name() const override { return "Scaled"; }
-  void register_activation_tensor() {
-    register_parameter("bad", Tensor::zeros({1}, DType::f32));
-  }
+  void register_activation_tensor() { register_parameter("bad", Tensor::zeros({1}, DType::f32)); }
 };
 
 // conv -> bn -> relu -> maxpool -> residual block -> avgpool -> flatten -> linear: every
@@ -51,13 +50,14 @@ std::unique_ptr<nn::Sequential> every_layer_net(Generator& generator) {
   net->emplace<nn::Conv2d>(2, 4, 3, 1, 1);
   net->emplace<nn::BatchNorm2d>(4);
   net->emplace<nn::ReLU>();
-  net->emplace<nn::MaxPool2d>(2);                   // 8 -> 4
-  net->emplace<nn::ResidualBlock>(4, 6, 2);         // 4 -> 2
-  net->emplace<nn::AvgPool2d>(2);                   // 2 -> 1
+  net->emplace<nn::MaxPool2d>(2);            // 8 -> 4
+  net->emplace<nn::ResidualBlock>(4, 6, 2);  // 4 -> 2
+  net->emplace<nn::AvgPool2d>(2);            // 2 -> 1
   net->emplace<nn::Flatten>();
   net->emplace<nn::Linear>(6, 3);
   for (nn::Parameter* p : net->parameters()) {
-    if (!p->is_norm) p->value.copy_from(test::random_tensor(p->value.shape(), DType::f32, generator, -0.5f, 0.5f));
+    if (!p->is_norm)
+      p->value.copy_from(test::random_tensor(p->value.shape(), DType::f32, generator, -0.5f, 0.5f));
   }
   return net;
 }
@@ -82,14 +82,21 @@ BOOST_AUTO_TEST_CASE(parameters_are_qualified_and_in_registration_order) {
   root.add("features", std::move(features));
   root.add("scaled", std::make_unique<Scaled>());
 
-  const std::vector<std::string> expected = {
-      "0.weight",          "0.bias",          "features.0.weight",  "features.0.bias",
-      "features.2.weight", "features.3.weight", "features.3.bias",  "scaled.scale",
-      "scaled.inner.weight", "scaled.inner.bias"};
+  const std::vector<std::string> expected = {"0.weight",
+                                             "0.bias",
+                                             "features.0.weight",
+                                             "features.0.bias",
+                                             "features.2.weight",
+                                             "features.3.weight",
+                                             "features.3.bias",
+                                             "scaled.scale",
+                                             "scaled.inner.weight",
+                                             "scaled.inner.bias"};
   BOOST_TEST(names_of(root.parameters()) == expected, boost::test_tools::per_element());
 
   std::vector<std::string> buffers;
-  for (const nn::Buffer* b : root.buffers()) buffers.push_back(b->name);
+  for (const nn::Buffer* b : root.buffers())
+    buffers.push_back(b->name);
   const std::vector<std::string> expected_buffers = {"features.3.running_mean",
                                                      "features.3.running_var"};
   BOOST_TEST(buffers == expected_buffers, boost::test_tools::per_element());
@@ -105,10 +112,10 @@ BOOST_AUTO_TEST_CASE(residual_block_names_follow_torchvision) {
   layer.emplace<nn::ResidualBlock>(2, 4, 2);
   layer.emplace<nn::ResidualBlock>(4, 4, 1);
   const std::vector<std::string> expected = {
-      "0.conv1.weight", "0.bn1.weight",       "0.bn1.bias",         "0.conv2.weight",
-      "0.bn2.weight",   "0.bn2.bias",         "0.shortcut.0.weight", "0.shortcut.1.weight",
-      "0.shortcut.1.bias", "1.conv1.weight",  "1.bn1.weight",       "1.bn1.bias",
-      "1.conv2.weight", "1.bn2.weight",       "1.bn2.bias"};
+      "0.conv1.weight",    "0.bn1.weight",   "0.bn1.bias",          "0.conv2.weight",
+      "0.bn2.weight",      "0.bn2.bias",     "0.shortcut.0.weight", "0.shortcut.1.weight",
+      "0.shortcut.1.bias", "1.conv1.weight", "1.bn1.weight",        "1.bn1.bias",
+      "1.conv2.weight",    "1.bn2.weight",   "1.bn2.bias"};
   BOOST_TEST(names_of(layer.parameters()) == expected, boost::test_tools::per_element());
 }
 
@@ -122,7 +129,8 @@ BOOST_AUTO_TEST_CASE(parameters_must_be_allocated_as_parameters) {
 BOOST_AUTO_TEST_CASE(zero_grad_allocates_lazily_then_zeroes_in_place) {
   Generator generator(1);
   auto net = every_layer_net(generator);
-  for (const nn::Parameter* p : net->parameters()) BOOST_TEST(!p->grad.defined(), p->name);
+  for (const nn::Parameter* p : net->parameters())
+    BOOST_TEST(!p->grad.defined(), p->name);
 
   net->zero_grad();
   std::vector<const void*> storage;
@@ -168,11 +176,10 @@ BOOST_AUTO_TEST_CASE(cast_parameters_converts_values_grads_and_buffers) {
         BOOST_TEST((p->grad.dtype() == expected), p->name << " grad is " << p->grad.str());
         BOOST_TEST((p->grad.category() == MemoryCategory::gradients), p->name);
         // Values are rounded once from their fp32 originals.
-        const Tensor rounded =
-            Tensor::from_floats(p->value.shape(), before[index++], expected);
+        const Tensor rounded = Tensor::from_floats(p->value.shape(), before[index++], expected);
         BOOST_TEST(p->value.to_floats() == rounded.to_floats(), boost::test_tools::per_element());
-        const Tensor grad_rounded =
-            Tensor::from_floats(p->grad.shape(), std::vector<float>(p->grad.numel(), 0.1f), expected);
+        const Tensor grad_rounded = Tensor::from_floats(
+            p->grad.shape(), std::vector<float>(p->grad.numel(), 0.1f), expected);
         BOOST_TEST(p->grad.to_floats() == grad_rounded.to_floats(),
                    boost::test_tools::per_element());
       }
@@ -188,7 +195,8 @@ BOOST_AUTO_TEST_CASE(cast_parameters_converts_values_grads_and_buffers) {
       BOOST_TEST((y.shape() == Shape{2, 3}));
 
       net->cast_parameters(DType::f32, false);
-      for (nn::Parameter* p : net->parameters()) BOOST_TEST((p->value.dtype() == DType::f32));
+      for (nn::Parameter* p : net->parameters())
+        BOOST_TEST((p->value.dtype() == DType::f32));
     }
   }
 }
@@ -226,9 +234,11 @@ BOOST_AUTO_TEST_CASE(set_training_reaches_every_descendant) {
   auto net = every_layer_net(generator);
   net->set_training(false);
   BOOST_TEST(!net->training());
-  for (std::size_t i = 0; i < net->size(); ++i) BOOST_TEST(!(*net)[i].training(), i);
+  for (std::size_t i = 0; i < net->size(); ++i)
+    BOOST_TEST(!(*net)[i].training(), i);
   net->set_training(true);
-  for (std::size_t i = 0; i < net->size(); ++i) BOOST_TEST((*net)[i].training(), i);
+  for (std::size_t i = 0; i < net->size(); ++i)
+    BOOST_TEST((*net)[i].training(), i);
 }
 
 BOOST_AUTO_TEST_CASE(describe_has_one_line_per_module_with_shapes) {
@@ -241,8 +251,9 @@ BOOST_AUTO_TEST_CASE(describe_has_one_line_per_module_with_shapes) {
   // Root, conv, pool, the block and its four layers.
   BOOST_TEST(std::count(text.begin(), text.end(), '\n') == 8);
   BOOST_TEST(text.find("Sequential()\n") == 0u);
-  BOOST_TEST(text.find("0 Conv2d(kernel=3, stride=1, padding=0) weight=[20, 1, 3, 3] bias=[20]\n") !=
-             std::string::npos);
+  BOOST_TEST(
+      text.find("0 Conv2d(kernel=3, stride=1, padding=0) weight=[20, 1, 3, 3] bias=[20]\n") !=
+      std::string::npos);
   BOOST_TEST(text.find("1 AvgPool2d(kernel=2, stride=2, padding=0)\n") != std::string::npos);
   BOOST_TEST(text.find("2.bn2 BatchNorm2d(momentum=0.1, eps=1e-05) weight=[20] bias=[20]\n") !=
              std::string::npos);

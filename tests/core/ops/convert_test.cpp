@@ -50,7 +50,8 @@ void check_narrowing(DType dtype, std::uint16_t (*reference)(float)) {
 
 void check_widening(DType dtype, float (*reference)(std::uint16_t)) {
   std::vector<std::uint16_t> bits(0x10000u + 5);  // + a tail shorter than a vector
-  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] = static_cast<std::uint16_t>(i * 40503u);
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    bits[i] = static_cast<std::uint16_t>(i * 40503u);
   std::vector<float> values(bits.size());
   cpu::widen_16(bits.data(), dtype, values.data(), static_cast<std::int64_t>(bits.size()));
   std::size_t mismatches = 0;
