@@ -129,8 +129,12 @@ BOOST_AUTO_TEST_CASE(a_worker_killed_by_a_signal_is_named_with_the_signal) {
 BOOST_AUTO_TEST_CASE(a_worker_ignoring_sigterm_is_killed_after_the_grace_period) {
   const TempDir directory;
   const auto start = Clock::now();
+  // Rank 1 fails only once rank 0 ignores SIGTERM; otherwise, on a loaded machine, the
+  // SIGTERM could land before the trap and kill rank 0 without the grace period.
   const LaunchResult result = launch_script(
-      node(0, 2, 2), R"(if [ "$RANK" = 1 ]; then exit 1; fi; trap '' TERM; exec sleep 30)",
+      node(0, 2, 2),
+      R"(if [ "$RANK" = 1 ]; then while [ ! -e "$0/ignoring" ]; do sleep 0.01; done; exit 1; fi; )"
+      R"(trap '' TERM; touch "$0/ignoring"; exec sleep 30)",
       directory.path(), std::chrono::milliseconds(300));
   BOOST_TEST(seconds_since(start) < 5.0);
   BOOST_REQUIRE(result.first_failure == 1);
