@@ -4,7 +4,7 @@
 // either loads or throws alloy::Error; anything else (a crash, a sanitizer report, another
 // exception type, a huge allocation) is a bug.
 //
-// Build and run (clang only):
+// Build and run (clang only; tools/fuzz/run.sh SECONDS does all of this):
 //   cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DALLOY_CUDA=OFF \
 //         -DALLOY_FUZZ=ON -DBUILD_TESTING=OFF
 //   cmake --build build-fuzz --target checkpoint_reader_fuzz
