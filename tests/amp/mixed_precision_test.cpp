@@ -5,16 +5,22 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/half.h"
 #include "core/models/models.h"
 #include "core/nn/batch_norm2d.h"
 #include "core/nn/cast_policy.h"
+#include "core/nn/conv2d.h"
+#include "core/nn/flatten.h"
 #include "core/nn/linear.h"
+#include "core/nn/pool2d.h"
 #include "core/nn/relu.h"
+#include "core/nn/residual_block.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/random.h"
 #include "tests/support/gradcheck.h"
@@ -197,6 +203,101 @@ BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
   // The weight gradient is dy^T x from the half-rounded operands, accumulated in fp32.
   nn::set_cast_policy({});
   BOOST_TEST((nn::compute_dtype(nn::OpClass::half_compute, DType::f32, DType::f32) == DType::f32));
+}
+
+// Every module the models are built from, fed an fp32 and a half input: conv and linear compute
+// in half, norms and the loss in fp32, relu/pool/flatten follow their input, and the residual
+// add promotes. With the policy off (O0) everything stays fp32.
+BOOST_AUTO_TEST_CASE(o1_decides_the_dtype_of_every_module_and_the_loss) {
+  struct Case {
+    const char* name;
+    std::function<std::unique_ptr<nn::Module>()> make;
+    Shape input;
+    // Output dtype for an f32 and for a half input; kHalf stands for the policy's half type.
+    DType from_f32;
+    DType from_half;
+  };
+  constexpr DType kHalf = DType::f16;  // replaced by the half type under test
+  const std::vector<Case> cases{
+      {"Conv2d",
+       [] { return std::make_unique<nn::Conv2d>(2, 3, 3, 1, 1); },
+       {2, 2, 5, 5},
+       kHalf,
+       kHalf},
+      {"Linear", [] { return std::make_unique<nn::Linear>(6, 4); }, {3, 6}, kHalf, kHalf},
+      {"BatchNorm2d",
+       [] { return std::make_unique<nn::BatchNorm2d>(2); },
+       {3, 2, 4, 4},
+       DType::f32,
+       DType::f32},
+      {"ReLU", [] { return std::make_unique<nn::ReLU>(); }, {3, 5}, DType::f32, kHalf},
+      {"MaxPool2d",
+       [] { return std::make_unique<nn::MaxPool2d>(2); },
+       {1, 2, 4, 4},
+       DType::f32,
+       kHalf},
+      {"AvgPool2d",
+       [] { return std::make_unique<nn::AvgPool2d>(2); },
+       {1, 2, 4, 4},
+       DType::f32,
+       kHalf},
+      {"Flatten", [] { return std::make_unique<nn::Flatten>(); }, {2, 2, 3, 3}, DType::f32, kHalf},
+      // Its branch ends in batch norm (fp32); the identity skip brings the input's dtype.
+      {"ResidualBlock",
+       [] { return std::make_unique<nn::ResidualBlock>(2, 2); },
+       {2, 2, 4, 4},
+       DType::f32,
+       DType::f32},
+      {"ResidualBlock+shortcut",
+       [] { return std::make_unique<nn::ResidualBlock>(2, 3, 2); },
+       {2, 2, 4, 4},
+       DType::f32,
+       DType::f32},
+  };
+  for (const DType half : {DType::f16, DType::bf16}) {
+    AmpOverrides overrides;
+    overrides.half_dtype = half;
+    const AmpProperties o1 = resolve_properties(OptLevel::O1, overrides);
+    const auto expected = [&](DType dtype) { return dtype == kHalf ? half : dtype; };
+    for (const bool enabled : {true, false}) {
+      std::optional<ScopedCastPolicy> policy;
+      if (enabled) policy.emplace(o1);
+      for (const Case& c : cases) {
+        for (const DType input_dtype : {DType::f32, half}) {
+          if (!enabled && input_dtype != DType::f32) continue;  // O0 feeds fp32 only
+          const DType want = !enabled                    ? DType::f32
+                             : input_dtype == DType::f32 ? expected(c.from_f32)
+                                                         : expected(c.from_half);
+          BOOST_TEST_CONTEXT(c.name << " " << dtype_name(input_dtype) << " input, O1 "
+                                    << (enabled ? "on" : "off") << ", half " << dtype_name(half)) {
+            Generator generator(11);
+            std::unique_ptr<nn::Module> module = c.make();
+            const Tensor x = test::random_tensor(c.input, input_dtype, generator);
+            const Tensor y = module->forward(x);
+            BOOST_TEST(dtype_name(y.dtype()) == dtype_name(want));
+            // Gradients go back in the input's dtype.
+            module->set_needs_input_grad(true);
+            const Tensor dx =
+                module->backward(test::random_tensor(y.shape(), y.dtype(), generator));
+            BOOST_TEST(dtype_name(dx.dtype()) == dtype_name(input_dtype));
+            nn::clear_weight_cast_cache();
+          }
+        }
+      }
+      // The loss: fp32 whatever the logits' dtype; its gradient in the logits' dtype.
+      Generator generator(13);
+      const Tensor labels = Tensor::from_floats({3}, {0.0f, 2.0f, 1.0f}, DType::i32);
+      for (const DType logits_dtype : {DType::f32, half}) {
+        const Tensor logits = test::random_tensor({3, 4}, logits_dtype, generator);
+        const SoftmaxCrossEntropyResult loss = softmax_cross_entropy_forward(logits, labels);
+        BOOST_TEST(dtype_name(loss.loss.dtype()) == "f32");
+        BOOST_TEST(dtype_name(loss.probabilities.dtype()) == "f32");
+        const Tensor dlogits =
+            softmax_cross_entropy_backward(loss.probabilities, labels, 1.0f, logits_dtype);
+        BOOST_TEST(dtype_name(dlogits.dtype()) == dtype_name(logits_dtype));
+      }
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(o1_weight_casts_are_cached_for_one_step) {
