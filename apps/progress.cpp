@@ -28,7 +28,7 @@ ProgressBar::~ProgressBar() {
   clear();
 }
 
-void ProgressBar::update(std::int64_t done, const std::string& status) {
+void ProgressBar::update(std::int64_t done, const std::function<std::string()>& status) {
   if (!enabled_ || total_ <= 0) return;
   const auto now = std::chrono::steady_clock::now();
   if (drawn_ && done < total_ && now - last_draw_ < kRedrawInterval) return;
@@ -38,7 +38,7 @@ void ProgressBar::update(std::int64_t done, const std::string& status) {
   std::string bar(static_cast<std::size_t>(filled), '#');
   bar.resize(kBarWidth, '.');
   std::fprintf(stderr, "\r\033[K%s [%s] %lld/%lld  %s", label_.c_str(), bar.c_str(),
-               static_cast<long long>(done), static_cast<long long>(total_), status.c_str());
+               static_cast<long long>(done), static_cast<long long>(total_), status().c_str());
   std::fflush(stderr);
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace alloy::app {
@@ -16,8 +17,9 @@ class ProgressBar {
   ProgressBar(const ProgressBar&) = delete;
   ProgressBar& operator=(const ProgressBar&) = delete;
 
-  // `done` steps finished; `status` follows the bar ("loss 0.5123  6100 img/s").
-  void update(std::int64_t done, const std::string& status);
+  // `done` steps finished; `status()` follows the bar ("loss 0.5123  6100 img/s"). It is
+  // called only when the bar is redrawn (at most every 100 ms), since it may wait for a device.
+  void update(std::int64_t done, const std::function<std::string()>& status);
 
   // Whether bars are drawn at all in this process.
   static bool enabled();

@@ -90,7 +90,7 @@ int run_train(const std::vector<std::string>& args) {
   trainer.set_step_hook([&] {
     const bool stop = signals.requested();
     // The last step of an epoch is saved by the epoch hook, after evaluation.
-    const bool epoch_ends = trainer.epoch_progress().batches == trainer.epoch_batches();
+    const bool epoch_ends = trainer.epoch_batches_done() == trainer.epoch_batches();
     const bool due = options.checkpoint_every > 0 &&
                      trainer.steps() % options.checkpoint_every == 0 && !epoch_ends;
     if (checkpointer && (stop || due)) checkpointer->save(trainer);

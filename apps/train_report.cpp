@@ -66,11 +66,13 @@ void TrainReport::on_epoch_begin(std::int64_t epoch, std::int64_t batches) {
       "epoch " + std::to_string(epoch + 1) + "/" + std::to_string(options_.epochs), batches);
 }
 
-void TrainReport::on_step(std::int64_t batches, std::int64_t images, double mean_loss,
-                          double seconds) {
+void TrainReport::on_step(std::int64_t batches, std::int64_t images, double seconds,
+                          const std::function<double()>& mean_loss) {
   if (!progress_) return;
-  progress_->update(batches, format("loss %.4f", mean_loss) + "  " +
-                                 format("%.0f img/s", seconds > 0 ? images / seconds : 0.0));
+  progress_->update(batches, [&] {
+    return format("loss %.4f", mean_loss()) + "  " +
+           format("%.0f img/s", seconds > 0 ? images / seconds : 0.0);
+  });
 }
 
 void TrainReport::on_epoch_end(const EpochStats& s) {

@@ -20,8 +20,8 @@ class TrainReport : public TrainObserver {
 
   void start(Trainer& trainer);
   void on_epoch_begin(std::int64_t epoch, std::int64_t batches) override;
-  void on_step(std::int64_t batches, std::int64_t images, double mean_loss,
-               double seconds) override;
+  void on_step(std::int64_t batches, std::int64_t images, double seconds,
+               const std::function<double()>& mean_loss) override;
   void on_epoch_end(const EpochStats& stats) override;
   // `digests`: every rank's params digest, by rank, in a data-parallel run (the end event
   // then carries world_size and params_digests); empty for a single process.

@@ -7,20 +7,12 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/step_tally.h"
 #include "core/random.h"
 
 namespace alloy::app {
 
 namespace {
-
-// Reads element 0 of a one-element tensor; a device-to-host copy off the CPU.
-float read_scalar(const Tensor& tensor) {
-  if (tensor.device().is_cpu()) return tensor.to_floats()[0];
-  Tensor host =
-      Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(), MemoryCategory::workspace);
-  host.copy_from(tensor);
-  return host.to_floats()[0];
-}
 
 optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
   optim::OptimizerConfig config;
@@ -86,6 +78,14 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
   progress_ = progress;
 }
 
+EpochProgress Trainer::epoch_progress() {
+  if (!tally_.defined()) return progress_;
+  const StepTally tally = read_step_tally(tally_);
+  progress_.loss_sum = tally.loss_sum;
+  progress_.correct = static_cast<std::int64_t>(tally.correct);
+  return progress_;
+}
+
 EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   memory_stats(device_).reset_peaks();
   // A resumed epoch starts where its checkpoint left off (progress_ is zero otherwise).
@@ -95,28 +95,34 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   observer.on_epoch_begin(epoch, epoch_batches_);
   model_->set_training(true);
 
-  // Sums in double: a float loses the low digits of a 60000-example mean.
-  double& loss_sum = progress_.loss_sum;
+  // The loss and accuracy sums stay on the device until the epoch ends (or a checkpoint or
+  // the progress bar asks), so no step waits for the device. A resumed epoch's sums go back.
+  tally_ =
+      make_step_tally(device_, {progress_.loss_sum, static_cast<std::uint64_t>(progress_.correct)});
   std::int64_t& images = progress_.images;
-  std::int64_t& correct = progress_.correct;
   std::int64_t& batches = progress_.batches;
   const std::int64_t images_before = images;
   const auto start = std::chrono::steady_clock::now();
+  const auto mean_loss = [this] {
+    const EpochProgress progress = epoch_progress();
+    return progress.images ? progress.loss_sum / static_cast<double>(progress.images) : 0.0;
+  };
   data::Batch batch;
   while (loader.next(batch)) {
-    const StepResult result = step(batch);
-    const std::int64_t size = batch.labels.numel();
-    loss_sum += result.loss * static_cast<double>(size);
-    correct += result.correct;
-    images += size;
+    step(batch);
+    images += batch.labels.numel();
     ++batches;
     if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
-    observer.on_step(batches, images, loss_sum / static_cast<double>(images), seconds_since(start));
+    observer.on_step(batches, images, seconds_since(start), mean_loss);
     if (step_hook_ && step_hook_()) {
       stopped_ = true;
       return {};
     }
   }
+  const EpochProgress sums = epoch_progress();
+  tally_ = Tensor();
+  const double loss_sum = sums.loss_sum;
+  const std::int64_t correct = sums.correct;
   EpochStats stats;
   stats.epoch_seconds = seconds_since(start);
   if (auto warning = overflow_.poll()) observer.on_warning(*warning);
@@ -146,19 +152,18 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   return stats;
 }
 
-Trainer::StepResult Trainer::step(const data::Batch& batch) {
+void Trainer::step(const data::Batch& batch) {
   // O1's half copies of the weights are valid for one step: the update changes the weights.
   nn::clear_weight_cast_cache();
   const Tensor labels = to_device(batch.labels);
   const Tensor logits = forward(to_device(batch.images));
-  const std::int64_t correct = count_correct(logits, labels);
   const SoftmaxCrossEntropyResult result = loss(logits, labels);
+  add_to_step_tally(tally_, result.loss, logits, labels);
   backward(result, labels, logits.dtype());
   if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
   nn::clear_weight_cast_cache();
   ++steps_;
-  return {read_scalar(result.loss), correct};
 }
 
 Tensor Trainer::forward(const Tensor& images) {

@@ -51,9 +51,11 @@ class TrainObserver {
  public:
   virtual ~TrainObserver() = default;
   virtual void on_epoch_begin(std::int64_t /*epoch*/, std::int64_t /*batches*/) {}
-  // After each step: batches and images done in this epoch, their mean loss, seconds so far.
-  virtual void on_step(std::int64_t /*batches*/, std::int64_t /*images*/, double /*mean_loss*/,
-                       double /*seconds*/) {}
+  // After each step: batches and images done in this epoch and seconds so far. The epoch's
+  // mean loss lives on the training device: `mean_loss()` reads it (and waits for the device),
+  // so call it only when the figure will be shown.
+  virtual void on_step(std::int64_t /*batches*/, std::int64_t /*images*/, double /*seconds*/,
+                       const std::function<double()>& /*mean_loss*/) {}
   virtual void on_epoch_end(const EpochStats& /*stats*/) {}
   // A rate-limited warning (gradient overflow); the default prints it to standard error.
   virtual void on_warning(const std::string& message);
@@ -105,7 +107,10 @@ class Trainer {
   bool stopped() const { return stopped_; }
   const TrainOptions& options() const { return options_; }
   amp::MixedPrecision& precision() { return *precision_; }
-  const EpochProgress& epoch_progress() const { return progress_; }
+  // The epoch in progress, its sums read from the device (a wait for the device).
+  EpochProgress epoch_progress();
+  // Steps taken in the epoch in progress; known on the host, no wait.
+  std::int64_t epoch_batches_done() const { return progress_.batches; }
   // Batches of the epoch in progress, counting those done before a resume.
   std::int64_t epoch_batches() const { return epoch_batches_; }
   // Puts the trainer where a checkpoint left off: `epochs_done` complete epochs, `steps`
@@ -113,12 +118,7 @@ class Trainer {
   void set_position(std::int64_t epochs_done, std::int64_t steps, const EpochProgress& progress);
 
  private:
-  struct StepResult {
-    double loss = 0;
-    std::int64_t correct = 0;
-  };
-
-  StepResult step(const data::Batch& batch);
+  void step(const data::Batch& batch);
   Tensor forward(const Tensor& images);
   SoftmaxCrossEntropyResult loss(const Tensor& logits, const Tensor& labels);
   void backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels, DType logits_dtype);
@@ -137,7 +137,9 @@ class Trainer {
   std::int64_t steps_ = 0;
   std::int64_t epochs_done_ = 0;
   double last_test_acc_ = 0;
+  // Batches and images on the host; loss_sum and correct are in tally_ during an epoch.
   EpochProgress progress_;
+  Tensor tally_;  // core/ops/step_tally.h, on the training device
   std::int64_t epoch_batches_ = 0;
   StopHook step_hook_;
   StopHook epoch_hook_;

@@ -5,6 +5,7 @@
 
 #include "core/backend.h"
 #include "core/half.h"
+#include "core/host_reads.h"
 
 namespace alloy {
 
@@ -113,6 +114,7 @@ Tensor Tensor::clone(MemoryCategory category) const {
 
 std::vector<float> Tensor::to_floats() const {
   ALLOY_CHECK(device().is_cpu(), "to_floats() needs a host tensor, got ", str());
+  note_host_read();
   std::vector<float> values(static_cast<std::size_t>(numel_));
   const void* source = raw();
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -180,6 +182,7 @@ void Tensor::copy_from(const Tensor& source) {
     std::memcpy(raw(), source.raw(), nbytes());
     return;
   }
+  if (device().is_cpu()) note_host_read();
   cuda_copy_bytes(raw(), device(), source.raw(), source.device(), nbytes());
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/host_reads.h"
 #include "core/ops/dispatch.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -130,6 +131,7 @@ std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
       std::memcpy(&correct, host.raw(), sizeof correct);
       return static_cast<std::int64_t>(correct);
     });
+  note_host_read();  // on a device, the copy above counted itself
   return cpu::count_correct(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
                             logits.dim(0), classes);
 }

@@ -1,0 +1,71 @@
+#include "core/ops/step_tally.h"
+
+#include <cstring>
+
+#include "core/host_reads.h"
+#include "core/ops/dispatch.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/step_tally.h"
+#endif
+
+namespace alloy {
+
+namespace {
+
+void check_tally(const char* op, const Tensor& tally) {
+  check_dtype(op, "tally", tally, DType::i32);
+  check_shape(op, "tally", tally, {4});
+}
+
+}  // namespace
+
+Tensor make_step_tally(Device device, const StepTally& value) {
+  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
+  std::memcpy(host.raw(), &value, sizeof value);
+  if (device.is_cpu()) return host;
+  Tensor tally = Tensor::empty({4}, DType::i32, device, MemoryCategory::workspace);
+  tally.copy_from(host);
+  return tally;
+}
+
+void add_to_step_tally(Tensor& tally, const Tensor& loss, const Tensor& logits,
+                       const Tensor& labels) {
+  constexpr const char* op = "add_to_step_tally";
+  const Device device = common_device(op, {&tally, &loss, &logits, &labels});
+  check_tally(op, tally);
+  check_dtype(op, "loss", loss, DType::f32);
+  check_shape(op, "loss", loss, {1});
+  check_floating(op, "logits", logits);
+  check_rank(op, "logits", logits, 2);
+  check_dtype(op, "labels", labels, DType::i32);
+  check_shape(op, "labels", labels, {logits.dim(0)});
+  auto* value = static_cast<StepTally*>(tally.raw());
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::add_to_step_tally(
+          &value->loss_sum, reinterpret_cast<unsigned long long*>(&value->correct),
+          loss.data<float>(), logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
+          logits.dim(0), logits.dim(1), cuda::stream_of(device));
+      return;
+    });
+  cpu::add_to_step_tally(value, loss.data<float>(), logits.raw(), logits.dtype(),
+                         labels.data<std::int32_t>(), logits.dim(0), logits.dim(1));
+}
+
+StepTally read_step_tally(const Tensor& tally) {
+  check_tally("read_step_tally", tally);
+  StepTally value;
+  if (tally.device().is_cpu()) {
+    note_host_read();  // a copy from a device counts itself
+    std::memcpy(&value, tally.raw(), sizeof value);
+    return value;
+  }
+  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
+  host.copy_from(tally);
+  std::memcpy(&value, host.raw(), sizeof value);
+  return value;
+}
+
+}  // namespace alloy
