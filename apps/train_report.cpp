@@ -5,6 +5,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/version.h"
+#include "core/ops/cpu/blas_core.h"
 
 namespace alloy::app {
 
@@ -56,6 +57,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("epochs", o.epochs)
       .add("seed", o.seed)
       .add("threads", o.threads)
+      .add("blas_core", cpu::blas_core())
       .add("parameters", parameters)
       .add("version", version_string());
   log_->write(event);
