@@ -56,6 +56,8 @@ packages=(
   python3-numpy              # tools/ scripts
   gzip
   clang-format               # the style_format test (tools/style/check_format.sh)
+  clang                      # tools/fuzz/run.sh: libFuzzer with AddressSanitizer and UBSan
+  libclang-rt-14-dev         #   (their runtimes)
 )
 if [[ "$with_torch" == 1 ]]; then
   packages+=(python3-torch)  # the PyTorch baseline of tools/bench (large)

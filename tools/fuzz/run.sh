@@ -4,13 +4,18 @@
 # tests/data/checkpoint_corpus/fuzz-crash-*.ckpt for ctest to replay once fixed.
 #
 #   tools/fuzz/run.sh [SECONDS]      default 300
+#   tools/fuzz/run.sh --ci           a fixed seed and input count: the same inputs every run,
+#                                    so CI fails only when the code changes (about 30 s)
 #
 # Environment: ALLOY_FUZZ_BUILD_DIR (default build-fuzz), ALLOY_JOBS (default: all cores).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seconds="${1:-300}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
-  echo "run.sh: SECONDS must be a positive whole number, got '$seconds'" >&2
+limits=(-max_total_time="$seconds")
+if [[ "$seconds" == --ci ]]; then
+  limits=(-seed=1 -runs=300000)
+elif ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
+  echo "run.sh: SECONDS must be a positive whole number or --ci, got '$seconds'" >&2
   exit 2
 fi
 build_dir="${ALLOY_FUZZ_BUILD_DIR:-$here/build-fuzz}"
@@ -28,7 +33,7 @@ trap 'rm -rf "$work"' EXIT
 cp "$corpus"/* "$work/"
 mkdir "$work/artifacts"
 status=0
-"$build_dir/bin/checkpoint_reader_fuzz" "$work" -max_total_time="$seconds" -rss_limit_mb=2048 \
+"$build_dir/bin/checkpoint_reader_fuzz" "$work" "${limits[@]}" -rss_limit_mb=2048 \
   -print_final_stats=1 -artifact_prefix="$work/artifacts/" || status=$?
 shopt -s nullglob
 crashes=("$work"/artifacts/*)
@@ -41,4 +46,4 @@ if ((status != 0 || ${#crashes[@]})); then
   echo "run.sh: the fuzzer failed (status $status, ${#crashes[@]} inputs saved)" >&2
   exit 1
 fi
-echo "run.sh: no crash in $seconds s" >&2
+echo "run.sh: no crash (${limits[*]})" >&2
