@@ -72,4 +72,15 @@ Allocator& allocator_for(Device device);
 // Shorthand for allocator_for(device).stats().
 MemoryStats& memory_stats(Device device);
 
+// The host allocator's block cache (blocks of 64 KiB and more are reused by size; smaller ones
+// go back to malloc). The memory statistics above count what callers hold, not the cache.
+struct HostCacheStatistics {
+  std::uint64_t system_allocations = 0;  // blocks taken from the system allocator
+  std::uint64_t reuses = 0;              // requests served from the cache
+  std::size_t cached_bytes = 0;          // held in the cache now, free for reuse
+};
+HostCacheStatistics host_cache_statistics();
+// Returns every cached block to the system.
+void release_host_cache();
+
 }  // namespace alloy

@@ -10,8 +10,8 @@
 #include "core/backend.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
-#include "core/cuda/forever.h"
 #include "core/cuda/handles.h"
+#include "core/forever.h"
 
 namespace alloy::cuda {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/backend.h"
-#include "core/cuda/forever.h"
+#include "core/forever.h"
 
 namespace alloy::cuda {
 

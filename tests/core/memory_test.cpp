@@ -108,6 +108,43 @@ BOOST_AUTO_TEST_CASE(the_cpu_allocator_accounts_tensors) {
   BOOST_TEST((allocator_for(Device::cpu()).device() == Device::cpu()));
 }
 
+BOOST_AUTO_TEST_CASE(large_host_blocks_are_reused_by_size_and_small_ones_are_not) {
+  release_host_cache();
+  const HostCacheStatistics start = host_cache_statistics();
+  BOOST_TEST(start.cached_bytes == 0u);
+  const void* first = nullptr;
+  {
+    const Tensor large = Tensor::empty({100000}, DType::f32, Device::cpu(),
+                                       MemoryCategory::activations);  // 400,000 bytes
+    first = large.raw();
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(first) % 64 == 0u);
+  }
+  const HostCacheStatistics freed = host_cache_statistics();
+  BOOST_TEST(freed.system_allocations == start.system_allocations + 1);
+  BOOST_TEST(freed.cached_bytes == 401408u);  // rounded up to whole 4 KiB pages
+  {
+    // The same size, as the next training step asks for: the same block, no new memory.
+    const Tensor again =
+        Tensor::empty({100000}, DType::f32, Device::cpu(), MemoryCategory::gradients);
+    BOOST_TEST(again.raw() == first);
+    const HostCacheStatistics reused = host_cache_statistics();
+    BOOST_TEST(reused.system_allocations == freed.system_allocations);
+    BOOST_TEST(reused.reuses == freed.reuses + 1);
+    BOOST_TEST(reused.cached_bytes == 0u);
+    // The accounting counts what tensors hold, not what the cache keeps.
+    BOOST_TEST(memory_stats(Device::cpu())
+                   .snapshot()
+                   .current[static_cast<int>(MemoryCategory::gradients)] >= 400000);
+  }
+  {
+    const Tensor small = Tensor::empty({1000}, DType::f32, Device::cpu(), MemoryCategory::data);
+    (void)small;
+  }
+  BOOST_TEST(host_cache_statistics().cached_bytes == 401408u);  // the small block went back
+  release_host_cache();
+  BOOST_TEST(host_cache_statistics().cached_bytes == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(category_names) {
   BOOST_TEST(std::string(memory_category_name(MemoryCategory::master_parameters)) ==
              "master_parameters");

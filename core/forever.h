@@ -1,13 +1,13 @@
-// Process-lifetime objects that are never destroyed. The CUDA backend's allocators and
+// Process-lifetime objects that are never destroyed. Allocators (host and CUDA) and CUDA
 // contexts must outlive every tensor, including tensors in static storage destroyed at exit in
 // an order no one controls; and destroying cuBLAS/cuDNN handles or freeing memory after the
-// driver has begun its own teardown can crash. The driver reclaims everything at exit anyway.
+// driver has begun its own teardown can crash. The system reclaims everything at exit anyway.
 #pragma once
 
 #include <new>
 #include <utility>
 
-namespace alloy::cuda {
+namespace alloy {
 
 template <class T>
 class Forever {
@@ -25,4 +25,4 @@ class Forever {
   alignas(T) unsigned char storage_[sizeof(T)];
 };
 
-}  // namespace alloy::cuda
+}  // namespace alloy
