@@ -21,6 +21,19 @@ Tensor random_labels(std::int64_t rows, std::int64_t classes, Generator& generat
   return Tensor::from_floats({rows}, values, DType::i32);
 }
 
+// A random batch and its mean loss.
+struct Batch {
+  Tensor logits, labels, loss;
+};
+
+Batch random_batch(std::int64_t rows, std::int64_t classes, DType dtype, Generator& generator) {
+  Batch batch;
+  batch.logits = test::random_tensor({rows, classes}, dtype, generator);
+  batch.labels = random_labels(rows, classes, generator);
+  batch.loss = softmax_cross_entropy_forward(batch.logits, batch.labels).loss;
+  return batch;
+}
+
 std::uint64_t bits(double value) {
   std::uint64_t out = 0;
   std::memcpy(&out, &value, sizeof out);
@@ -59,12 +72,10 @@ BOOST_AUTO_TEST_CASE(sums_like_the_host_step_after_step) {
 BOOST_AUTO_TEST_CASE(adding_reads_nothing_back_and_reading_counts_once) {
   Generator generator(9);
   Tensor tally = make_step_tally(Device::cpu());
-  const Tensor logits = test::random_tensor({8, 4}, DType::f16, generator);
-  const Tensor labels = random_labels(8, 4, generator);
-  const Tensor loss = softmax_cross_entropy_forward(logits, labels).loss;
+  const Batch batch = random_batch(8, 4, DType::f16, generator);
   const std::uint64_t before = host_read_count();
   for (int i = 0; i < 5; ++i)
-    add_to_step_tally(tally, loss, logits, labels);
+    add_to_step_tally(tally, batch.loss, batch.logits, batch.labels);
   BOOST_TEST(host_read_count() == before);
   read_step_tally(tally);
   BOOST_TEST(host_read_count() == before + 1);
@@ -73,9 +84,7 @@ BOOST_AUTO_TEST_CASE(adding_reads_nothing_back_and_reading_counts_once) {
 BOOST_AUTO_TEST_CASE(wrong_inputs_name_the_problem) {
   Generator generator(3);
   Tensor tally = make_step_tally(Device::cpu());
-  const Tensor logits = test::random_tensor({4, 3}, DType::f32, generator);
-  const Tensor labels = random_labels(4, 3, generator);
-  const Tensor loss = softmax_cross_entropy_forward(logits, labels).loss;
+  const auto [logits, labels, loss] = random_batch(4, 3, DType::f32, generator);
   Tensor small = Tensor::zeros({2}, DType::i32);
   const auto names = [](const char* text) {
     return [text](const Error& error) {
