@@ -10,6 +10,24 @@
 #include "core/error.h"
 #include "core/forever.h"
 
+// AddressSanitizer sees a cached block as live memory; poisoning it while it waits in the cache
+// keeps use-after-free of large tensors detectable in sanitizer builds.
+#if defined(__SANITIZE_ADDRESS__)
+#define ALLOY_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ALLOY_ASAN 1
+#endif
+#endif
+#ifdef ALLOY_ASAN
+#include <sanitizer/asan_interface.h>
+#define ALLOY_POISON(pointer, size) ASAN_POISON_MEMORY_REGION(pointer, size)
+#define ALLOY_UNPOISON(pointer, size) ASAN_UNPOISON_MEMORY_REGION(pointer, size)
+#else
+#define ALLOY_POISON(pointer, size) ((void)(pointer), (void)(size))
+#define ALLOY_UNPOISON(pointer, size) ((void)(pointer), (void)(size))
+#endif
+
 namespace alloy {
 
 const char* memory_category_name(MemoryCategory category) {
@@ -103,6 +121,7 @@ class CpuAllocator final : public Allocator {
       std::free(pointer);
       return;
     }
+    ALLOY_POISON(pointer, size);
     std::lock_guard<std::mutex> lock(mutex_);
     free_blocks_[size].push_back(pointer);
     statistics_.cached_bytes += size;
@@ -118,8 +137,10 @@ class CpuAllocator final : public Allocator {
   void release_cached() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [size, blocks] : free_blocks_) {
-      for (void* block : blocks)
+      for (void* block : blocks) {
+        ALLOY_UNPOISON(block, size);
         std::free(block);
+      }
     }
     free_blocks_.clear();
     statistics_.cached_bytes = 0;
@@ -134,6 +155,7 @@ class CpuAllocator final : public Allocator {
     found->second.pop_back();
     statistics_.cached_bytes -= size;
     ++statistics_.reuses;
+    ALLOY_UNPOISON(pointer, size);
     return pointer;
   }
 
