@@ -139,6 +139,19 @@ std::vector<float> Tensor::to_floats() const {
   return values;
 }
 
+namespace {
+
+// Integer dtypes truncate toward zero; a value whose truncation falls outside [low, high]
+// (or NaN) has no integer to become, and converting it would be undefined behaviour.
+void check_integer_range(float value, std::size_t index, double low, double high,
+                         const Tensor& target) {
+  const double wide = value;
+  ALLOY_CHECK(wide > low - 1.0 && wide < high + 1.0, "copy of value ", value, " (element ", index,
+              ") into ", target.str(), ": outside [", low, ", ", high, "]");
+}
+
+}  // namespace
+
 void Tensor::copy_from_floats(const std::vector<float>& values) {
   ALLOY_CHECK(device().is_cpu(), "copy_from_floats() needs a host tensor, got ", str());
   ALLOY_CHECK(static_cast<std::int64_t>(values.size()) == numel_, "copy of ", values.size(),
@@ -156,9 +169,11 @@ void Tensor::copy_from_floats(const std::vector<float>& values) {
         static_cast<std::uint16_t*>(target)[i] = float_to_bf16_bits(values[i]);
         break;
       case DType::u8:
+        check_integer_range(values[i], i, 0.0, 255.0, *this);
         static_cast<std::uint8_t*>(target)[i] = static_cast<std::uint8_t>(values[i]);
         break;
       case DType::i32:
+        check_integer_range(values[i], i, -2147483648.0, 2147483647.0, *this);
         static_cast<std::int32_t*>(target)[i] = static_cast<std::int32_t>(values[i]);
         break;
     }

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -43,20 +44,19 @@ BOOST_AUTO_TEST_CASE(shape_size_and_description) {
 }
 
 BOOST_AUTO_TEST_CASE(values_round_trip_through_every_dtype) {
-  const std::vector<float> values = {0.0f, -1.5f, 3.0f, 1e-3f, 100.0f, 7.0f};
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16, DType::u8, DType::i32}) {
+    const std::vector<float> values = {0.0f, dtype == DType::u8 ? 0.0f : -1.5f, 3.0f, 1e-3f, 100.0f,
+                                       7.0f};
     const Tensor t = Tensor::from_floats({2, 3}, values, dtype);
     const std::vector<float> back = t.to_floats();
     for (std::size_t i = 0; i < values.size(); ++i) {
       float expected = values[i];
       if (dtype == DType::f16) expected = round_to_half(expected);
       if (dtype == DType::bf16) expected = round_to_bf16(expected);
-      // Integer dtypes truncate toward zero; -1.5 is outside u8 and left out.
+      // Integer dtypes truncate toward zero (-1.5 -> -1 in i32; 0 for u8, where -1.5 is
+      // replaced by 0 below, since it does not fit).
       if (dtype == DType::i32) expected = static_cast<float>(static_cast<std::int32_t>(expected));
-      if (dtype == DType::u8) {
-        if (values[i] < 0.0f) continue;
-        expected = static_cast<float>(static_cast<std::uint8_t>(expected));
-      }
+      if (dtype == DType::u8) expected = static_cast<float>(static_cast<std::uint8_t>(expected));
       BOOST_TEST(back[i] == expected, dtype_name(dtype) << " element " << i);
     }
   }
@@ -65,6 +65,19 @@ BOOST_AUTO_TEST_CASE(values_round_trip_through_every_dtype) {
   BOOST_TEST(h.half_data()[0] == 0x3c00);
   BOOST_TEST(h.half_data()[1] == 0x7c00);
   BOOST_CHECK_THROW(Tensor::from_floats({3}, {1.0f, 2.0f}), Error);
+}
+
+BOOST_AUTO_TEST_CASE(values_an_integer_dtype_cannot_hold_are_errors) {
+  // Truncation toward zero keeps (-1, 256) in u8; beyond it the conversion would be undefined.
+  BOOST_TEST(Tensor::from_floats({2}, {-0.5f, 255.9f}, DType::u8).to_floats()[1] == 255.0f);
+  BOOST_CHECK_THROW(Tensor::from_floats({1}, {-1.5f}, DType::u8), Error);
+  BOOST_CHECK_THROW(Tensor::from_floats({1}, {256.0f}, DType::u8), Error);
+  BOOST_CHECK_THROW(Tensor::from_floats({1}, {3e9f}, DType::i32), Error);
+  BOOST_CHECK_THROW(Tensor::from_floats({1}, {std::nanf("")}, DType::i32), Error);
+  BOOST_CHECK_EXCEPTION(
+      Tensor::from_floats({2}, {1.0f, -7.0f}, DType::u8), Error, [](const Error& error) {
+        return std::string(error.what()).find("-7 (element 1)") != std::string::npos;
+      });
 }
 
 BOOST_AUTO_TEST_CASE(typed_access_checks_the_dtype) {
