@@ -9,6 +9,10 @@
 #include "parallel/gloo_process_group.h"
 #include "parallel/launcher.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "parallel/nccl_process_group.h"
+#endif
+
 namespace alloy::app {
 
 parallel::Rendezvous resolve_train_rendezvous(const TrainOptions& options) {
@@ -21,12 +25,42 @@ parallel::Rendezvous resolve_train_rendezvous(const TrainOptions& options) {
   return parallel::resolve_rendezvous(flags, parallel::process_environment());
 }
 
+bool joins_process_group(const TrainOptions& options, const parallel::Rendezvous& placement) {
+  return placement.distributed() || options.was_given("dist-backend");
+}
+
 void check_distributed_options(const TrainOptions& options, const parallel::Rendezvous& placement) {
   parallel::local_batch_size(options.batch_size, placement.world_size);
+  // A named device (cuda:N) is every local rank's; cuda and auto give each its own.
+  const bool named_device = options.device.rfind("cuda:", 0) == 0;
+  const bool nccl =
+      options.was_given("dist-backend") ? options.dist_backend == "nccl" : named_device;
+  if (nccl && named_device && placement.local_world_size > 1) {
+    usage_fail("NCCL does not support two ranks on one device (", options.device, "): --device ",
+               options.device, " puts all ", placement.local_world_size,
+               " ranks of this node on it",
+               options.was_given("dist-backend") ? "" : " and nccl is the default backend on a GPU",
+               "; use --dist-backend gloo to share it, or --device cuda for one GPU per rank");
+  }
+}
+
+std::string dist_backend(const TrainOptions& options, const DeviceChoice& device) {
+  if (!options.was_given("dist-backend")) return device.device.is_cuda() ? "nccl" : "gloo";
+  if (options.dist_backend == "nccl" && device.device.is_cpu()) {
+    fail("--dist-backend nccl reduces GPU tensors, but this run is on the CPU (",
+         device.explanation, "); use --dist-backend gloo");
+  }
+  return options.dist_backend;
 }
 
 void run_launcher(const TrainOptions& options, const parallel::Rendezvous& placement,
                   const std::vector<std::string>& args) {
+  // The last worker has the highest local rank: if its device is there, all of theirs are.
+  parallel::Rendezvous last = placement;
+  last.local_rank = placement.local_workers - 1;
+  const CudaDevices cuda = options.device == "cpu" ? CudaDevices{} : probe_cuda_devices();
+  dist_backend(options, choose_device(options.device, last, cuda));  // throws what a worker would
+
   std::vector<std::string> worker_args{"train"};
   worker_args.insert(worker_args.end(), args.begin(), args.end());
   if (!options.was_given("threads")) {
@@ -45,14 +79,8 @@ void run_launcher(const TrainOptions& options, const parallel::Rendezvous& place
 }
 
 std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rendezvous& placement,
-                                                           const std::string& device) {
-  if (device != "cpu") {
-    // parallel/nccl_process_group is there, but the GPU side of the buckets (device staging
-    // buffers and scaling kernels on the communication stream) is not.
-    fail("rank ", placement.rank, " of ", placement.world_size, " (", placement.source,
-         "): data-parallel training on ", device,
-         " is not available yet: gradient buckets on the GPU have not landed; add --device cpu");
-  }
+                                                           const Device& device,
+                                                           const std::string& backend) {
   parallel::ProcessGroupOptions group_options;
   group_options.timeout = kCollectiveTimeout;
   if (const char* text = std::getenv("ALLOY_COLLECTIVE_TIMEOUT")) {
@@ -63,9 +91,21 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
     }
     group_options.timeout = std::chrono::seconds(seconds);
   }
-  return std::make_unique<parallel::GlooProcessGroup>(placement.rank, placement.world_size,
+  if (backend == "gloo") {
+    return std::make_unique<parallel::GlooProcessGroup>(placement.rank, placement.world_size,
+                                                        placement.master_addr,
+                                                        placement.master_port, group_options);
+  }
+  ALLOY_CHECK(backend == "nccl", "join_process_group: unknown backend '", backend, "'");
+#ifdef ALLOY_HAVE_CUDA
+  return std::make_unique<parallel::NcclProcessGroup>(placement.rank, placement.world_size,
                                                       placement.master_addr, placement.master_port,
-                                                      group_options);
+                                                      device, group_options);
+#else
+  fail("rank ", placement.rank, " of ", placement.world_size, ": --dist-backend nccl on ",
+       device.str(), " needs NCCL, and this build has no CUDA backend (configure with ",
+       "-DALLOY_CUDA=ON); use --dist-backend gloo");
+#endif
 }
 
 DataParallel::DataParallel(parallel::ProcessGroup& group, nn::Module& model,

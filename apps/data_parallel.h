@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "amp/mixed_precision.h"
+#include "apps/device_choice.h"
 #include "apps/train_options.h"
 #include "core/data/sampler.h"
 #include "core/nn/module.h"
@@ -27,24 +28,38 @@ namespace alloy::app {
 // Usage errors name the flag or variable.
 parallel::Rendezvous resolve_train_rendezvous(const TrainOptions& options);
 
-// Checks what a distributed run needs before any process starts: the global batch divides
-// evenly among the ranks (a UsageError saying so otherwise).
+// Whether this process trains as a rank of a process group: a world of several ranks, or a
+// world of one with --dist-backend given (DDP at world size 1, bit for bit the single process).
+bool joins_process_group(const TrainOptions& options, const parallel::Rendezvous& placement);
+
+// Checks what a distributed run needs before any process starts, from the flags alone, each a
+// UsageError saying why: the global batch divides evenly among the ranks, and NCCL is not asked
+// to put several ranks of this node on one named device (--device cuda:N with --gpus 2).
 void check_distributed_options(const TrainOptions& options, const parallel::Rendezvous& placement);
 
-// The launcher: starts placement.local_workers copies of this program with `args` (the words
-// after `alloy train`), each told its rank through the environment and, when --threads was
-// not given, given an equal share of this process's cores. Waits for all of them; when one
+// The collective backend of a rank on `device`: --dist-backend, else nccl on a CUDA device and
+// gloo on the CPU. Throws Error for nccl on the CPU that --device auto fell back to.
+std::string dist_backend(const TrainOptions& options, const DeviceChoice& device);
+
+// The launcher: first checks on this machine the device and backend its last worker would
+// take (so that a missing GPU or too few of them is one error from the launcher, before any
+// worker starts), then starts placement.local_workers copies of this program with `args` (the
+// words after `alloy train`), each told its rank through the environment and, when --threads
+// was not given, given an equal share of this process's cores. Waits for all of them; when one
 // fails, the others are stopped and this throws an Error naming the rank that failed (a
 // UsageError when that rank reported a usage error).
 void run_launcher(const TrainOptions& options, const parallel::Rendezvous& placement,
                   const std::vector<std::string>& args);
 
-// Joins the job's process group (Gloo on the CPU). Its operations (and the wait for every rank
-// to join) time out after kCollectiveTimeout, so a stalled peer is reported within a minute;
-// the environment variable ALLOY_COLLECTIVE_TIMEOUT (seconds) overrides it.
+// Joins the job's process group: `backend` gloo (CPU tensors, or CUDA buckets staged through
+// pinned host memory) or nccl (CUDA tensors on `device`; only in a build with the CUDA
+// backend). Its operations (and the wait for every rank to join) time out after
+// kCollectiveTimeout, so a stalled peer is reported within a minute; the environment variable
+// ALLOY_COLLECTIVE_TIMEOUT (seconds) overrides it.
 inline constexpr std::chrono::seconds kCollectiveTimeout{45};
 std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rendezvous& placement,
-                                                           const std::string& device);
+                                                           const Device& device,
+                                                           const std::string& backend);
 
 // One replica of a data-parallel job. Built by Trainer::join_data_parallel: takes rank 0's
 // weights (model parameters, buffers and fp32 masters) and reduces gradients after backward.

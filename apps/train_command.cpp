@@ -49,17 +49,27 @@ int run_train(const std::vector<std::string>& args) {
   check_train_features_available(options);
   // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
   const parallel::Rendezvous placement = resolve_train_rendezvous(options);
-  if (placement.distributed()) check_distributed_options(options, placement);
+  const bool data_parallel = joins_process_group(options, placement);
+  if (data_parallel) check_distributed_options(options, placement);
   if (placement.is_launcher()) {
     run_launcher(options, placement, args);
     return kExitSuccess;
   }
   set_cpu_threads(options.threads);
-  const DeviceChoice device = choose_device(options.device);
+  // The rank's GPU is current before the process group or anything else creates CUDA state.
+  const DeviceChoice device = choose_device(options.device, placement, probe_cuda_devices());
+  make_current(device.device);
   std::unique_ptr<parallel::ProcessGroup> group;
-  if (placement.distributed()) group = join_process_group(placement, device.device.str());
+  if (data_parallel) {
+    options.dist_backend = dist_backend(options, device);  // resolved, for the log
+    group = join_process_group(placement, device.device, options.dist_backend);
+  }
   const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
-  if (rank0) std::cerr << "alloy: " << device.explanation << std::endl;
+  if (rank0) {
+    std::cerr << "alloy: " << device.explanation;
+    if (group) std::cerr << "; " << options.dist_backend << " over " << group->size() << " rank(s)";
+    std::cerr << std::endl;
+  }
 
   std::optional<TrainReport> report;
   if (rank0) report.emplace(options);

@@ -16,6 +16,7 @@ namespace {
 
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
 constexpr int kMaxThreads = 1024;
 
 std::string join(const std::vector<std::string>& words) {
@@ -142,6 +143,13 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   if (o.master_port < 1 || o.master_port > 65535) {
     usage_fail("--master-port must be in [1, 65535], got ", o.master_port);
   }
+  if (o.was_given("dist-backend")) {
+    check_choice("--dist-backend", o.dist_backend, kDistBackends);
+    if (o.dist_backend == "nccl" && o.device == "cpu") {
+      usage_fail("--dist-backend nccl reduces GPU tensors and cannot run with --device cpu; use ",
+                 "--dist-backend gloo on the CPU");
+    }
+  }
   if (o.was_given("log-json") && o.log_json.empty()) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
@@ -227,7 +235,11 @@ po::options_description train_options_description(TrainOptions& o) {
                              ->default_value(false, "false")
                              ->implicit_value(true, "true")
                              ->value_name("BOOL"),
-                         "reduce gradients in fp32 instead of the half type");
+                         "reduce gradients in fp32 instead of the half type")(
+      "dist-backend", value(&o.dist_backend)->value_name("nccl|gloo"),
+      "collectives: nccl (GPU tensors, one rank per device) or gloo (CPU, or GPU buckets "
+      "staged through host memory; ranks may share a device). Default: nccl on a CUDA device, "
+      "gloo on the CPU. Given, a world of one rank joins a process group too");
 
   auto output = make_group("Output");
   output.add_options()(

@@ -60,6 +60,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("blas_core", cpu::blas_core())
       .add("parameters", parameters)
       .add("version", version_string());
+  if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
   log_->write(event);
 }
 
@@ -113,7 +114,7 @@ void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests)
       .add("step", trainer.steps())
       .add("test_acc", trainer.last_test_acc())
       .add("params_digest", digest);
-  if (digests.size() > 1) {
+  if (trainer.data_parallel()) {
     event.add("world_size", static_cast<std::int64_t>(digests.size()))
         .add("params_digests", digests);
   }

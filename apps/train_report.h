@@ -24,7 +24,8 @@ class TrainReport : public TrainObserver {
                const std::function<double()>& mean_loss) override;
   void on_epoch_end(const EpochStats& stats) override;
   // `digests`: every rank's params digest, by rank, in a data-parallel run (the end event
-  // then carries world_size and params_digests); empty for a single process.
+  // then carries world_size and params_digests, at world size 1 too); empty for a single
+  // process. The start event of a data-parallel run names its dist_backend.
   void end(Trainer& trainer, const std::vector<std::string>& digests = {});
   // A checkpoint was written: the JSON log's checkpoint event, and a line for people when no
   // progress bar is being drawn.

@@ -19,14 +19,16 @@ struct Style {
   const char* rank;
   const char* size;
   const char* local_rank;
+  const char* local_size;
 };
 
-constexpr Style kTorchrun{"torchrun (RANK, WORLD_SIZE)", "RANK", "WORLD_SIZE", "LOCAL_RANK"};
+constexpr Style kTorchrun{"torchrun (RANK, WORLD_SIZE)", "RANK", "WORLD_SIZE", "LOCAL_RANK",
+                          "LOCAL_WORLD_SIZE"};
 constexpr Style kStyles[] = {
     kTorchrun,
     {"mpirun (OMPI_COMM_WORLD_*)", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"srun (SLURM_*)", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+     "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {"srun (SLURM_*)", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
 const std::string* lookup(const Environment& environment, const char* name) {
@@ -68,6 +70,16 @@ std::optional<Rendezvous> from_style(const Style& style, const Environment& envi
       usage_fail(style.local_rank, "=", placement.local_rank, " must not be negative");
     }
   }
+  if (const std::string* local_size = lookup(environment, style.local_size)) {
+    placement.local_world_size = parse_int(style.local_size, *local_size);
+    if (placement.local_world_size < 1) {
+      usage_fail(style.local_size, "=", placement.local_world_size, " must be at least 1");
+    }
+    if (placement.local_rank >= placement.local_world_size) {
+      usage_fail(style.local_rank, "=", placement.local_rank, " must be below ", style.local_size,
+                 "=", placement.local_world_size);
+    }
+  }
   return placement;
 }
 
@@ -85,6 +97,7 @@ Rendezvous from_flags(const RendezvousFlags& flags) {
   placement.source = "--nodes/--gpus/--nr";
   placement.world_size = nodes * gpus;
   placement.rank = nr * gpus;
+  placement.local_world_size = gpus;
   // One local process needs no launcher: this process is rank nr itself.
   if (gpus > 1) placement.local_workers = gpus;
   return placement;

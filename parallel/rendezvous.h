@@ -4,10 +4,14 @@
 //      a worker it started, which sees the launcher's flags again and must not relaunch;
 //   2. the flags --nodes N --gpus G --nr R: global rank = R*G + local rank, world = N*G; with
 //      G > 1 this process is the launcher of G local workers;
-//   3. torchrun: RANK, WORLD_SIZE, LOCAL_RANK;
-//   4. mpirun (Open MPI): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK;
-//   5. srun (Slurm): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID;
+//   3. torchrun: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE;
+//   4. mpirun (Open MPI): OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK,
+//      OMPI_COMM_WORLD_LOCAL_SIZE;
+//   5. srun (Slurm): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (set only
+//      with --ntasks-per-node);
 //   6. none of these: a single process.
+// The local rank picks this process's GPU (cuda:LOCAL_RANK, apps/device_choice.h); the local
+// world size tells whether several ranks would share one explicitly named device.
 // The master is --master-addr/--master-port, else MASTER_ADDR/MASTER_PORT, else
 // 127.0.0.1:29500. Invalid values are alloy::UsageError naming the flag or variable.
 #pragma once
@@ -39,6 +43,8 @@ struct Rendezvous {
   int rank = 0;  // a launcher: the global rank of its first worker
   int world_size = 1;
   int local_rank = 0;
+  // The ranks of this job on this node, where the launcher says (0: it does not).
+  int local_world_size = 0;
   // More than zero: this process is a launcher that starts this many workers on this node,
   // with global ranks rank .. rank + local_workers - 1, and takes no rank itself.
   int local_workers = 0;

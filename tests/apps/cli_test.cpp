@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "tests/support/process.h"
 
 using namespace alloy::test;
@@ -192,6 +193,43 @@ BOOST_AUTO_TEST_CASE(stray_words_and_commands) {
   const ProcessResult bare = run_alloy({});
   BOOST_TEST(bare.exit_code == kUsage);
   BOOST_TEST(bare.errors.find("Usage: alloy") != std::string::npos, bare.errors);
+}
+
+// Data parallelism on GPUs: the launcher answers before it starts any worker.
+BOOST_AUTO_TEST_CASE(dist_backend_and_device) {
+  check_error(train({"--dist-backend", "mpi"}), kUsage, {"--dist-backend 'mpi'", "nccl or gloo"});
+  check_error(train({"--dist-backend", "nccl", "--device", "cpu"}), kUsage,
+              {"--dist-backend nccl reduces GPU tensors", "--device cpu", "--dist-backend gloo"});
+  check_error(train({"--dist-backend", "nccl", "--device", "cuda:0", "--gpus", "2"}), kUsage,
+              {"NCCL does not support two ranks on one device (cuda:0)", "--dist-backend gloo"});
+  check_error(train({"--device", "cuda:1", "--gpus", "2"}), kUsage,
+              {"NCCL does not support two ranks on one device (cuda:1)", "default"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// --- no usable GPU: exit 1, the launcher says why before starting any worker --------------
+
+BOOST_AUTO_TEST_SUITE(no_gpu)
+
+BOOST_AUTO_TEST_CASE(cuda_without_a_usable_device) {
+  std::string reason;
+  if (alloy::cuda_available(&reason)) {
+    BOOST_TEST_MESSAGE("this machine has a usable CUDA device: nothing to check here");
+    return;
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--device", "cuda", "--gpus", "2"},
+        {"--device", "cuda:0", "--dist-backend", "gloo", "--gpus", "2"},
+        {"--device", "cuda"}}) {
+    const ProcessResult result = train(args);
+    check_error(result, kFailure, {"no usable CUDA device: " + reason});
+    BOOST_TEST(result.errors.find("not available yet") == std::string::npos, result.errors);
+  }
+  // --device auto falls back to the CPU, where NCCL cannot reduce.
+  check_error(train({"--dist-backend", "nccl", "--gpus", "2"}), kFailure,
+              {"--dist-backend nccl reduces GPU tensors, but this run is on the CPU",
+               "no usable CUDA device"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -396,6 +434,7 @@ BOOST_AUTO_TEST_CASE(train_help_lists_every_flag) {
                            "--master-addr",
                            "--master-port",
                            "--allreduce-fp32",
+                           "--dist-backend",
                            "--log-json",
                            "--config",
                            "--help"}) {

@@ -157,6 +157,36 @@ BOOST_AUTO_TEST_CASE(a_launched_worker_takes_its_rank_from_the_launcher_not_the_
   BOOST_TEST(placement.source == "alloy launcher");
 }
 
+BOOST_AUTO_TEST_CASE(the_local_world_size_comes_from_each_launcher) {
+  BOOST_TEST(resolve_rendezvous(cluster(2, 3, 1), {}).local_world_size == 3);
+  BOOST_TEST(resolve_rendezvous(cluster(2, 1, 1), {}).local_world_size == 1);
+  BOOST_TEST(resolve_rendezvous({}, {}).local_world_size == 0);
+  BOOST_TEST(resolve_rendezvous(cluster(2, 3, 1), {{"ALLOY_WORKER", "1"},
+                                                   {"RANK", "4"},
+                                                   {"WORLD_SIZE", "6"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"LOCAL_WORLD_SIZE", "3"}})
+                 .local_world_size == 3);
+  BOOST_TEST(
+      resolve_rendezvous(
+          {}, {{"RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"}})
+          .local_world_size == 2);
+  BOOST_TEST(resolve_rendezvous({}, {{"OMPI_COMM_WORLD_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_SIZE", "4"},
+                                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})
+                 .local_world_size == 4);
+  BOOST_TEST(resolve_rendezvous({}, {{"SLURM_PROCID", "1"},
+                                     {"SLURM_NTASKS", "4"},
+                                     {"SLURM_LOCALID", "1"},
+                                     {"SLURM_NTASKS_PER_NODE", "2"}})
+                 .local_world_size == 2);
+  // Without --ntasks-per-node, srun does not say.
+  BOOST_TEST(
+      resolve_rendezvous({}, {{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "1"}})
+          .local_world_size == 0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_flags_are_usage_errors_naming_the_flag) {
   check_usage_error(cluster(2, 1, 2), {}, "--nr 2 must be in 0..1 (--nodes 2)");
   check_usage_error(cluster(2, 1, -1), {}, "--nr -1 must be in 0..1");
@@ -180,6 +210,16 @@ BOOST_AUTO_TEST_CASE(bad_variables_are_usage_errors_naming_the_variable) {
   check_usage_error({}, {{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE=0 must be at least 1");
   check_usage_error({}, {{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}},
                     "LOCAL_RANK=-1 must not be negative");
+  check_usage_error({}, {{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "0"}},
+                    "LOCAL_WORLD_SIZE=0 must be at least 1");
+  check_usage_error(
+      {}, {{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}},
+      "LOCAL_RANK=2 must be below LOCAL_WORLD_SIZE=2");
+  check_usage_error({},
+                    {{"OMPI_COMM_WORLD_RANK", "0"},
+                     {"OMPI_COMM_WORLD_SIZE", "4"},
+                     {"OMPI_COMM_WORLD_LOCAL_SIZE", "two"}},
+                    "OMPI_COMM_WORLD_LOCAL_SIZE='two' is not an integer");
   check_usage_error({}, {{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}},
                     "OMPI_COMM_WORLD_RANK=4 must be in 0..3");
   check_usage_error({}, {{"SLURM_PROCID", "1x"}, {"SLURM_NTASKS", "4"}},

@@ -2,111 +2,41 @@
 // (--nodes 1 --gpus 2), two nodes on 127.0.0.1 (--nr 0 and --nr 1), the torchrun environment,
 // the JSON log of rank 0, and the failures: a killed rank, a busy master port, an unreachable
 // master, a global batch that does not divide among the ranks.
-#include <fcntl.h>
 #include <signal.h>
-#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
-#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "parallel/socket.h"
-#include "tests/parallel/forked.h"
+#include "tests/parallel/alloy_runs.h"
 #include "tests/support/process.h"
 
-using alloy::test::ChildOutcome;
+using alloy::test::check_agreeing_end_event;
 using alloy::test::contains;
+using alloy::test::event;
+using alloy::test::field;
 using alloy::test::ForkedChild;
 using alloy::test::free_port;
 using alloy::test::run_alloy;
+using alloy::test::slurp;
+using alloy::test::spawn_alloy;
 using alloy::test::TempDir;
+using alloy::test::wait_for;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream content;
-  content << in.rdbuf();
-  return content.str();
-}
-
-// The last line of a JSON log with "event":"<name>".
-std::string event(const std::string& log, const std::string& name) {
-  std::istringstream lines(log);
-  std::string line;
-  std::string found;
-  while (std::getline(lines, line)) {
-    if (contains(line, "\"event\":\"" + name + "\"")) found = line;
-  }
-  return found;
-}
-
-// A JSON string or number field of one log line, as text.
-std::string field(const std::string& line, const std::string& key) {
-  const std::regex pattern("\"" + key + "\":(\\[[^\\]]*\\]|\"[^\"]*\"|[^,}\\]]+)");
-  std::smatch match;
-  return std::regex_search(line, match, pattern) ? match[1].str() : "";
-}
-
+// On the CPU, as the tests of the CPU path: with --device auto a machine with GPUs would put
+// the ranks on them.
 std::vector<std::string> common_args(const std::string& log, int port,
                                      const std::string& epochs = "2") {
-  return {"train",
-          "--model",
-          "mlp",
-          "--dataset",
-          "synthetic",
-          "--epochs",
-          epochs,
-          "--batch-size",
-          "256",
-          "--threads",
-          "1",
-          "--master-port",
-          std::to_string(port),
-          "--log-json",
-          log};
-}
-
-// Runs alloy in a child process with `environment` added; its output goes to out/err files.
-std::unique_ptr<ForkedChild> spawn_alloy(
-    const std::vector<std::string>& args,
-    const std::vector<std::pair<std::string, std::string>>& environment,
-    const std::string& output) {
-  return std::make_unique<ForkedChild>([=] {
-    for (const auto& [name, value] : environment)
-      setenv(name.c_str(), value.c_str(), 1);
-    const int out = ::open((output + ".out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int err = ::open((output + ".err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
-      throw std::runtime_error("cannot redirect the output to " + output);
-    }
-    std::vector<char*> argv{const_cast<char*>(ALLOY_BINARY)};
-    for (const auto& arg : args)
-      argv.push_back(const_cast<char*>(arg.c_str()));
-    argv.push_back(nullptr);
-    execv(ALLOY_BINARY, argv.data());
-    throw std::runtime_error("cannot run " + std::string(ALLOY_BINARY));
-  });
-}
-
-// Both digests of the end event are rank 0's own digest: every rank holds the same weights.
-void check_agreeing_end_event(const std::string& log) {
-  const std::string end = event(log, "end");
-  BOOST_TEST_MESSAGE("end event: " << end);
-  BOOST_TEST(field(event(log, "start"), "world_size") == "2");
-  BOOST_TEST(field(end, "world_size") == "2");
-  const std::string digest = field(end, "params_digest");
-  BOOST_TEST(digest.size() == 18u);  // 16 hex digits in quotes
-  BOOST_TEST(field(end, "params_digests") == "[" + digest + "," + digest + "]");
-}
-
-ChildOutcome wait_for(ForkedChild& child, int seconds) {
-  return child.wait(Clock::now() + std::chrono::seconds(seconds));
+  return {"train",      "--device",  "cpu",      "--model",       "mlp",
+          "--dataset",  "synthetic", "--epochs", epochs,          "--batch-size",
+          "256",        "--threads", "1",        "--master-port", std::to_string(port),
+          "--log-json", log};
 }
 
 }  // namespace
@@ -166,6 +96,8 @@ BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
   std::vector<std::unique_ptr<ForkedChild>> ranks;
   for (const char* rank : {"0", "1"}) {
     std::vector<std::string> args{"train",
+                                  "--device",
+                                  "cpu",
                                   "--model",
                                   "mlp",
                                   "--dataset",
@@ -195,6 +127,38 @@ BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
         "rank " << rank << ": " << slurp(directory.file("rank" + std::to_string(rank) + ".err")));
   }
   check_agreeing_end_event(slurp(directory.file("rank0.json")));
+}
+
+// A world of one rank joins a process group when --dist-backend names one (DDP at world size
+// 1, as torchrun --nproc-per-node 1 runs it), and then ends bit for bit where one process does;
+// without --dist-backend the same environment is a plain single process.
+BOOST_AUTO_TEST_CASE(ddp_at_world_size_one_is_the_single_process_bit_for_bit) {
+  const TempDir directory;
+  for (const std::string level : {"O0", "O2"}) {
+    BOOST_TEST_CONTEXT(level) {
+      const auto args = [&](const std::string& log) {
+        auto all = common_args(log, free_port(), "1");
+        all.insert(all.end(), {"--opt-level", level});
+        return all;
+      };
+      const std::vector<std::pair<std::string, std::string>> torchrun{
+          {"RANK", "0"}, {"WORLD_SIZE", "1"}, {"LOCAL_RANK", "0"}};
+      const std::string single_log = directory.file("single" + level + ".json");
+      const std::string single = alloy::test::train_to_end(args(single_log), single_log, torchrun);
+      BOOST_TEST(field(event(single, "start"), "dist_backend").empty(), single);
+      BOOST_TEST(field(event(single, "end"), "params_digests").empty(), single);
+
+      const std::string group_log = directory.file("group" + level + ".json");
+      auto group_args = args(group_log);
+      group_args.insert(group_args.end(), {"--dist-backend", "gloo"});
+      const std::string group = alloy::test::train_to_end(group_args, group_log, torchrun);
+      BOOST_TEST(field(event(group, "start"), "dist_backend") == "\"gloo\"");
+      BOOST_TEST(field(event(group, "end"), "world_size") == "1");
+      const std::string digest = field(event(single, "end"), "params_digest");
+      BOOST_TEST(digest.size() == 18u);
+      BOOST_TEST(field(event(group, "end"), "params_digests") == "[" + digest + "]");
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(killing_a_rank_makes_the_other_fail_naming_it_within_60_s) {

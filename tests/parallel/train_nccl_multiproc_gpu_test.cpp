@@ -1,0 +1,106 @@
+// `alloy train` over NCCL with one GPU per rank (labels gpu and multiproc; skipped, exit 77,
+// saying why, on a machine with fewer than two usable CUDA devices):
+//  - two ranks started by the launcher (--device cuda --gpus 2: cuda:0 and cuda:1) end with
+//    the same digest on both ranks and within 0.015 of one process's test accuracy after the
+//    10 epochs of the LeNet recipe, at O0 and O2;
+//  - two ranks started as torchrun would (RANK, LOCAL_RANK), one killed mid-training: the
+//    other exits non-zero within 60 s (NCCL's watchdog aborts the communicator), naming it.
+#include <signal.h>
+
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/device_choice.h"
+#include "tests/parallel/alloy_runs.h"
+#include "tests/support/process.h"
+
+using namespace alloy::test;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Exits 77 (skipped) with the reason unless this machine has two usable CUDA devices.
+struct RequireTwoGpus {
+  RequireTwoGpus() {
+    const alloy::app::CudaDevices cuda = alloy::app::probe_cuda_devices();
+    if (cuda.count >= 2) return;
+    std::cout << "SKIPPED: this test needs two CUDA devices (one per NCCL rank): "
+              << (cuda.count == 0 ? "no usable CUDA device: " + cuda.reason
+                                  : "this machine has 1 CUDA device")
+              << std::endl;
+    std::exit(77);
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(RequireTwoGpus);
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(train_nccl_gpu)
+
+BOOST_AUTO_TEST_CASE(two_ranks_on_two_gpus_over_nccl_train_like_one_process) {
+  const TempDir directory;
+  for (const std::string level : {"O0", "O2"}) {
+    BOOST_TEST_CONTEXT(level) {
+      const std::string single_log = directory.file("single" + level + ".json");
+      const std::string single = train_to_end(
+          with(lenet_recipe(level, "10", single_log), {"--device", "cuda"}), single_log);
+      const std::string ddp_log = directory.file("ddp" + level + ".json");
+      const std::string ddp =
+          train_to_end(with(lenet_recipe(level, "10", ddp_log),
+                            {"--device", "cuda", "--dist-backend", "nccl", "--gpus", "2",
+                             "--master-port", std::to_string(free_port())}),
+                       ddp_log);
+      check_agreeing_end_event(ddp);
+      BOOST_TEST(field(event(ddp, "start"), "dist_backend") == "\"nccl\"");
+      BOOST_TEST(field(event(ddp, "start"), "device") == "\"cuda:0\"");
+      BOOST_TEST_MESSAGE(level << " test_acc: one process " << end_test_acc(single)
+                               << ", two ranks over NCCL " << end_test_acc(ddp));
+      BOOST_TEST(std::abs(end_test_acc(single) - end_test_acc(ddp)) <= 0.015);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_nccl_rank_makes_the_other_fail_naming_it_within_60_s) {
+  const TempDir directory;
+  const int port = free_port();
+  std::vector<std::unique_ptr<ForkedChild>> ranks;
+  for (const std::string rank : {"0", "1"}) {
+    const std::string log = directory.file("rank" + rank + ".json");
+    ranks.push_back(spawn_alloy(with(lenet_recipe("O2", "1000", log), {"--device", "cuda"}),
+                                {{"RANK", rank},
+                                 {"WORLD_SIZE", "2"},
+                                 {"LOCAL_RANK", rank},
+                                 {"LOCAL_WORLD_SIZE", "2"},
+                                 {"MASTER_ADDR", "127.0.0.1"},
+                                 {"MASTER_PORT", std::to_string(port)}},
+                                directory.file("rank" + rank)));
+  }
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  while (event(slurp(directory.file("rank0.json")), "start").empty() && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_REQUIRE_MESSAGE(!event(slurp(directory.file("rank0.json")), "start").empty(),
+                        "rank 0 never started: " << slurp(directory.file("rank0.err")));
+  BOOST_TEST(field(event(slurp(directory.file("rank0.json")), "start"), "dist_backend") ==
+             "\"nccl\"");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  BOOST_REQUIRE(::kill(ranks[1]->pid(), SIGKILL) == 0);
+  const auto killed = Clock::now();
+  const ChildOutcome outcome = wait_for(*ranks[0], 70);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  const std::string errors = slurp(directory.file("rank0.err"));
+  BOOST_TEST_MESSAGE("rank 0 exited with " << outcome.exit_code << " " << seconds
+                                           << " s after rank 1 was killed: " << errors);
+  BOOST_TEST(outcome.exit_code != 0);
+  BOOST_TEST(outcome.exit_code != -1, "rank 0 hung");
+  BOOST_TEST(seconds < 60.0);
+  BOOST_TEST(contains(errors, "rank 1 was lost"), errors);
+  wait_for(*ranks[1], 5);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
