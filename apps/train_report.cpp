@@ -46,6 +46,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("opt_level", level)
       .add("device", trainer.device().str())
       .add("world_size", trainer.world_size())
+      .add("cuda_graph", trainer.cuda_graph())
       .add("dataset", o.dataset)
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())
