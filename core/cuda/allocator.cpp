@@ -210,13 +210,12 @@ class CachingAllocator final : public Allocator {
     const auto owner = pool_blocks_.find(pointer);
     if (owner != pool_blocks_.end()) {
       const auto pool = pools_.find(owner->second);
-      if (pool == pools_.end()) {  // destroyed with its graph: the block is the cache's again
-        pool_blocks_.erase(owner);
-        return false;
+      if (pool != pools_.end()) {
+        pool->second.note_free(bytes, category);
+        pool->second.free_lists[size].push_back(pointer);
+        return true;
       }
-      pool->second.note_free(bytes, category);
-      pool->second.free_lists[size].push_back(pointer);
-      return true;
+      pool_blocks_.erase(owner);  // its pool went with its graph: the block is no pool's now
     }
     if (routing_ == 0) return false;
     // Allocated before the capture and freed during it: the graph may still read it at each
