@@ -181,6 +181,8 @@ void Trainer::step(const data::Batch& batch) {
     const std::int64_t optimizer_steps = optimizer.steps();
     StepWork work;
     work.run = [this](const Tensor& images, const Tensor& labels) { device_step(images, labels); };
+    // The step's host-side state besides device memory: the optimizer's step count, which a
+    // replay does not advance and a failed capture advanced without a step.
     work.undo_host = [&] { optimizer.set_steps(optimizer_steps); };
     work.redo_host = [&] { optimizer.set_steps(optimizer_steps + 1); };
     if (step_graph_->step(batch, work)) {
