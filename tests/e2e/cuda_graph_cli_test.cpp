@@ -1,12 +1,14 @@
 // `alloy train --cuda-graph` from the command line: a bad value and `on` where the step cannot
 // be captured (the CPU, data parallelism, AdamW) are usage errors (exit 2) that say why, before
-// any data is loaded or worker started; on the CPU, auto trains eagerly and the JSON log's
+// any data is loaded or worker started (or, when --device auto settles on the CPU, before any
+// output); on the CPU, auto trains eagerly and the JSON log's
 // start event says "cuda_graph":false.
 #include <boost/test/unit_test.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "tests/support/process.h"
 
 using namespace alloy::test;
@@ -37,6 +39,20 @@ BOOST_AUTO_TEST_CASE(impossible_or_bad_requests_are_usage_errors_that_say_why) {
   check_usage_error({"--cuda-graph", "on", "--gpus", "2", "--device", "cuda"},
                     "data parallelism (2 ranks)");
   check_usage_error({"--cuda-graph", "on", "--optimizer", "adamw", "--device", "cuda"}, "AdamW");
+}
+
+BOOST_AUTO_TEST_CASE(on_with_a_device_auto_that_finds_no_gpu_fails_before_any_output) {
+  std::string reason;
+  if (alloy::cuda_available(&reason)) {
+    BOOST_TEST_MESSAGE("--device auto finds a GPU here: nothing to check");
+    return;
+  }
+  const std::vector<std::string> args = {"--cuda-graph", "on",        "--model",  "mlp",
+                                         "--dataset",    "synthetic", "--epochs", "1"};
+  check_usage_error(args, "CPU");
+  std::vector<std::string> words = {"train"};
+  words.insert(words.end(), args.begin(), args.end());
+  BOOST_TEST(run_alloy(words).output.empty());
 }
 
 BOOST_AUTO_TEST_CASE(auto_on_the_cpu_trains_eagerly_and_the_start_event_says_so) {
