@@ -1,8 +1,7 @@
 // `alloy train --cuda-graph` from the command line: a bad value and `on` where the step cannot
 // be captured (the CPU, data parallelism, AdamW) are usage errors (exit 2) that say why, before
 // any data is loaded or worker started (or, when --device auto settles on the CPU, before any
-// output); on the CPU, auto trains eagerly and the JSON log's
-// start event says "cuda_graph":false.
+// output); on the CPU, auto trains eagerly and the start event says "cuda_graph":false.
 #include <boost/test/unit_test.hpp>
 #include <sstream>
 #include <string>
