@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "apps/config_file.h"
+#include "apps/step_graph.h"
 #include "core/error.h"
 #include "core/models/models.h"
 
@@ -156,6 +157,11 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 
   o.precision = amp::resolve_properties(amp::parse_opt_level(values["opt-level"].as<std::string>()),
                                         precision_overrides(values));
+
+  // What the flags tell already (--device auto and the launcher's environment are settled
+  // later, by the trainer): --cuda-graph on that cannot capture fails before any data loads.
+  plan_cuda_graph(parse_cuda_graph_mode(o.cuda_graph),
+                  {o.device != "cpu", o.nodes * o.gpus, o.optimizer});
 }
 
 }  // namespace
@@ -173,6 +179,8 @@ po::options_description train_options_description(TrainOptions& o) {
       "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")(
       "threads", value(&o.threads)->value_name("N"),
       "CPU threads for the kernels (default: every core this process may use)")(
+      "cuda-graph", value(&o.cuda_graph)->default_value(o.cuda_graph)->value_name("auto|on|off"),
+      "replay the training step as a CUDA graph after warm-up (auto: where it can be captured)")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

@@ -21,6 +21,7 @@ struct TrainOptions {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int threads = 0;              // resolved to the cores this process may use when not given
   std::int64_t seed = 1;
+  std::string cuda_graph = "auto";  // auto | on | off (apps/step_graph.h)
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

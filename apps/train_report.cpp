@@ -32,6 +32,7 @@ void TrainReport::start(Trainer& trainer) {
   const TrainOptions& o = options_;
   const data::DatasetPair& data = trainer.data();
   const std::int64_t parameters = trainer.parameter_count();
+  const bool cuda_graph = trainer.cuda_graph();  // a UsageError here comes before any output
   const char* level = amp::opt_level_name(o.precision.level);
   human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
@@ -46,6 +47,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("opt_level", level)
       .add("device", trainer.device().str())
       .add("world_size", trainer.world_size())
+      .add("cuda_graph", cuda_graph)
       .add("dataset", o.dataset)
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())

@@ -59,6 +59,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
 }
 
 void Trainer::run(TrainObserver& observer) {
+  cuda_graph();  // --cuda-graph on that cannot be honoured fails before the first step
   for (std::int64_t epoch = epochs_done_; epoch < options_.epochs && !stopped_; ++epoch) {
     const EpochStats stats = train_epoch(epoch, observer);
     if (stopped_) break;  // mid-epoch: the epoch is not over, so it is not reported
@@ -78,8 +79,19 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
   progress_ = progress;
 }
 
+bool Trainer::cuda_graph() {
+  if (!cuda_graph_planned_) {
+    const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
+    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size(), options_.optimizer}).capture) {
+      step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
+    }
+    cuda_graph_planned_ = true;
+  }
+  return step_graph_ != nullptr;
+}
+
 EpochProgress Trainer::epoch_progress() {
-  if (!tally_.defined()) return progress_;
+  if (!tally_in_epoch_) return progress_;
   const StepTally tally = read_step_tally(tally_);
   progress_.loss_sum = tally.loss_sum;
   progress_.correct = static_cast<std::int64_t>(tally.correct);
@@ -87,6 +99,7 @@ EpochProgress Trainer::epoch_progress() {
 }
 
 EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
+  cuda_graph();
   memory_stats(device_).reset_peaks();
   // A resumed epoch starts where its checkpoint left off (progress_ is zero otherwise).
   data::Loader loader(data_.train, sampler_.epoch_indices(epoch), local_batch_size(),
@@ -97,8 +110,14 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 
   // The loss and accuracy sums stay on the device until the epoch ends (or a checkpoint or
   // the progress bar asks), so no step waits for the device. A resumed epoch's sums go back.
-  tally_ =
-      make_step_tally(device_, {progress_.loss_sum, static_cast<std::uint64_t>(progress_.correct)});
+  const StepTally start_sums{progress_.loss_sum, static_cast<std::uint64_t>(progress_.correct)};
+  // Reset in place after the first epoch: a captured step adds to the tally's address.
+  if (tally_.defined()) {
+    tally_.copy_from(make_step_tally(Device::cpu(), start_sums));
+  } else {
+    tally_ = make_step_tally(device_, start_sums);
+  }
+  tally_in_epoch_ = true;
   std::int64_t& images = progress_.images;
   std::int64_t& batches = progress_.batches;
   const std::int64_t images_before = images;
@@ -113,6 +132,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     images += batch.labels.numel();
     ++batches;
     if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
+    if (auto notice = step_graph_ ? step_graph_->take_notice() : std::nullopt) {
+      observer.on_warning(*notice);
+    }
     observer.on_step(batches, images, seconds_since(start), mean_loss);
     if (step_hook_ && step_hook_()) {
       stopped_ = true;
@@ -120,7 +142,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     }
   }
   const EpochProgress sums = epoch_progress();
-  tally_ = Tensor();
+  tally_in_epoch_ = false;
   const double loss_sum = sums.loss_sum;
   const std::int64_t correct = sums.correct;
   EpochStats stats;
@@ -153,17 +175,36 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 }
 
 void Trainer::step(const data::Batch& batch) {
+  // --- CUDA graph (apps/step_graph.h): after warm-up, full batches replay one captured step.
+  if (step_graph_) {
+    optim::Optimizer& optimizer = precision_->optimizer();
+    const std::int64_t optimizer_steps = optimizer.steps();
+    StepWork work;
+    work.run = [this](const Tensor& images, const Tensor& labels) { device_step(images, labels); };
+    // The step's host-side state besides device memory: the optimizer's step count, which a
+    // replay does not advance and a failed capture advanced without a step.
+    work.undo_host = [&] { optimizer.set_steps(optimizer_steps); };
+    work.redo_host = [&] { optimizer.set_steps(optimizer_steps + 1); };
+    if (step_graph_->step(batch, work)) {
+      ++steps_;
+      return;
+    }
+  }
+  // --- end CUDA graph
+  device_step(to_device(batch.images), to_device(batch.labels));
+  ++steps_;
+}
+
+void Trainer::device_step(const Tensor& images, const Tensor& labels) {
   // O1's half copies of the weights are valid for one step: the update changes the weights.
   nn::clear_weight_cast_cache();
-  const Tensor labels = to_device(batch.labels);
-  const Tensor logits = forward(to_device(batch.images));
+  const Tensor logits = forward(images);
   const SoftmaxCrossEntropyResult result = loss(logits, labels);
   add_to_step_tally(tally_, result.loss, logits, labels);
   backward(result, labels, logits.dtype());
   if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
   nn::clear_weight_cast_cache();
-  ++steps_;
 }
 
 Tensor Trainer::forward(const Tensor& images) {
@@ -220,6 +261,7 @@ std::int64_t Trainer::parameter_count() {
 void Trainer::join_data_parallel(parallel::ProcessGroup& group,
                                  const parallel::DdpOptions& options) {
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
+  ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
   local_batch_size();  // a global batch that does not divide evenly fails here
   sampler_ = data_parallel_->training_sampler(data_.train.size(),

@@ -13,6 +13,7 @@
 #include "amp/mixed_precision.h"
 #include "apps/data_parallel.h"
 #include "apps/overflow_monitor.h"
+#include "apps/step_graph.h"
 #include "apps/train_options.h"
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
@@ -76,6 +77,13 @@ class Trainer {
   // Fraction of `dataset` classified correctly, in evaluation mode.
   double evaluate(const data::Dataset& dataset);
 
+  // Whether the training step is captured as a CUDA graph after warm-up (--cuda-graph;
+  // apps/step_graph.h). Decided on the first call, once data parallelism is settled: a
+  // UsageError for --cuda-graph on where the step cannot be captured.
+  bool cuda_graph();
+  // The step's graph when cuda_graph() is true, else null.
+  const StepGraph* step_graph() const { return step_graph_.get(); }
+
   // The fingerprint of the canonical (fp32 master) weights; see core/digest.h.
   std::string params_digest();
 
@@ -119,6 +127,8 @@ class Trainer {
 
  private:
   void step(const data::Batch& batch);
+  // The step's device work, eager or under capture: forward, loss, backward, update.
+  void device_step(const Tensor& images, const Tensor& labels);
   Tensor forward(const Tensor& images);
   SoftmaxCrossEntropyResult loss(const Tensor& logits, const Tensor& labels);
   void backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels, DType logits_dtype);
@@ -139,11 +149,14 @@ class Trainer {
   double last_test_acc_ = 0;
   // Batches and images on the host; loss_sum and correct are in tally_ during an epoch.
   EpochProgress progress_;
-  Tensor tally_;  // core/ops/step_tally.h, on the training device
+  Tensor tally_;                 // core/ops/step_tally.h, on the training device; one per trainer
+  bool tally_in_epoch_ = false;  // whether tally_ holds the sums of an epoch in progress
   std::int64_t epoch_batches_ = 0;
   StopHook step_hook_;
   StopHook epoch_hook_;
   bool stopped_ = false;
+  bool cuda_graph_planned_ = false;
+  std::unique_ptr<StepGraph> step_graph_;
   // Last, so that it goes first: it unhooks itself from the model.
   std::unique_ptr<DataParallel> data_parallel_;
 };

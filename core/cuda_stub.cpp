@@ -13,6 +13,11 @@ void cuda_copy_bytes(void*, Device destination, const void*, Device source, std:
        " needs the CUDA backend, which this build does not have");
 }
 
+std::unique_ptr<CapturedWork> capture_cuda_work(Device device, const std::function<void()>&) {
+  fail("capturing a CUDA graph on ", device.str(),
+       " needs the CUDA backend, which this build does not have");
+}
+
 bool cuda_available(std::string* reason) {
   if (reason) *reason = "built without the CUDA backend";
   return false;

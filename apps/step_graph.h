@@ -1,0 +1,103 @@
+// --cuda-graph auto|on|off (DESIGN.md, "The training step"; docs/cuda_graphs.md): after a few
+// eager warm-up steps the training step is captured once as a CUDA graph and replayed for the
+// steps that follow, one launch instead of dozens of kernels. This file holds which runs can
+// capture (plan_cuda_graph) and the warm-up / capture / replay sequence the trainer drives
+// (StepGraph); core/cuda/graph.h holds the CUDA side.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/backend.h"
+#include "core/data/loader.h"
+#include "core/tensor.h"
+
+namespace alloy::app {
+
+enum class CudaGraphMode { automatic, on, off };
+
+// "auto", "on" or "off"; anything else is a UsageError naming --cuda-graph.
+CudaGraphMode parse_cuda_graph_mode(const std::string& text);
+
+// What decides whether a run's training step can be captured.
+struct CudaGraphSetting {
+  bool cuda = false;   // the step runs on a CUDA device
+  int world_size = 1;  // ranks of data parallelism
+  std::string optimizer = "sgd";
+};
+
+struct CudaGraphPlan {
+  bool capture = false;
+  std::string reason;  // why the step runs eagerly, when capture is false
+};
+
+// off: eager. auto: capture when the setting allows it, else eager with the reason. on:
+// capture, or a UsageError that says why the step cannot be captured.
+CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& setting);
+
+// The trainer's step, as StepGraph runs it.
+struct StepWork {
+  // The step's work on a batch already on the device: run eagerly, or under capture (then its
+  // host code runs but the device does nothing until the graph is launched).
+  std::function<void(const Tensor& images, const Tensor& labels)> run;
+  // What run() changes on the host besides device memory (the optimizer's step count):
+  // undo_host puts it back after a failed capture, before the step runs again eagerly;
+  // redo_host advances it after a replay, which runs no host code.
+  std::function<void()> undo_host;
+  std::function<void()> redo_host;
+};
+
+// How a StepGraph captures: capture_cuda_work (core/backend.h), or a test's stand-in.
+using CaptureFunction =
+    std::function<std::unique_ptr<CapturedWork>(Device, const std::function<void()>&)>;
+
+class StepGraph {
+ public:
+  // Eager steps before the capture: every lazily created buffer (optimizer state, gradients,
+  // cuDNN algorithm choices and descriptors, cuBLAS's first-call setup) exists by then, so the
+  // captured step allocates only what each step allocates.
+  static constexpr std::int64_t kWarmupSteps = 3;
+
+  // `required` (--cuda-graph on): a step that cannot be captured is an error, not a reason to
+  // run eagerly.
+  StepGraph(Device device, bool required, CaptureFunction capture = capture_cuda_work);
+
+  // Runs the training step of `batch`: the batch is copied into fixed device buffers, then
+  // the step runs eagerly on them (the first kWarmupSteps times), is captured and launched
+  // (once), or is replayed (every time after). Returns false, having done nothing, for a batch
+  // whose shape differs from the first one's (an epoch's last, smaller batch) and once capture
+  // has failed in auto mode: the caller then runs the step eagerly itself.
+  // With `required`, a failed capture throws Error naming what could not be captured.
+  bool step(const data::Batch& batch, const StepWork& work);
+
+  // A line for the user when one is due (capture failed: the steps now run eagerly), once.
+  std::optional<std::string> take_notice();
+
+  bool captured() const { return captured_ != nullptr; }
+  // Launches of the captured graph: the captured step's own first run, then every replay.
+  std::int64_t launches() const { return launches_; }
+  // Nodes of the captured graph (0 before the capture): what one launch runs.
+  std::size_t nodes() const { return captured_ ? captured_->nodes() : 0; }
+
+ private:
+  void launch(const StepWork& work, bool redo_host);
+
+  Device device_;
+  bool required_;
+  CaptureFunction capture_;
+  // Where the captured step reads its batch: allocated before the capture, outside its pool,
+  // and kept for the graph's lifetime.
+  Tensor images_;
+  Tensor labels_;
+  std::int64_t warmup_steps_ = 0;
+  std::unique_ptr<CapturedWork> captured_;
+  std::int64_t launches_ = 0;
+  bool given_up_ = false;
+  std::optional<std::string> notice_;
+};
+
+}  // namespace alloy::app
