@@ -9,12 +9,17 @@ namespace alloy::cuda {
 
 namespace {
 constexpr int kMaxDevices = 64;
-}  // namespace
 
-unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream) {
+int current_device() {
   int device = -1;
   ALLOY_CUDA_CHECK(cudaGetDevice(&device), "reading the current device");
   ALLOY_CHECK(device >= 0 && device < kMaxDevices, "cuda:", device, " is not a valid device");
+  return device;
+}
+}  // namespace
+
+unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream) {
+  const int device = current_device();
   // Never destroyed, like the allocators and contexts (core/forever.h).
   static Forever<std::array<DeviceBuffer, kMaxDevices>> counters;
   static std::mutex mutex;
@@ -27,6 +32,10 @@ unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream) {
                      "zeroing the arrival counters of cuda:", device);
   }
   return buffer.as<unsigned int>() + static_cast<int>(slot);
+}
+
+DeviceBuffer reduction_workspace(std::size_t bytes) {
+  return DeviceBuffer(bytes, Device::cuda(current_device()), MemoryCategory::workspace);
 }
 
 }  // namespace alloy::cuda

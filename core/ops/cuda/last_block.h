@@ -9,6 +9,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
+#include "core/cuda/handles.h"
+
 namespace alloy::cuda {
 
 // One counter per kind of kernel that uses one. Launches sharing a slot must not overlap in
@@ -26,5 +30,10 @@ enum class ArrivalSlot : int {
 // buffer per device from the caching allocator, zeroed on `stream` when first asked for; so ask
 // first outside a CUDA-graph capture (a warm-up step does).
 unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream);
+
+// Device memory on the current device for a grid's per-block partials (category workspace).
+// It may be released as soon as the kernel using it is launched: the next user of the block
+// runs after it on the same stream.
+DeviceBuffer reduction_workspace(std::size_t bytes);
 
 }  // namespace alloy::cuda

@@ -18,7 +18,8 @@ void linear_backward(cublasHandle_t handle, cudaStream_t stream, int batch, int 
                      DType dw_dtype, void* db, DType db_dtype, void* dx);
 
 // Adds, for each of `columns` columns, the fp32 sum of its `rows` entries of the row-major
-// matrix dy (`dtype`) into bias (`bias_dtype`). Rows are summed in order: deterministic.
+// matrix dy (`dtype`) into bias (`bias_dtype`), in one launch of 32-column tiles by row chunks
+// of 128, summed in a fixed order: deterministic.
 void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* bias,
                      DType bias_dtype, cudaStream_t stream);
 

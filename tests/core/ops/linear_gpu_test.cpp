@@ -14,34 +14,41 @@ BOOST_AUTO_TEST_SUITE(linear_gpu)
 BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
   Generator generator(61);
   const DType types[] = {DType::f32, DType::f16, DType::bf16};
-  const std::int64_t batch = 64, in = 400, out = 120;
-  for (const DType dtype : types) {
-    const double tol = gpu_tolerance(dtype);
-    const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
-    const Tensor x = random_tensor({batch, in}, dtype, generator);
-    const Tensor w = random_tensor({out, in}, dtype, generator, -0.1f, 0.1f);
-    const Tensor b = random_tensor({out}, dtype, generator);
-    const std::string name = dtype_name(dtype);
-    check_gpu_close(linear_forward(to_cuda(x), to_cuda(w), to_cuda(b)), linear_forward(x, w, b),
-                    "linear_forward " + name, tol, atol);
-    check_gpu_close(linear_forward(to_cuda(x), to_cuda(w), Tensor()),
-                    linear_forward(x, w, Tensor()), "linear_forward without bias " + name, tol,
-                    atol);
+  // Column sums: 64 rows (one row chunk), and 1000 rows in 8 chunks merged by the grid's last
+  // block, over 120 columns (a partial tile) or 10 (LeNet's logits).
+  struct Case {
+    std::int64_t batch, in, out;
+  };
+  for (const Case& shape : {Case{64, 400, 120}, Case{1000, 128, 10}}) {
+    const std::int64_t batch = shape.batch, in = shape.in, out = shape.out;
+    for (const DType dtype : types) {
+      const double tol = gpu_tolerance(dtype);
+      const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
+      const Tensor x = random_tensor({batch, in}, dtype, generator);
+      const Tensor w = random_tensor({out, in}, dtype, generator, -0.1f, 0.1f);
+      const Tensor b = random_tensor({out}, dtype, generator);
+      const std::string name = std::string(dtype_name(dtype)) + " batch " + std::to_string(batch);
+      check_gpu_close(linear_forward(to_cuda(x), to_cuda(w), to_cuda(b)), linear_forward(x, w, b),
+                      "linear_forward " + name, tol, atol);
+      check_gpu_close(linear_forward(to_cuda(x), to_cuda(w), Tensor()),
+                      linear_forward(x, w, Tensor()), "linear_forward without bias " + name, tol,
+                      atol);
 
-    const Tensor dy = random_tensor({batch, out}, dtype, generator);
-    // Accumulators in the layer's dtype and, for half layers, in f32 (O1).
-    for (const DType grad_type : {dtype, DType::f32}) {
-      Tensor dw = random_tensor(w.shape(), grad_type, generator);
-      Tensor db = random_tensor(b.shape(), grad_type, generator);
-      Tensor dw_gpu = to_cuda(dw), db_gpu = to_cuda(db);
-      const LinearGrads cpu = linear_backward(x, w, dy, dw, db, true);
-      const LinearGrads gpu =
-          linear_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu, db_gpu, true);
-      const std::string what = name + " with " + dtype_name(grad_type) + " accumulators";
-      const double grad_atol = (grad_type == DType::f32 ? 1e-5 : tol) * std::sqrt(batch);
-      check_gpu_close(dw_gpu, dw, "dw " + what, gpu_tolerance(grad_type), grad_atol);
-      check_gpu_close(db_gpu, db, "db " + what, gpu_tolerance(grad_type), grad_atol);
-      check_gpu_close(gpu.dx, cpu.dx, "dx " + what, tol, atol);
+      const Tensor dy = random_tensor({batch, out}, dtype, generator);
+      // Accumulators in the layer's dtype and, for half layers, in f32 (O1).
+      for (const DType grad_type : {dtype, DType::f32}) {
+        Tensor dw = random_tensor(w.shape(), grad_type, generator);
+        Tensor db = random_tensor(b.shape(), grad_type, generator);
+        Tensor dw_gpu = to_cuda(dw), db_gpu = to_cuda(db);
+        const LinearGrads cpu = linear_backward(x, w, dy, dw, db, true);
+        const LinearGrads gpu =
+            linear_backward(to_cuda(x), to_cuda(w), to_cuda(dy), dw_gpu, db_gpu, true);
+        const std::string what = name + " with " + dtype_name(grad_type) + " accumulators";
+        const double grad_atol = (grad_type == DType::f32 ? 1e-5 : tol) * std::sqrt(batch);
+        check_gpu_close(dw_gpu, dw, "dw " + what, gpu_tolerance(grad_type), grad_atol);
+        check_gpu_close(db_gpu, db, "db " + what, gpu_tolerance(grad_type), grad_atol);
+        check_gpu_close(gpu.dx, cpu.dx, "dx " + what, tol, atol);
+      }
     }
   }
 }
