@@ -15,6 +15,8 @@ namespace {
 // atomicMax keeps the first one and zero (the state between calls) means none.
 constexpr unsigned int kNoMark = 0x7fffffffu;
 
+constexpr unsigned int kMaxBlocksPerTensor = 1024;
+
 // Where the pass leaves its verdict, and what its last block does with it.
 struct Verdict {
   float* found_inf;
@@ -26,20 +28,47 @@ struct Verdict {
   ScalerStep step;
 };
 
-// blockIdx.y picks the tensor; blocks along x stride over its elements. The inverse is formed
-// as the CPU forms it: 1.0f / scale, then one multiply per element. Every block reads the scale
-// before it takes its arrival ticket, so the last block may then change it.
-__global__ void unscale_kernel(TensorPairList list, const float* scale, Verdict verdict) {
-  const int t = blockIdx.y;
+// A compact grid: tensor t owns blocks [first_block[t], first_block[t + 1]), as many as its
+// size needs (up to a cap), so a model's small tensors (biases) do not each get as many
+// blocks as its largest, all of which would take an arrival ticket for nothing.
+struct BlockMap {
+  int first_block[TensorPairList::kMaxTensors + 1];
+};
+
+// The tensor owning block `block`: the last t with first_block[t] <= block (binary search).
+__device__ int owner_of(const BlockMap& map, int tensors, int block) {
+  int low = 0, high = tensors - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (map.first_block[middle] <= block) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
+// Each block strides over its tensor's elements with that tensor's other blocks. The inverse
+// is formed as the CPU forms it: 1.0f / scale, then one multiply per element. Every block
+// reads the scale before it takes its arrival ticket, so the last block may then change it.
+__global__ void unscale_kernel(TensorPairList list, BlockMap map, const float* scale,
+                               Verdict verdict) {
+  const int block = static_cast<int>(blockIdx.x);
+  const int t = list.size > 0 ? owner_of(map, list.size, block) : 0;
   const float inverse = 1.0f / *scale;
-  const std::int64_t count = t < list.size ? list.count[t] : 0;  // size 0: the verdict only
+  const std::int64_t count = list.size > 0 ? list.count[t] : 0;  // size 0: the verdict only
   bool bad = false;
   if (count > 0) {
     const void* in = list.input[t];
     void* out = list.output[t];
     const DType in_dtype = list.input_dtype[t];
     const DType out_dtype = list.output_dtype[t];
-    ALLOY_GRID_STRIDE(i, count) {
+    const std::int64_t stride =
+        static_cast<std::int64_t>(map.first_block[t + 1] - map.first_block[t]) * blockDim.x;
+    for (std::int64_t i =
+             static_cast<std::int64_t>(block - map.first_block[t]) * blockDim.x + threadIdx.x;
+         i < count; i += stride) {
       const float value = alloy::cuda::load_any(in, in_dtype, i);
       bad |= !isfinite(value);
       alloy::cuda::store_any(out, out_dtype, i, value * inverse);
@@ -65,22 +94,26 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
   // The lists of the launches: 48 non-empty items each, and at least one launch (with no
   // tensors if need be), whose last block writes the verdict.
   std::vector<TensorPairList> lists(1, TensorPairList{});
-  std::vector<std::int64_t> largest(1, 0);
+  std::vector<BlockMap> maps(1, BlockMap{});
   for (std::size_t i = 0; i < items.size(); ++i) {
     const UnscaleItem& item = items[i];
     if (item.count == 0) continue;
     if (lists.back().size == TensorPairList::kMaxTensors) {
       lists.push_back(TensorPairList{});
-      largest.push_back(0);
+      maps.push_back(BlockMap{});
     }
     TensorPairList& list = lists.back();
+    BlockMap& map = maps.back();
+    // Blocks to fill the device for a large tensor, one for a bias.
+    map.first_block[list.size + 1] =
+        map.first_block[list.size] +
+        static_cast<int>(std::min(alloy::cuda::grid_for(item.count), kMaxBlocksPerTensor));
     list.input[list.size] = item.grad;
     list.output[list.size] = item.output;
     list.count[list.size] = item.count;
     list.index[list.size] = static_cast<std::int32_t>(i);
     list.input_dtype[list.size] = item.grad_dtype;
     list.output_dtype[list.size] = item.output_dtype;
-    largest.back() = std::max(largest.back(), item.count);
     ++list.size;
   }
   Verdict verdict{};
@@ -94,9 +127,8 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
   }
   for (std::size_t l = 0; l < lists.size(); ++l) {
     verdict.finish = l + 1 == lists.size();
-    const dim3 grid(std::min(alloy::cuda::grid_for(largest[l]), 1024u),
-                    static_cast<unsigned int>(std::max(lists[l].size, 1)));
-    unscale_kernel<<<grid, alloy::cuda::kThreads, 0, stream>>>(lists[l], scale, verdict);
+    const auto blocks = static_cast<unsigned int>(std::max(maps[l].first_block[lists[l].size], 1));
+    unscale_kernel<<<blocks, alloy::cuda::kThreads, 0, stream>>>(lists[l], maps[l], scale, verdict);
     ALLOY_CUDA_CHECK_LAUNCH("unscale_kernel on ", lists[l].size, " gradients (launch ", l + 1,
                             " of ", lists.size(), ")");
   }
