@@ -1,9 +1,15 @@
 // CUDA softmax cross-entropy against the CPU kernels: fp32 math in both, reductions in another
 // order (within fp32 tolerance); count_correct exactly.
 #include <boost/test/unit_test.hpp>
+#include <vector>
 
 #include "core/ops/softmax_cross_entropy.h"
 #include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/last_block.h"
+#endif
 
 using namespace alloy;
 using namespace alloy::test;
@@ -57,5 +63,27 @@ BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {
   std::copy(values, values + 4, labels.data<std::int32_t>());
   BOOST_CHECK_EQUAL(count_correct(to_cuda(logits), to_cuda(labels)), count_correct(logits, labels));
 }
+
+#ifdef ALLOY_HAVE_CUDA
+// Every grid's last block puts its arrival counter back to zero, ready for the next launch (and
+// for the next replay of a captured graph); the unscale pass's overflow mark too.
+BOOST_AUTO_TEST_CASE(arrival_counters_are_zero_between_launches) {
+  Generator generator(42);
+  const Tensor logits = to_cuda(random_tensor({300, 10}, DType::f16, generator, -8.0f, 8.0f));
+  const Tensor labels = to_cuda(random_labels(300, 10, generator));
+  softmax_cross_entropy_forward(logits, labels);
+  const cudaStream_t stream = cuda::stream_of(Device::cuda(0));
+  // The slots lie side by side in one buffer.
+  const unsigned int* first = cuda::arrival_counter(cuda::ArrivalSlot::softmax_loss, stream) -
+                              static_cast<int>(cuda::ArrivalSlot::softmax_loss);
+  const int slots = static_cast<int>(cuda::ArrivalSlot::count);
+  std::vector<unsigned int> counters(static_cast<std::size_t>(slots), 1u);
+  BOOST_REQUIRE(cudaMemcpyAsync(counters.data(), first, sizeof(unsigned int) * counters.size(),
+                                cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  for (int slot = 0; slot < slots; ++slot)
+    BOOST_TEST(counters[static_cast<std::size_t>(slot)] == 0u, "slot " << slot);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()
