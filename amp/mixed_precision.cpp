@@ -60,14 +60,17 @@ void MixedPrecision::step() {
     master->grad = Tensor::empty(master->value.shape(), DType::f32, master->value.device(),
                                  MemoryCategory::gradients);
   }
-  if (needs_unscale_) {
+  if (scaler_.dynamic()) {
+    // The scaler's update needs only this step's verdict: it runs in the unscale pass (one
+    // launch on the GPU), before the optimizer step, which reads found_inf and not the scale.
+    unscale_check_and_update(unscale_inputs_, unscale_outputs_, state, scaler_.config());
+  } else if (needs_unscale_) {
     unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
                       state.first_overflow);
   }
   // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf.
   optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
   if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
-  scaler_.update();
   for (const auto& master : masters_)
     master->grad = Tensor();
 }

@@ -1,7 +1,8 @@
 // The amp layer around a model and its optimizer: casts the model for the opt level, keeps
 // fp32 master weights when the level asks for them, and runs the step of DESIGN.md:
-//   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device)
-//   -> optimizer step (skips itself when found_inf) -> masters -> half model -> scaler update.
+//   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device; a dynamic
+//   scaler's update runs in the same pass) -> optimizer step (skips itself when found_inf)
+//   -> masters -> half model.
 #pragma once
 
 #include <memory>

@@ -9,8 +9,12 @@
 
 namespace alloy::amp {
 
-void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vector<Tensor*>& outputs,
-                       const Tensor& scale, Tensor& found_inf, Tensor& first_overflow) {
+namespace {
+
+// The checks and the pass; update (device only) is the state machine to run in the same launch.
+void unscale_pass(const std::vector<const Tensor*>& grads, const std::vector<Tensor*>& outputs,
+                  const Tensor& scale, Tensor& found_inf, Tensor& first_overflow,
+                  ScalerState* update_state, const LossScaleConfig* config) {
   constexpr const char* op = "unscale_and_check";
   ALLOY_CHECK(grads.size() == outputs.size(), op, ": ", grads.size(), " gradients but ",
               outputs.size(), " outputs");
@@ -33,9 +37,18 @@ void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vecto
         items.push_back({grads[i]->raw(), grads[i]->dtype(), outputs[i]->raw(), outputs[i]->dtype(),
                          grads[i]->numel()});
       }
+      cuda::ScalerStep step{};
+      if (update_state != nullptr) {
+        ScalerState& s = *update_state;
+        step = cuda::scaler_step_of(s.scale.data<float>(), s.clean_steps.data<std::int32_t>(),
+                                    s.skipped_steps.data<std::int32_t>(),
+                                    s.at_min_streak.data<std::int32_t>(),
+                                    s.unreported_overflow.data<std::int32_t>(), *config);
+      }
       alloy::cuda::DeviceContext& ctx = alloy::cuda::context(device);
       cuda::unscale_and_check(items, scale.data<float>(), found_inf.data<float>(),
-                              first_overflow.data<std::int32_t>(), ctx.stream.get());
+                              first_overflow.data<std::int32_t>(),
+                              update_state != nullptr ? &step : nullptr, ctx.stream.get());
       return;
     });
 
@@ -48,6 +61,29 @@ void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vecto
   }
   found_inf.data<float>()[0] = first >= 0 ? 1.0f : 0.0f;
   first_overflow.data<std::int32_t>()[0] = first;
+  if (update_state != nullptr) update_scale(*update_state, *config);
+}
+
+}  // namespace
+
+void unscale_and_check(const std::vector<const Tensor*>& grads, const std::vector<Tensor*>& outputs,
+                       const Tensor& scale, Tensor& found_inf, Tensor& first_overflow) {
+  unscale_pass(grads, outputs, scale, found_inf, first_overflow, nullptr, nullptr);
+}
+
+void unscale_check_and_update(const std::vector<const Tensor*>& grads,
+                              const std::vector<Tensor*>& outputs, ScalerState& state,
+                              const LossScaleConfig& config) {
+  // update_scale's own checks: every piece of the state on the scale's device, in its dtype.
+  check_dtype("unscale_check_and_update", "clean_steps", state.clean_steps, DType::i32);
+  check_dtype("unscale_check_and_update", "skipped_steps", state.skipped_steps, DType::i32);
+  check_dtype("unscale_check_and_update", "at_min_streak", state.at_min_streak, DType::i32);
+  check_dtype("unscale_check_and_update", "unreported_overflow", state.unreported_overflow,
+              DType::i32);
+  common_device("unscale_check_and_update",
+                {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
+                 &state.found_inf, &state.first_overflow, &state.unreported_overflow});
+  unscale_pass(grads, outputs, state.scale, state.found_inf, state.first_overflow, &state, &config);
 }
 
 }  // namespace alloy::amp

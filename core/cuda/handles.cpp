@@ -42,7 +42,11 @@ cublasHandle_t create_cublas(int device, cudaStream_t stream) {
   Owned<cublasHandle_t, cublasDestroy> owner(handle);
   ALLOY_CUDA_CHECK(cublasSetStream(handle, stream),
                    "binding cuBLAS to the stream of cuda:", device);
-  ALLOY_CUDA_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH),
+  // Half GEMMs must accumulate and reduce in fp32 (the numerics contract): without the
+  // DISALLOW flag cuBLAS may use half-precision reductions in split-k kernels.
+  ALLOY_CUDA_CHECK(cublasSetMathMode(handle, static_cast<cublasMath_t>(
+                                                 CUBLAS_DEFAULT_MATH |
+                                                 CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)),
                    "setting cuBLAS's math mode on cuda:", device);
   // Scalars (alpha, beta) are host values.
   ALLOY_CUDA_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST),
@@ -80,7 +84,14 @@ float Event::elapsed_ms_since(const Event& start) const {
 }
 
 CublasHandle::CublasHandle(int device, cudaStream_t stream)
-    : handle_(create_cublas(device, stream)) {}
+    : workspace_(kCublasWorkspaceBytes, Device::cuda(device), MemoryCategory::workspace),
+      handle_(create_cublas(device, stream)) {
+  const DeviceGuard guard(device);
+  // After cublasSetStream (which resets the workspace to cuBLAS's own pool): with a workspace
+  // of its own cuBLAS never allocates, so GEMMs can be captured in a CUDA graph.
+  ALLOY_CUDA_CHECK(cublasSetWorkspace(handle_.get(), workspace_.get(), workspace_.bytes()),
+                   "giving cuBLAS a ", workspace_.bytes(), "-byte workspace on cuda:", device);
+}
 
 CublasLtHandle::CublasLtHandle(int device) {
   const DeviceGuard guard(device);

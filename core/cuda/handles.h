@@ -85,35 +85,6 @@ class Event {
   Owned<cudaEvent_t, cudaEventDestroy> event_;
 };
 
-// cuBLAS handle bound to one stream. Default math mode: fp32 GEMMs stay true fp32 (no TF32,
-// as the numerics contract wants); half GEMMs use tensor cores with fp32 accumulation.
-class CublasHandle {
- public:
-  CublasHandle(int device, cudaStream_t stream);
-  cublasHandle_t get() const { return handle_.get(); }
-
- private:
-  Owned<cublasHandle_t, cublasDestroy> handle_;
-};
-
-class CublasLtHandle {
- public:
-  explicit CublasLtHandle(int device);
-  cublasLtHandle_t get() const { return handle_.get(); }
-
- private:
-  Owned<cublasLtHandle_t, cublasLtDestroy> handle_;
-};
-
-class CudnnHandle {
- public:
-  CudnnHandle(int device, cudaStream_t stream);
-  cudnnHandle_t get() const { return handle_.get(); }
-
- private:
-  Owned<cudnnHandle_t, cudnnDestroy> handle_;
-};
-
 // Device memory from the device's caching allocator, accounted under `category`; returned to
 // the allocator's cache (not to cudaFree) on destruction. Reuse is safe because every kernel of
 // a device runs on that device's one stream (see core/cuda/context.h), in issue order.
@@ -141,6 +112,44 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
   Device device_ = Device::cuda(0);
   MemoryCategory category_ = MemoryCategory::workspace;
+};
+
+// cuBLAS handle bound to one stream. Default math mode: fp32 GEMMs stay true fp32 (no TF32,
+// as the numerics contract wants); half GEMMs use tensor cores with fp32 accumulation, and
+// reduced-precision (half) split-k reductions are disallowed. The handle's workspace comes
+// from the caching allocator (category workspace), so cuBLAS allocates nothing of its own and
+// its calls are capturable in a CUDA graph; cuBLASLt calls on the same stream share it.
+class CublasHandle {
+ public:
+  // NVIDIA's recommended cuBLAS workspace for Hopper.
+  static constexpr std::size_t kCublasWorkspaceBytes = std::size_t{32} << 20;
+
+  CublasHandle(int device, cudaStream_t stream);
+  cublasHandle_t get() const { return handle_.get(); }
+  void* workspace() const { return workspace_.get(); }
+  std::size_t workspace_bytes() const { return workspace_.bytes(); }
+
+ private:
+  DeviceBuffer workspace_;  // declared first: the handle is destroyed before its workspace
+  Owned<cublasHandle_t, cublasDestroy> handle_;
+};
+
+class CublasLtHandle {
+ public:
+  explicit CublasLtHandle(int device);
+  cublasLtHandle_t get() const { return handle_.get(); }
+
+ private:
+  Owned<cublasLtHandle_t, cublasLtDestroy> handle_;
+};
+
+class CudnnHandle {
+ public:
+  CudnnHandle(int device, cudaStream_t stream);
+  cudnnHandle_t get() const { return handle_.get(); }
+
+ private:
+  Owned<cudnnHandle_t, cudnnDestroy> handle_;
 };
 
 }  // namespace alloy::cuda

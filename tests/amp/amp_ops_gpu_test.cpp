@@ -33,6 +33,36 @@ std::int32_t first_of(const Tensor& first_overflow) {
   return to_host(first_overflow).data<std::int32_t>()[0];
 }
 
+amp::ScalerState make_state(Device device) {
+  amp::ScalerState state;
+  state.scale = Tensor::from_floats({1}, {512.0f});
+  state.clean_steps = Tensor::zeros({1}, DType::i32);
+  state.skipped_steps = Tensor::zeros({1}, DType::i32);
+  state.at_min_streak = Tensor::zeros({1}, DType::i32);
+  state.found_inf = Tensor::zeros({1}, DType::f32);
+  state.first_overflow = Tensor::zeros({1}, DType::i32);
+  state.unreported_overflow = Tensor::zeros({1}, DType::i32);
+  state.unreported_overflow.fill(-1.0f);
+  if (device.is_cuda()) {
+    for (Tensor* t : {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
+                      &state.found_inf, &state.first_overflow, &state.unreported_overflow}) {
+      *t = to_cuda(*t);
+    }
+  }
+  return state;
+}
+
+void check_states_equal(const amp::ScalerState& gpu, const amp::ScalerState& cpu,
+                        const std::string& what) {
+  check_gpu_equal(gpu.scale, cpu.scale, "scale " + what);
+  check_gpu_equal(gpu.clean_steps, cpu.clean_steps, "clean_steps " + what);
+  check_gpu_equal(gpu.skipped_steps, cpu.skipped_steps, "skipped_steps " + what);
+  check_gpu_equal(gpu.at_min_streak, cpu.at_min_streak, "at_min_streak " + what);
+  check_gpu_equal(gpu.found_inf, cpu.found_inf, "found_inf " + what);
+  check_gpu_equal(gpu.first_overflow, cpu.first_overflow, "first_overflow " + what);
+  check_gpu_equal(gpu.unreported_overflow, cpu.unreported_overflow, "unreported_overflow " + what);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(amp_ops_gpu)
@@ -84,25 +114,6 @@ BOOST_AUTO_TEST_CASE(update_scale_follows_the_cpu_state_machine) {
   config.window = 3;
   config.min_scale = 1.0f;
   config.max_scale = 1024.0f;
-  const auto make_state = [](Device device) {
-    amp::ScalerState state;
-    state.scale = Tensor::from_floats({1}, {512.0f});
-    state.clean_steps = Tensor::zeros({1}, DType::i32);
-    state.skipped_steps = Tensor::zeros({1}, DType::i32);
-    state.at_min_streak = Tensor::zeros({1}, DType::i32);
-    state.found_inf = Tensor::zeros({1}, DType::f32);
-    state.first_overflow = Tensor::zeros({1}, DType::i32);
-    state.unreported_overflow = Tensor::zeros({1}, DType::i32);
-    state.unreported_overflow.fill(-1.0f);
-    if (device.is_cuda()) {
-      for (Tensor* t :
-           {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
-            &state.found_inf, &state.first_overflow, &state.unreported_overflow}) {
-        *t = to_cuda(*t);
-      }
-    }
-    return state;
-  };
   amp::ScalerState cpu = make_state(Device::cpu()), gpu = make_state(Device::cuda(0));
   // Overflows and clean steps: growth past the window, back-off to the minimum and beyond.
   const int pattern[] = {0, 0, 0, 0, 0, 0, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0};
@@ -120,6 +131,56 @@ BOOST_AUTO_TEST_CASE(update_scale_follows_the_cpu_state_machine) {
     check_gpu_equal(gpu.at_min_streak, cpu.at_min_streak, "at_min_streak " + what);
     check_gpu_equal(gpu.unreported_overflow, cpu.unreported_overflow,
                     "unreported_overflow " + what);
+  }
+}
+
+// The dynamic scaler's fused step: the pass's last block writes the verdict and runs the state
+// machine, over two launches' worth of gradients (60) and over none (a launch for the verdict
+// alone), through clean steps, growth, overflows and back-off.
+BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
+  amp::LossScaleConfig config;
+  config.dynamic = true;
+  config.window = 2;
+  config.min_scale = 1.0f;
+  config.max_scale = 1024.0f;
+  Generator generator(103);
+  const int pattern[] = {0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0};
+  for (const int tensors : {60, 0}) {
+    amp::ScalerState cpu = make_state(Device::cpu()), gpu = make_state(Device::cuda(0));
+    int step = 0;
+    for (const int overflow : pattern) {
+      std::vector<Tensor> grads, grads_gpu, masters_cpu, masters_gpu;
+      for (int i = 0; i < tensors; ++i) {
+        Tensor grad =
+            random_tensor({1 + (i * 41) % 2500}, kFloatTypes[i % 3], generator, -6e4f, 6e4f);
+        if (overflow && i == (step * 7) % tensors) {
+          std::vector<float> values = grad.to_floats();
+          values.back() = step % 2 ? NAN : -INFINITY;
+          grad.copy_from_floats(values);
+        }
+        grads.push_back(grad);
+        grads_gpu.push_back(to_cuda(grad));
+        masters_cpu.push_back(Tensor::zeros(grad.shape(), DType::f32));
+        masters_gpu.push_back(to_cuda(masters_cpu.back()));
+      }
+      std::vector<const Tensor*> in_cpu, in_gpu;
+      std::vector<Tensor*> out_cpu, out_gpu;
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        in_cpu.push_back(&grads[i]);
+        in_gpu.push_back(&grads_gpu[i]);
+        out_cpu.push_back(&masters_cpu[i]);
+        out_gpu.push_back(&masters_gpu[i]);
+      }
+      amp::unscale_check_and_update(in_cpu, out_cpu, cpu, config);
+      amp::unscale_check_and_update(in_gpu, out_gpu, gpu, config);
+      const std::string what =
+          "after step " + std::to_string(step++) + " of " + std::to_string(tensors) + " tensors";
+      check_states_equal(gpu, cpu, what);
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        check_gpu_equal(masters_gpu[i], masters_cpu[i],
+                        "unscaled gradient " + std::to_string(i) + " " + what);
+      }
+    }
   }
 }
 

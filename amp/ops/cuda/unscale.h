@@ -1,5 +1,6 @@
 // CUDA twin of amp/ops/unscale.h: one multi-tensor pass per 48 gradients, the scale read and
-// the verdict written in device memory.
+// the verdict written in device memory by the pass's last block (no separate reset or finish
+// launch), and optionally the dynamic scaler's update run there too.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "amp/ops/cuda/scaler_step.h"
 #include "core/dtype.h"
 
 namespace alloy::amp::cuda {
@@ -20,8 +22,10 @@ struct UnscaleItem {
 };
 
 // found_inf (f32) becomes 1 or 0; first_overflow (i32) the smallest item index holding a
-// non-finite value, or -1. scale is f32 on the device.
+// non-finite value, or -1. scale is f32 on the device. With an update (not null), the scaler's
+// state machine (amp/ops/update_scale.h) then runs on that verdict in the same launch; its
+// scale must be `scale`.
 void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale, float* found_inf,
-                       std::int32_t* first_overflow, cudaStream_t stream);
+                       std::int32_t* first_overflow, const ScalerStep* update, cudaStream_t stream);
 
 }  // namespace alloy::amp::cuda

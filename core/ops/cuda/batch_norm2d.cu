@@ -1,5 +1,7 @@
 #include "core/ops/cuda/batch_norm2d.h"
+#include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/last_block.h"
 
 namespace alloy::cuda {
 
@@ -9,52 +11,77 @@ struct Shape3 {
   std::int64_t batch, channels, plane;
 };
 
-// Sum over channel c's (n, i) values of f(n, i), by the whole block; valid in thread 0.
-template <class F>
-__device__ float channel_sum(const Shape3& s, F f) {
-  float sum = 0.0f;
-  for (std::int64_t n = 0; n < s.batch; ++n) {
-    for (std::int64_t i = threadIdx.x; i < s.plane; i += blockDim.x)
-      sum += f(n, i);
-  }
-  return block_sum(sum);
+struct TrainOutputs {
+  ChannelData weight, bias, running_mean, running_var;
+  float momentum, eps;
+  float* saved_mean;
+  float* saved_invstd;
+  float* scale;
+  float* shift;
+};
+
+// Channel c's saved statistics, the running statistics' update and the affine map's scale and
+// shift, from its mean and its sum of squared deviations.
+__device__ void finish_statistics(const TrainOutputs& o, std::int64_t c, float count, float mean,
+                                  float squares) {
+  const float variance = squares / count;
+  const float invstd = 1.0f / sqrtf(variance + o.eps);
+  o.saved_mean[c] = mean;
+  o.saved_invstd[c] = invstd;
+  const float a = load_any(o.weight.data, o.weight.dtype, c) * invstd;
+  o.scale[c] = a;
+  o.shift[c] = load_any(o.bias.data, o.bias.dtype, c) - mean * a;
+  const float keep = 1.0f - o.momentum;
+  const float unbiased = variance * (count / (count - 1.0f));
+  store_any(o.running_mean.data, o.running_mean.dtype, c,
+            keep * load_any(o.running_mean.data, o.running_mean.dtype, c) + o.momentum * mean);
+  store_any(o.running_var.data, o.running_var.dtype, c,
+            keep * load_any(o.running_var.data, o.running_var.dtype, c) + o.momentum * unbiased);
 }
 
-// One block per channel: mean, biased variance (two passes), saved statistics, the running
-// statistics' update and the affine map's scale and shift.
+// One block per (chunk, channel) (channel_reduce.cuh): the chunk's mean and sum of squared
+// deviations from it, in two passes like the CPU twin. A channel of one chunk is finished by
+// its block; otherwise the grid's last block merges each channel's chunks in chunk order
+// (Chan et al.'s pairwise update), so the statistics stay deterministic.
 template <class T>
-__global__ void train_statistics_kernel(const T* x, Shape3 s, ChannelData weight, ChannelData bias,
-                                        ChannelData running_mean, ChannelData running_var,
-                                        float momentum, float eps, float* saved_mean,
-                                        float* saved_invstd, float* scale, float* shift) {
-  const std::int64_t c = blockIdx.x;
-  const T* base = x + c * s.plane;
-  const std::int64_t stride = s.channels * s.plane;
-  const float count = static_cast<float>(s.batch * s.plane);
+__global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs o, float* partials,
+                                        unsigned int* arrivals) {
+  const unsigned int chunk = blockIdx.x;
+  const std::int64_t c = blockIdx.y;
+  const float count = static_cast<float>(chunk_count(s, chunk));
   __shared__ float mean_shared;
-  const float total =
-      channel_sum(s, [&](std::int64_t n, std::int64_t i) { return widen(base[n * stride + i]); });
+  const float total = chunk_sum(
+      s, chunk, [&](unsigned int n, unsigned int p) { return widen(x[channel_at(s, n, c, p)]); });
   if (threadIdx.x == 0) mean_shared = total / count;
   __syncthreads();
   const float mean = mean_shared;
-  const float squares = channel_sum(s, [&](std::int64_t n, std::int64_t i) {
-    const float d = widen(base[n * stride + i]) - mean;
+  const float squares = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
+    const float d = widen(x[channel_at(s, n, c, p)]) - mean;
     return d * d;
   });
-  if (threadIdx.x != 0) return;
-  const float variance = squares / count;
-  const float invstd = 1.0f / sqrtf(variance + eps);
-  saved_mean[c] = mean;
-  saved_invstd[c] = invstd;
-  const float a = load_any(weight.data, weight.dtype, c) * invstd;
-  scale[c] = a;
-  shift[c] = load_any(bias.data, bias.dtype, c) - mean * a;
-  const float keep = 1.0f - momentum;
-  const float unbiased = variance * (count / (count - 1.0f));
-  store_any(running_mean.data, running_mean.dtype, c,
-            keep * load_any(running_mean.data, running_mean.dtype, c) + momentum * mean);
-  store_any(running_var.data, running_var.dtype, c,
-            keep * load_any(running_var.data, running_var.dtype, c) + momentum * unbiased);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) finish_statistics(o, c, count, mean, squares);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    partials[2 * (c * gridDim.x + chunk)] = mean;
+    partials[2 * (c * gridDim.x + chunk) + 1] = squares;
+  }
+  if (!arrive_last(arrivals)) return;
+  for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
+    float n_a = 0.0f, mean_a = 0.0f, squares_a = 0.0f;
+    for (unsigned int k = 0; k < gridDim.x; ++k) {
+      const float n_b = static_cast<float>(chunk_count(s, k));
+      const float mean_b = __ldcg(partials + 2 * (channel * gridDim.x + k));
+      const float squares_b = __ldcg(partials + 2 * (channel * gridDim.x + k) + 1);
+      const float n = n_a + n_b;
+      const float delta = mean_b - mean_a;
+      mean_a += delta * (n_b / n);
+      squares_a += squares_b + delta * delta * (n_a * n_b / n);
+      n_a = n;
+    }
+    finish_statistics(o, channel, n_a, mean_a, squares_a);
+  }
 }
 
 __global__ void eval_coefficients_kernel(std::int64_t channels, ChannelData weight,
@@ -78,26 +105,53 @@ __global__ void affine_kernel(const T* x, T* y, Shape3 s, const float* scale, co
   }
 }
 
+struct BackwardOutputs {
+  const float* invstd;
+  ChannelData dweight, dbias;
+  float* sum_dy;
+  float* sum_dy_xmu;
+};
+
+__device__ void finish_backward(const BackwardOutputs& o, std::int64_t c, float total_dy,
+                                float total_dy_xmu) {
+  o.sum_dy[c] = total_dy;
+  o.sum_dy_xmu[c] = total_dy_xmu;
+  store_any(o.dweight.data, o.dweight.dtype, c,
+            load_any(o.dweight.data, o.dweight.dtype, c) + total_dy_xmu * o.invstd[c]);
+  store_any(o.dbias.data, o.dbias.dtype, c, load_any(o.dbias.data, o.dbias.dtype, c) + total_dy);
+}
+
+// Per channel: sum dy and sum dy (x - mean), one block per (chunk, channel); several chunks are
+// summed in chunk order by the grid's last block.
 template <class X, class D>
-__global__ void backward_reduce_kernel(const X* x, const D* dy, Shape3 s, const float* mean,
-                                       const float* invstd, ChannelData dweight, ChannelData dbias,
-                                       float* sum_dy, float* sum_dy_xmu) {
-  const std::int64_t c = blockIdx.x;
-  const std::int64_t offset = c * s.plane;
-  const std::int64_t stride = s.channels * s.plane;
+__global__ void backward_reduce_kernel(const X* x, const D* dy, ChannelSplit s, const float* mean,
+                                       BackwardOutputs o, float* partials, unsigned int* arrivals) {
+  const unsigned int chunk = blockIdx.x;
+  const std::int64_t c = blockIdx.y;
   const float m = mean[c];
-  const float total_dy = channel_sum(
-      s, [&](std::int64_t n, std::int64_t i) { return widen(dy[offset + n * stride + i]); });
-  const float total_dy_xmu = channel_sum(s, [&](std::int64_t n, std::int64_t i) {
-    const std::int64_t at = offset + n * stride + i;
+  const float total_dy = chunk_sum(
+      s, chunk, [&](unsigned int n, unsigned int p) { return widen(dy[channel_at(s, n, c, p)]); });
+  const float total_dy_xmu = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
+    const std::int64_t at = channel_at(s, n, c, p);
     return widen(dy[at]) * (widen(x[at]) - m);
   });
-  if (threadIdx.x != 0) return;
-  sum_dy[c] = total_dy;
-  sum_dy_xmu[c] = total_dy_xmu;
-  store_any(dweight.data, dweight.dtype, c,
-            load_any(dweight.data, dweight.dtype, c) + total_dy_xmu * invstd[c]);
-  store_any(dbias.data, dbias.dtype, c, load_any(dbias.data, dbias.dtype, c) + total_dy);
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) finish_backward(o, c, total_dy, total_dy_xmu);
+    return;
+  }
+  if (threadIdx.x == 0) {
+    partials[2 * (c * gridDim.x + chunk)] = total_dy;
+    partials[2 * (c * gridDim.x + chunk) + 1] = total_dy_xmu;
+  }
+  if (!arrive_last(arrivals)) return;
+  for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
+    float sum_dy = 0.0f, sum_dy_xmu = 0.0f;
+    for (unsigned int k = 0; k < gridDim.x; ++k) {
+      sum_dy += __ldcg(partials + 2 * (channel * gridDim.x + k));
+      sum_dy_xmu += __ldcg(partials + 2 * (channel * gridDim.x + k) + 1);
+    }
+    finish_backward(o, channel, sum_dy, sum_dy_xmu);
+  }
 }
 
 template <class X, class D>
@@ -118,10 +172,18 @@ Shape3 shape_of(const BatchNormGeometry& g) {
   return {g.batch, g.channels, g.plane};
 }
 
-unsigned int channel_blocks(const BatchNormGeometry& g) {
-  ALLOY_CHECK(g.channels > 0 && g.channels <= 0x7fffffff, "batch_norm2d: ", g.channels,
-              " channels do not fit one grid");
-  return static_cast<unsigned int>(g.channels);
+ChannelSplit split_of(const BatchNormGeometry& g) {
+  return split_channels(g.batch, g.channels, g.plane, "batch_norm2d");
+}
+
+// Partials for a split of more than one chunk: two floats per (chunk, channel).
+DeviceBuffer partials_for(const ChannelSplit& s) {
+  return s.chunks > 1 ? reduction_workspace(2 * sizeof(float) * s.chunks * s.channels)
+                      : DeviceBuffer();
+}
+
+unsigned int* arrivals_for(const ChannelSplit& s, cudaStream_t stream) {
+  return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
 }
 
 template <class T>
@@ -142,15 +204,19 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
                                 float* saved_mean, float* saved_invstd, float* scratch, void* y,
                                 cudaStream_t stream) {
   const Shape3 s = shape_of(g);
-  float* scale = scratch;
-  float* shift = scratch + g.channels;
+  const ChannelSplit split = split_of(g);
+  const TrainOutputs outputs{
+      weight,     bias,       running_mean, running_var, params.momentum,
+      params.eps, saved_mean, saved_invstd, scratch,     scratch + g.channels};
+  const DeviceBuffer partials = partials_for(split);
+  unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
     using T = decltype(type);
-    train_statistics_kernel<<<channel_blocks(g), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), s, weight, bias, running_mean, running_var, params.momentum,
-        params.eps, saved_mean, saved_invstd, scale, shift);
-    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d train_statistics_kernel over ", g.channels, " channels");
-    launch_affine<T>(x, y, s, scale, shift, stream);
+    train_statistics_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals);
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d train_statistics_kernel over ", g.channels,
+                            " channels in ", split.chunks, " chunks");
+    launch_affine<T>(x, y, s, outputs.scale, outputs.shift, stream);
   });
 }
 
@@ -178,14 +244,19 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
   float* sum_dy = scratch;
   float* sum_dy_xmu = scratch + g.channels;
   const std::int64_t count = s.batch * s.channels * s.plane;
+  const ChannelSplit split = split_of(g);
+  const DeviceBuffer partials = partials_for(split);
+  unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating(dtype, "batch_norm2d_backward", [&](auto x_type) {
     using X = decltype(x_type);
     dispatch_floating(dy_dtype, "batch_norm2d_backward", [&](auto d_type) {
       using D = decltype(d_type);
-      backward_reduce_kernel<<<channel_blocks(g), kThreads, 0, stream>>>(
-          static_cast<const X*>(x), static_cast<const D*>(dy), s, saved_mean, saved_invstd, dweight,
-          dbias, sum_dy, sum_dy_xmu);
-      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels, " channels");
+      backward_reduce_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
+          static_cast<const X*>(x), static_cast<const D*>(dy), split, saved_mean,
+          BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
+          arrivals);
+      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
+                              " channels in ", split.chunks, " chunks");
       if (count == 0) return;
       backward_dx_kernel<<<grid_for(count), kThreads, 0, stream>>>(
           static_cast<const X*>(x), static_cast<const D*>(dy), static_cast<X*>(dx), s, saved_mean,

@@ -113,6 +113,45 @@ __device__ __forceinline__ float block_sum(float value) {
   return value;
 }
 
+// The same for a double (the loss mean sums in double, as the CPU does).
+__device__ __forceinline__ double block_sum(double value) {
+  __shared__ double partial[32];
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_down_sync(0xffffffffu, value, offset);
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  __syncthreads();
+  if (lane == 0) partial[warp] = value;
+  __syncthreads();
+  value = threadIdx.x < blockDim.x / 32 ? partial[lane] : 0.0;
+  if (warp == 0) {
+    for (int offset = 16; offset > 0; offset /= 2)
+      value += __shfl_down_sync(0xffffffffu, value, offset);
+  }
+  return value;
+}
+
+// The ticket of a one-launch grid reduction (core/ops/cuda/last_block.h). Every thread of every
+// block calls it once its block's partial results are stored (no thread may have returned);
+// it returns true, in every thread, in the block that arrives last, and false elsewhere. That
+// block may then read every other block's partials, with __ldcg (through L2, past the
+// incoherent L1). The counter is back at zero when the launch ends.
+__device__ __forceinline__ bool arrive_last(unsigned int* counter) {
+  __shared__ bool last;
+  __threadfence();  // release: this thread's partial stores are visible before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {
+    const unsigned int blocks = gridDim.x * gridDim.y * gridDim.z;
+    last = atomicAdd(counter, 1u) == blocks - 1;
+    if (last) {
+      atomicExch(counter, 0u);  // every other block has taken its ticket
+      __threadfence();          // acquire: the partials are read after the last ticket
+    }
+  }
+  __syncthreads();
+  return last;
+}
+
 // Maximum over the block with fmaxf's rule (a NaN loses to any number, like the CPU softmax's
 // std::fmax), valid in every thread.
 __device__ __forceinline__ float block_max(float value) {

@@ -4,9 +4,11 @@
 #include <tuple>
 
 #include "core/cuda/context.h"
+#include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d.h"
 #include "core/ops/cuda/elementwise.h"
+#include "core/ops/cuda/last_block.h"
 
 namespace alloy::cuda {
 
@@ -162,19 +164,28 @@ Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeo
   return *slot;
 }
 
-// One block per output channel: the fp32 sum of dy over (n, p, q), added into db.
+// The fp32 sum of dy over (n, p, q) per output channel, added into db: one block per (chunk,
+// channel) (channel_reduce.cuh); with several chunks, the partials are summed in chunk order by
+// the grid's last block.
 template <class T>
-__global__ void bias_grad_kernel(const T* dy, int batch, int channels, int plane, void* db,
-                                 DType db_dtype) {
-  const int c = blockIdx.x;
-  float sum = 0.0f;
-  for (int n = 0; n < batch; ++n) {
-    const T* row = dy + (static_cast<std::int64_t>(n) * channels + c) * plane;
-    for (int i = threadIdx.x; i < plane; i += blockDim.x)
-      sum += widen(row[i]);
+__global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, void* db,
+                                 DType db_dtype, unsigned int* arrivals) {
+  const unsigned int chunk = blockIdx.x;
+  const std::int64_t c = blockIdx.y;
+  const float sum = chunk_sum(
+      s, chunk, [&](unsigned int n, unsigned int p) { return widen(dy[channel_at(s, n, c, p)]); });
+  if (gridDim.x == 1) {
+    if (threadIdx.x == 0) store_any(db, db_dtype, c, load_any(db, db_dtype, c) + sum);
+    return;
   }
-  sum = block_sum(sum);
-  if (threadIdx.x == 0) store_any(db, db_dtype, c, load_any(db, db_dtype, c) + sum);
+  if (threadIdx.x == 0) partials[c * gridDim.x + chunk] = sum;
+  if (!arrive_last(arrivals)) return;
+  for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
+    float total = 0.0f;
+    for (unsigned int k = 0; k < gridDim.x; ++k)
+      total += __ldcg(partials + channel * gridDim.x + k);
+    store_any(db, db_dtype, channel, load_any(db, db_dtype, channel) + total);
+  }
 }
 
 }  // namespace
@@ -248,12 +259,20 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   }
 
   if (db != nullptr) {
+    const ChannelSplit split =
+        split_channels(g.batch, g.filters, std::int64_t{g.out_h} * g.out_w, "conv2d_backward");
+    const DeviceBuffer partials =
+        split.chunks > 1 ? reduction_workspace(sizeof(float) * split.chunks * g.filters)
+                         : DeviceBuffer();
+    unsigned int* arrivals =
+        split.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
     dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
       using T = decltype(type);
-      bias_grad_kernel<<<static_cast<unsigned int>(g.filters), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy), g.batch, g.filters, g.out_h * g.out_w, db, db_dtype);
+      bias_grad_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
+          static_cast<const T*>(dy), split, partials.as<float>(), db, db_dtype, arrivals);
     });
-    ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_grad_kernel over ", g.filters, " channels");
+    ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_grad_kernel over ", g.filters, " channels in ",
+                            split.chunks, " chunks");
   }
 
   if (dx != nullptr) {

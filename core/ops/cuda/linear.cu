@@ -1,5 +1,13 @@
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "core/cuda/context.h"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/gemm.h"
+#include "core/ops/cuda/last_block.h"
 #include "core/ops/cuda/linear.h"
 
 namespace alloy::cuda {
@@ -13,31 +21,226 @@ __global__ void broadcast_rows_kernel(const T* b, T* y, std::int64_t rows, int c
   }
 }
 
-// One thread per column walks the rows in order; neighbouring threads read neighbouring
-// columns, so loads coalesce.
-__global__ void column_sums_kernel(const void* dy, DType dtype, int rows, int columns, void* bias,
-                                   DType bias_dtype) {
-  ALLOY_GRID_STRIDE(column, columns) {
-    float sum = 0.0f;
-    for (int row = 0; row < rows; ++row) {
+// Column sums in tiles of 32 columns by 8 row lanes: the lanes of a warp read 32 neighbouring
+// columns of a row (coalesced), the block's 8 warps take every 8th row of the block's row
+// chunk, and the 8 sums of a column are added in warp order. With several row chunks (grid y),
+// each block stores its partial sums and the grid's last block adds them in chunk order. Every
+// order is fixed: deterministic.
+constexpr int kTileColumns = 32;
+constexpr int kTileRows = 8;
+constexpr int kChunkRows = 128;  // 16 rows per thread
+constexpr int kMaxRowChunks = 1024;
+
+__global__ void column_sums_kernel(const void* dy, DType dtype, int rows, int columns,
+                                   int chunk_rows, void* bias, DType bias_dtype, float* partials,
+                                   unsigned int* arrivals) {
+  __shared__ float tile[kTileRows][kTileColumns + 1];
+  const int column = blockIdx.x * kTileColumns + threadIdx.x;
+  const int begin = blockIdx.y * chunk_rows;
+  const int end = min(begin + chunk_rows, rows);
+  float sum = 0.0f;
+  if (column < columns) {
+    for (int row = begin + threadIdx.y; row < end; row += kTileRows)
       sum += load_any(dy, dtype, static_cast<std::int64_t>(row) * columns + column);
-    }
-    store_any(bias, bias_dtype, column, load_any(bias, bias_dtype, column) + sum);
   }
+  tile[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0) {
+    sum = 0.0f;
+    for (int lane = 0; lane < kTileRows; ++lane)
+      sum += tile[lane][threadIdx.x];
+  }
+  if (gridDim.y == 1) {
+    if (threadIdx.y == 0 && column < columns) {
+      store_any(bias, bias_dtype, column, load_any(bias, bias_dtype, column) + sum);
+    }
+    return;
+  }
+  if (threadIdx.y == 0 && column < columns) {
+    partials[static_cast<std::int64_t>(blockIdx.y) * columns + column] = sum;
+  }
+  if (!arrive_last(arrivals)) return;
+  for (int c = threadIdx.y * kTileColumns + threadIdx.x; c < columns;
+       c += kTileColumns * kTileRows) {
+    float total = 0.0f;
+    for (unsigned int k = 0; k < gridDim.y; ++k)
+      total += __ldcg(partials + static_cast<std::int64_t>(k) * columns + c);
+    store_any(bias, bias_dtype, c, load_any(bias, bias_dtype, c) + total);
+  }
+}
+
+using MatmulDesc = Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy>;
+using MatrixLayout = Owned<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy>;
+using MatmulPreference = Owned<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy>;
+
+// y = x w^T + b as one cuBLASLt matmul whose epilogue adds the bias (CUBLASLT_EPILOGUE_BIAS):
+// D = alpha op(A) op(B) + bias, accumulated in fp32 and rounded once into y, exactly what the
+// bias broadcast followed by a beta = 1 GEMM gives, in one launch instead of two. Column-major,
+// y^T [out, batch] = w [in, out]^T x^T [in, batch], so the bias runs along D's rows.
+struct BiasGemmPlan {
+  bool fused = false;  // false: cuBLASLt offered no algorithm; the two-launch path runs
+  MatmulDesc desc;
+  MatrixLayout a, b, d;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+// The largest power of two up to 256 dividing the address: cuBLASLt assumes 256-byte aligned
+// matrices unless told otherwise, and some of its kernels need it.
+std::uint32_t alignment_of(const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  std::uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0)
+    alignment /= 2;
+  return alignment;
+}
+
+template <class Value>
+void set_attribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute,
+                   const Value& value) {
+  ALLOY_CUDA_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value),
+                   "linear_forward: setting cuBLASLt matmul attribute ",
+                   static_cast<int>(attribute));
+}
+
+template <class Value>
+void set_preference(cublasLtMatmulPreference_t preference,
+                    cublasLtMatmulPreferenceAttributes_t attribute, const Value& value) {
+  ALLOY_CUDA_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(preference, attribute, &value, sizeof value),
+      "linear_forward: setting cuBLASLt preference ", static_cast<int>(attribute));
+}
+
+MatrixLayout layout(DType dtype, int rows, int columns, int ld) {
+  cublasLtMatrixLayout_t raw = nullptr;
+  ALLOY_CUDA_CHECK(
+      cublasLtMatrixLayoutCreate(&raw, cuda_data_type(dtype), static_cast<std::uint64_t>(rows),
+                                 static_cast<std::uint64_t>(columns), ld),
+      "linear_forward: describing a ", dtype_name(dtype), " [", rows, ", ", columns,
+      "] matrix for cuBLASLt");
+  return MatrixLayout(raw);
+}
+
+BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, int in, int out,
+                                 std::uint32_t alignment, std::size_t workspace_bytes) {
+  BiasGemmPlan plan;
+  cublasLtMatmulDesc_t desc = nullptr;
+  // fp32 compute and scale for every storage type: true fp32 for f32 data (no TF32).
+  ALLOY_CUDA_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                   "linear_forward: creating a cuBLASLt matmul descriptor");
+  plan.desc = MatmulDesc(desc);
+  set_attribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set_attribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  plan.a = layout(dtype, in, out, in);
+  plan.b = layout(dtype, in, batch, in);
+  plan.d = layout(dtype, out, batch, out);
+
+  cublasLtMatmulPreference_t raw = nullptr;
+  ALLOY_CUDA_CHECK(cublasLtMatmulPreferenceCreate(&raw),
+                   "linear_forward: creating a cuBLASLt preference");
+  const MatmulPreference preference(raw);
+  set_preference(raw, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                 static_cast<std::uint64_t>(workspace_bytes));
+  // Split-k partial sums are added in fp32 (the compute type), never in a half output: the
+  // numerics contract, as CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION is for cuBLAS.
+  set_preference(raw, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                 static_cast<std::uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+  for (const auto attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    set_preference(raw, attribute, alignment);
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt, desc, plan.a.get(), plan.b.get(), plan.d.get(), plan.d.get(), raw, 1, &result, &found);
+  // No algorithm for this shape, dtype or alignment: the plan says so and the caller takes the
+  // two-launch path (linear_bias_epilogue_plans lets a test see which).
+  plan.fused =
+      status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (plan.fused) plan.algo = result.algo;
+  return plan;
+}
+
+using BiasGemmKey = std::tuple<int, int, int, int, int, std::uint32_t>;
+
+struct BiasGemmCache {
+  std::mutex mutex;
+  std::map<BiasGemmKey, std::unique_ptr<BiasGemmPlan>> plans;
+};
+
+BiasGemmCache& bias_gemm_cache() {
+  static BiasGemmCache cache;
+  return cache;
+}
+
+// Runs y = x w^T + b through the plan for this shape and returns true, or returns false when
+// cuBLASLt has no such algorithm.
+bool fused_bias_gemm(int batch, int in, int out, const void* x, const void* w, const void* b,
+                     void* y, DType dtype, cudaStream_t stream) {
+  int device = -1;
+  ALLOY_CUDA_CHECK(cudaGetDevice(&device), "reading the current device");
+  DeviceContext& ctx = context(Device::cuda(device));
+  const std::uint32_t alignment =
+      std::min({alignment_of(x), alignment_of(w), alignment_of(b), alignment_of(y)});
+  const BiasGemmKey key{device, static_cast<int>(dtype), batch, in, out, alignment};
+  BiasGemmCache& cache = bias_gemm_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);  // the descriptor's bias pointer is set per call
+  auto& slot = cache.plans[key];
+  if (!slot) {
+    slot = std::make_unique<BiasGemmPlan>(make_bias_gemm_plan(
+        ctx.cublas_lt.get(), dtype, batch, in, out, alignment, ctx.cublas.workspace_bytes()));
+  }
+  const BiasGemmPlan& plan = *slot;
+  if (!plan.fused) return false;
+  set_attribute(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
+  const float one = 1.0f, zero = 0.0f;
+  // The cuBLAS handle's workspace: both libraries' calls run in order on this one stream.
+  ALLOY_CUDA_CHECK(cublasLtMatmul(ctx.cublas_lt.get(), plan.desc.get(), &one, w, plan.a.get(), x,
+                                  plan.b.get(), &zero, y, plan.d.get(), y, plan.d.get(), &plan.algo,
+                                  ctx.cublas.workspace(), ctx.cublas.workspace_bytes(), stream),
+                   "linear_forward: cuBLASLt matmul with bias epilogue, ", dtype_name(dtype),
+                   " batch=", batch, " in=", in, " out=", out);
+  return true;
 }
 
 }  // namespace
 
+int linear_bias_epilogue_plans(Device device, bool fused) {
+  BiasGemmCache& cache = bias_gemm_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  int count = 0;
+  for (const auto& [key, plan] : cache.plans)
+    count += std::get<0>(key) == device.index && plan->fused == fused;
+  return count;
+}
+
 void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* bias,
                      DType bias_dtype, cudaStream_t stream) {
   if (columns == 0) return;
-  column_sums_kernel<<<grid_for(columns), kThreads, 0, stream>>>(dy, dtype, rows, columns, bias,
-                                                                 bias_dtype);
-  ALLOY_CUDA_CHECK_LAUNCH("column_sums_kernel over ", rows, "x", columns);
+  const int chunks = std::clamp((rows + kChunkRows - 1) / kChunkRows, 1, kMaxRowChunks);
+  const int chunk_rows = std::max((rows + chunks - 1) / chunks, 1);
+  const int used_chunks = std::max((rows + chunk_rows - 1) / chunk_rows, 1);
+  const DeviceBuffer partials =
+      used_chunks > 1
+          ? reduction_workspace(sizeof(float) * static_cast<std::size_t>(used_chunks) * columns)
+          : DeviceBuffer();
+  unsigned int* arrivals =
+      used_chunks > 1 ? arrival_counter(ArrivalSlot::column_sums, stream) : nullptr;
+  const dim3 grid((columns + kTileColumns - 1) / kTileColumns,
+                  static_cast<unsigned int>(used_chunks));
+  column_sums_kernel<<<grid, dim3(kTileColumns, kTileRows), 0, stream>>>(
+      dy, dtype, rows, columns, chunk_rows, bias, bias_dtype, partials.as<float>(), arrivals);
+  ALLOY_CUDA_CHECK_LAUNCH("column_sums_kernel over ", rows, "x", columns, " in ", used_chunks,
+                          " row chunks");
 }
 
 void linear_forward(cublasHandle_t handle, cudaStream_t stream, int batch, int in, int out,
                     const void* x, const void* w, const void* b, void* y, DType dtype) {
+  if (b != nullptr && batch > 0 && out > 0 && in > 0 &&
+      fused_bias_gemm(batch, in, out, x, w, b, y, dtype, stream)) {
+    return;
+  }
   float beta = 0.0f;
   if (b != nullptr && batch > 0) {
     const std::int64_t count = std::int64_t{batch} * out;

@@ -1,14 +1,17 @@
 #include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/last_block.h"
 #include "core/ops/cuda/softmax_cross_entropy.h"
 
 namespace alloy::cuda {
 
 namespace {
 
-// One block per row: max, exp and sum in fp32 with block reductions.
+// One block per row: max, exp and sum in fp32 with block reductions. The block that finishes
+// last also forms the mean loss, so the loss costs one launch.
 template <class T>
 __global__ void forward_kernel(const T* logits, const std::int32_t* labels, float* probabilities,
-                               float* row_loss, std::int64_t classes) {
+                               float* row_loss, float* loss, std::int64_t rows,
+                               std::int64_t classes, unsigned int* arrivals) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
   float* p = probabilities + row * classes;
@@ -34,14 +37,15 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
     // -log softmax at the label, without forming the (possibly underflowed) probability.
     row_loss[row] = label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
   }
-}
-
-// The mean in double, rows summed in order: deterministic and the CPU's order.
-__global__ void mean_kernel(const float* row_loss, float* loss, std::int64_t rows) {
-  double total = 0.0;
-  for (std::int64_t row = 0; row < rows; ++row)
-    total += row_loss[row];
-  *loss = static_cast<float>(total / static_cast<double>(rows));
+  if (!arrive_last(arrivals)) return;
+  // The mean in double over a fixed tree (each thread's rows in order, then the block sum):
+  // deterministic for a shape, and equal to the CPU's row-order double sum whenever that sum is
+  // exact, which it is unless the row losses span more than about 2^29 in magnitude.
+  double partial = 0.0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x)
+    partial += __ldcg(row_loss + r);
+  const double loss_sum = block_sum(partial);
+  if (threadIdx.x == 0) *loss = static_cast<float>(loss_sum / static_cast<double>(rows));
 }
 
 template <class T>
@@ -58,10 +62,18 @@ __global__ void backward_kernel(const float* probabilities, const std::int32_t* 
   }
 }
 
-// One thread per row; first maximum wins ties, a NaN counts as the largest.
+// One thread per row; first maximum wins ties, a NaN counts as the largest. With a loss_sum,
+// the first thread also adds the batch's loss to it (the step tally's other half, one launch
+// for both). The _rn intrinsics keep nvcc from fusing the multiply and add, so the sum rounds
+// like the CPU's.
 template <class T>
 __global__ void count_kernel(const T* logits, const std::int32_t* labels,
-                             unsigned long long* correct, std::int64_t rows, std::int64_t classes) {
+                             unsigned long long* correct, std::int64_t rows, std::int64_t classes,
+                             const float* loss, double* loss_sum) {
+  if (loss_sum != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    *loss_sum =
+        __dadd_rn(*loss_sum, __dmul_rn(static_cast<double>(*loss), static_cast<double>(rows)));
+  }
   ALLOY_GRID_STRIDE(row, rows) {
     const T* x = logits + row * classes;
     std::int64_t best = 0;
@@ -92,14 +104,14 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
                                    std::int64_t rows, std::int64_t classes, cudaStream_t stream) {
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_forward: ", rows,
               " rows do not fit one grid");
+  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
   dispatch_floating(dtype, "softmax_cross_entropy_forward", [&](auto type) {
     using T = decltype(type);
     forward_kernel<<<static_cast<unsigned int>(rows), threads_for(classes), 0, stream>>>(
-        static_cast<const T*>(logits), labels, probabilities, row_loss, classes);
+        static_cast<const T*>(logits), labels, probabilities, row_loss, loss, rows, classes,
+        arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax forward_kernel on ", rows, "x", classes, " logits");
-  mean_kernel<<<1, 1, 0, stream>>>(row_loss, loss, rows);
-  ALLOY_CUDA_CHECK_LAUNCH("softmax mean_kernel over ", rows, " rows");
 }
 
 void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
@@ -119,12 +131,12 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
 
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
                    unsigned long long* correct, std::int64_t rows, std::int64_t classes,
-                   cudaStream_t stream) {
-  if (rows == 0) return;
+                   cudaStream_t stream, const float* loss, double* loss_sum) {
+  if (rows == 0 && loss_sum == nullptr) return;
   dispatch_floating(dtype, "count_correct", [&](auto type) {
     using T = decltype(type);
     count_kernel<<<grid_for(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), labels,
-                                                          correct, rows, classes);
+                                                          correct, rows, classes, loss, loss_sum);
   });
   ALLOY_CUDA_CHECK_LAUNCH("count_kernel on ", rows, " rows");
 }

@@ -9,9 +9,11 @@
 
 namespace alloy::cuda {
 
-// Writes the mean loss to *loss (device). `row_loss` is device scratch of `rows` floats; the
-// per-row losses are summed in row order in double, like the CPU kernel. A label outside
-// [0, classes) makes its row's loss NaN (labels live on the device and are not checked there).
+// Writes the mean loss to *loss (device), in one launch (the last block to finish forms the
+// mean). `row_loss` is device scratch of `rows` floats; the per-row losses are summed in double
+// in a fixed tree order: deterministic, and equal to the CPU's row-order sum whenever that
+// double sum is exact. A label outside [0, classes) makes its row's loss NaN (labels live on
+// the device and are not checked there).
 void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
                                    float* probabilities, float* row_loss, float* loss,
                                    std::int64_t rows, std::int64_t classes, cudaStream_t stream);
@@ -21,9 +23,10 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
                                     float grad_scale, const float* grad_scale_device, void* dlogits,
                                     DType dtype, std::int64_t rows, std::int64_t classes,
                                     cudaStream_t stream);
-// Adds the number of correct rows to *correct (device).
+// Adds the number of correct rows to *correct (device). With a loss_sum it also adds
+// double(*loss) * rows to *loss_sum in the same launch, rounded like the CPU's step tally.
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
                    unsigned long long* correct, std::int64_t rows, std::int64_t classes,
-                   cudaStream_t stream);
+                   cudaStream_t stream, const float* loss = nullptr, double* loss_sum = nullptr);
 
 }  // namespace alloy::cuda

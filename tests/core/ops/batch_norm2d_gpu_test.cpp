@@ -14,44 +14,60 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   Generator generator(81);
   const DType types[] = {DType::f32, DType::f16, DType::bf16};
   const BatchNormParams params{0.1f, 1e-5f};
+  // One block per channel (16 x 9 x 7 values), a small plane over a large batch (256 x 7 x 7:
+  // 4 chunks per channel) and a large plane (64 x 28 x 28: 13 chunks) whose chunks the grid's
+  // last block merges.
+  const Shape shapes[] = {{16, 12, 9, 7}, {256, 6, 7, 7}, {64, 3, 28, 28}};
   for (const DType dtype : types) {
     for (const DType param_type : {DType::f32, dtype}) {
-      const double tol = gpu_tolerance(dtype);
-      const std::string what =
-          std::string(dtype_name(dtype)) + " with " + dtype_name(param_type) + " parameters";
-      const Tensor x = random_tensor({16, 12, 9, 7}, dtype, generator, -2.0f, 3.0f);
-      const Tensor weight = random_tensor({12}, param_type, generator, 0.5f, 1.5f);
-      const Tensor bias = random_tensor({12}, param_type, generator);
-      Tensor mean_cpu = random_tensor({12}, param_type, generator);
-      Tensor var_cpu = random_tensor({12}, param_type, generator, 0.5f, 2.0f);
-      Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
-      const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
+      for (const Shape& shape : shapes) {
+        const std::int64_t channels = shape[1];
+        const double tol = gpu_tolerance(dtype);
+        const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape) +
+                                 " with " + dtype_name(param_type) + " parameters";
+        const Tensor x = random_tensor(shape, dtype, generator, -2.0f, 3.0f);
+        const Tensor weight = random_tensor({channels}, param_type, generator, 0.5f, 1.5f);
+        const Tensor bias = random_tensor({channels}, param_type, generator);
+        Tensor mean_cpu = random_tensor({channels}, param_type, generator);
+        Tensor var_cpu = random_tensor({channels}, param_type, generator, 0.5f, 2.0f);
+        Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
+        const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
 
-      const BatchNormTrainResult cpu =
-          batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
-      const BatchNormTrainResult gpu =
-          batch_norm2d_train_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params);
-      check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
-      check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
-      check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
-      check_gpu_close(mean_gpu, mean_cpu, "running mean " + what, gpu_tolerance(param_type), 1e-5);
-      check_gpu_close(var_gpu, var_cpu, "running var " + what, gpu_tolerance(param_type), 1e-5);
+        const BatchNormTrainResult cpu =
+            batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
+        const BatchNormTrainResult gpu =
+            batch_norm2d_train_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params);
+        check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
+        check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
+        check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
+        {  // the chunks merge in a fixed order: the same bits again
+          Tensor mean_again = to_cuda(mean_cpu), var_again = to_cuda(var_cpu);
+          const BatchNormTrainResult again = batch_norm2d_train_forward(
+              x_gpu, weight_gpu, bias_gpu, mean_again, var_again, params);
+          check_gpu_equal(again.saved.mean, to_host(gpu.saved.mean), "saved mean again " + what);
+          check_gpu_equal(again.saved.invstd, to_host(gpu.saved.invstd),
+                          "saved invstd again " + what);
+        }
+        check_gpu_close(mean_gpu, mean_cpu, "running mean " + what, gpu_tolerance(param_type),
+                        1e-5);
+        check_gpu_close(var_gpu, var_cpu, "running var " + what, gpu_tolerance(param_type), 1e-5);
 
-      check_gpu_close(
-          batch_norm2d_eval_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params),
-          batch_norm2d_eval_forward(x, weight, bias, mean_cpu, var_cpu, params), "eval y " + what,
-          tol, 1e-4);
+        check_gpu_close(
+            batch_norm2d_eval_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params),
+            batch_norm2d_eval_forward(x, weight, bias, mean_cpu, var_cpu, params), "eval y " + what,
+            tol, 1e-4);
 
-      const Tensor dy = random_tensor(x.shape(), dtype, generator);
-      Tensor dweight = random_tensor({12}, param_type, generator);
-      Tensor dbias = random_tensor({12}, param_type, generator);
-      Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
-      const Tensor dx = batch_norm2d_backward(x, weight, dy, cpu.saved, dweight, dbias);
-      const Tensor dx_gpu =
-          batch_norm2d_backward(x_gpu, weight_gpu, to_cuda(dy), gpu.saved, dweight_gpu, dbias_gpu);
-      check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
-      check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(param_type), 1e-3);
-      check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(param_type), 1e-3);
+        const Tensor dy = random_tensor(x.shape(), dtype, generator);
+        Tensor dweight = random_tensor({channels}, param_type, generator);
+        Tensor dbias = random_tensor({channels}, param_type, generator);
+        Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
+        const Tensor dx = batch_norm2d_backward(x, weight, dy, cpu.saved, dweight, dbias);
+        const Tensor dx_gpu = batch_norm2d_backward(x_gpu, weight_gpu, to_cuda(dy), gpu.saved,
+                                                    dweight_gpu, dbias_gpu);
+        check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
+        check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(param_type), 1e-3);
+        check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(param_type), 1e-3);
+      }
     }
   }
 }

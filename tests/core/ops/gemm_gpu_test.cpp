@@ -6,6 +6,10 @@
 #include "core/ops/gemm.h"
 #include "tests/support/gpu.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#endif
+
 using namespace alloy;
 using namespace alloy::test;
 
@@ -36,5 +40,19 @@ BOOST_AUTO_TEST_CASE(every_dtype_and_transpose_matches_the_cpu) {
     }
   }
 }
+
+#ifdef ALLOY_HAVE_CUDA
+// The numerics contract's fp32 accumulation covers split-k reductions too, and cuBLAS works in
+// the allocator's workspace (so it allocates nothing during a graph capture).
+BOOST_AUTO_TEST_CASE(cublas_reduces_in_fp32_in_the_allocators_workspace) {
+  const cuda::DeviceContext& ctx = cuda::context(Device::cuda(0));
+  cublasMath_t mode{};
+  BOOST_REQUIRE(cublasGetMathMode(ctx.cublas.get(), &mode) == CUBLAS_STATUS_SUCCESS);
+  BOOST_TEST((mode & CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) != 0);
+  BOOST_TEST((mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION) == CUBLAS_DEFAULT_MATH);
+  BOOST_TEST(ctx.cublas.workspace() != nullptr);
+  BOOST_TEST(ctx.cublas.workspace_bytes() == cuda::CublasHandle::kCublasWorkspaceBytes);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,9 +1,15 @@
 // CUDA softmax cross-entropy against the CPU kernels: fp32 math in both, reductions in another
 // order (within fp32 tolerance); count_correct exactly.
 #include <boost/test/unit_test.hpp>
+#include <vector>
 
 #include "core/ops/softmax_cross_entropy.h"
 #include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/last_block.h"
+#endif
 
 using namespace alloy;
 using namespace alloy::test;
@@ -14,30 +20,38 @@ BOOST_AUTO_TEST_CASE(forward_backward_and_accuracy_match_the_cpu) {
   Generator generator(41);
   const DType types[] = {DType::f32, DType::f16, DType::bf16};
   const std::int64_t class_counts[] = {10, 1000};  // one warp per row, and a wide row
+  // The mean is formed by the last row's block to finish: one row, and many.
+  const std::int64_t row_counts[] = {1, 67, 5000};
   for (const DType dtype : types) {
     for (const std::int64_t classes : class_counts) {
-      const std::string what =
-          std::string(dtype_name(dtype)) + " with " + std::to_string(classes) + " classes";
-      const Tensor logits = random_tensor({67, classes}, dtype, generator, -8.0f, 8.0f);
-      const Tensor labels = random_labels(67, classes, generator);
-      const Tensor logits_gpu = to_cuda(logits);
-      const Tensor labels_gpu = to_cuda(labels);
-      const SoftmaxCrossEntropyResult cpu = softmax_cross_entropy_forward(logits, labels);
-      const SoftmaxCrossEntropyResult gpu = softmax_cross_entropy_forward(logits_gpu, labels_gpu);
-      check_gpu_close(gpu.loss, cpu.loss, "loss " + what, 1e-5, 0.0);
-      check_gpu_close(gpu.probabilities, cpu.probabilities, "probabilities " + what, 1e-5, 1e-7);
+      for (const std::int64_t rows : row_counts) {
+        const std::string what = std::string(dtype_name(dtype)) + " with " + std::to_string(rows) +
+                                 " rows of " + std::to_string(classes) + " classes";
+        const Tensor logits = random_tensor({rows, classes}, dtype, generator, -8.0f, 8.0f);
+        const Tensor labels = random_labels(rows, classes, generator);
+        const Tensor logits_gpu = to_cuda(logits);
+        const Tensor labels_gpu = to_cuda(labels);
+        const SoftmaxCrossEntropyResult cpu = softmax_cross_entropy_forward(logits, labels);
+        const SoftmaxCrossEntropyResult gpu = softmax_cross_entropy_forward(logits_gpu, labels_gpu);
+        check_gpu_close(gpu.loss, cpu.loss, "loss " + what, 1e-5, 0.0);
+        // Whichever block finishes last, the mean's order is fixed: the same bits again.
+        check_gpu_equal(softmax_cross_entropy_forward(logits_gpu, labels_gpu).loss,
+                        to_host(gpu.loss), "loss again " + what);
+        check_gpu_close(gpu.probabilities, cpu.probabilities, "probabilities " + what, 1e-5, 1e-7);
 
-      check_gpu_close(softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, 1024.0f, dtype),
-                      softmax_cross_entropy_backward(cpu.probabilities, labels, 1024.0f, dtype),
-                      "backward " + what, gpu_tolerance(dtype), 1e-5);
-      // The loss scale read on the device.
-      const Tensor scale = Tensor::from_floats({1}, {65536.0f});
-      check_gpu_close(
-          softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, to_cuda(scale), dtype),
-          softmax_cross_entropy_backward(cpu.probabilities, labels, scale, dtype),
-          "backward with a device loss scale " + what, gpu_tolerance(dtype), 1e-3);
+        check_gpu_close(
+            softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, 1024.0f, dtype),
+            softmax_cross_entropy_backward(cpu.probabilities, labels, 1024.0f, dtype),
+            "backward " + what, gpu_tolerance(dtype), 1e-5);
+        // The loss scale read on the device.
+        const Tensor scale = Tensor::from_floats({1}, {65536.0f});
+        check_gpu_close(
+            softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, to_cuda(scale), dtype),
+            softmax_cross_entropy_backward(cpu.probabilities, labels, scale, dtype),
+            "backward with a device loss scale " + what, gpu_tolerance(dtype), 1e-3);
 
-      BOOST_CHECK_EQUAL(count_correct(logits_gpu, labels_gpu), count_correct(logits, labels));
+        BOOST_CHECK_EQUAL(count_correct(logits_gpu, labels_gpu), count_correct(logits, labels));
+      }
     }
   }
 }
@@ -49,5 +63,27 @@ BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {
   std::copy(values, values + 4, labels.data<std::int32_t>());
   BOOST_CHECK_EQUAL(count_correct(to_cuda(logits), to_cuda(labels)), count_correct(logits, labels));
 }
+
+#ifdef ALLOY_HAVE_CUDA
+// Every grid's last block puts its arrival counter back to zero, ready for the next launch (and
+// for the next replay of a captured graph); the unscale pass's overflow mark too.
+BOOST_AUTO_TEST_CASE(arrival_counters_are_zero_between_launches) {
+  Generator generator(42);
+  const Tensor logits = to_cuda(random_tensor({300, 10}, DType::f16, generator, -8.0f, 8.0f));
+  const Tensor labels = to_cuda(random_labels(300, 10, generator));
+  softmax_cross_entropy_forward(logits, labels);
+  const cudaStream_t stream = cuda::stream_of(Device::cuda(0));
+  // The slots lie side by side in one buffer.
+  const unsigned int* first = cuda::arrival_counter(cuda::ArrivalSlot::softmax_loss, stream) -
+                              static_cast<int>(cuda::ArrivalSlot::softmax_loss);
+  const int slots = static_cast<int>(cuda::ArrivalSlot::count);
+  std::vector<unsigned int> counters(static_cast<std::size_t>(slots), 1u);
+  BOOST_REQUIRE(cudaMemcpyAsync(counters.data(), first, sizeof(unsigned int) * counters.size(),
+                                cudaMemcpyDeviceToHost, stream) == cudaSuccess);
+  BOOST_REQUIRE(cudaStreamSynchronize(stream) == cudaSuccess);
+  for (int slot = 0; slot < slots; ++slot)
+    BOOST_TEST(counters[static_cast<std::size_t>(slot)] == 0u, "slot " << slot);
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()
