@@ -2,6 +2,8 @@
 
 #ifdef ALLOY_HAVE_CUDA
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -30,6 +32,20 @@ std::string describe(const char* operation, const Tensor& tensor) {
 
 std::string joined_key(int rank) {
   return "alloy/joined/" + std::to_string(rank);
+}
+
+std::string device_key(int rank) {
+  return "alloy/nccl/device/" + std::to_string(rank);
+}
+
+// "HOST, PCI bus 0000:17:00.0": what makes a device the same device for two ranks.
+std::string device_identity(Device device) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  char bus[64] = {};
+  ALLOY_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device.index), "reading the PCI bus of ",
+                   device.str());
+  return detail::concat(host, ", PCI bus ", bus);
 }
 
 }  // namespace
@@ -61,6 +77,18 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
     if (!missing.empty()) {
       fail("rendezvous at ", master_, " timed out after ", seconds_str(options.timeout), ": ",
            missing.size(), " of ", size, " ranks did not join (first: ", missing.front(), ")");
+    }
+    // NCCL does not support two ranks on one device (it may hang): refuse it by name.
+    const std::string identity = device_identity(device);
+    store_->set(device_key(rank), std::vector<char>(identity.begin(), identity.end()));
+    for (int other = 0; other < size; ++other) {
+      if (other == rank) continue;
+      const std::vector<char> theirs = store_->get(device_key(other));
+      if (std::string(theirs.begin(), theirs.end()) == identity) {
+        fail("rank ", other, " uses the same device (", identity,
+             "): NCCL does not support two ranks on one device; use one device per rank, or the "
+             "Gloo backend (--dist-backend gloo) to share a device");
+      }
     }
     ncclUniqueId id;
     if (rank == 0) {
@@ -111,12 +139,23 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
 NcclProcessGroup::~NcclProcessGroup() {
   watchdog_.reset();  // nothing aborts the communicator behind our back from here on
   if (comm_ == nullptr) return;
-  cuda::DeviceGuard guard(device_.index);
-  // After a failure, pending operations may never finish: abort rather than wait for them.
-  if (failure_.empty()) {
-    ncclCommDestroy(comm_);
-  } else {
-    ncclCommAbort(comm_);
+  try {
+    cuda::DeviceGuard guard(device_.index);
+    // A non-blocking communicator is finalized (its queued work flushed) and polled before it
+    // is destroyed; bounded by the timeout, after which, as after a failure, it is aborted.
+    bool finalized = false;
+    if (failure_.empty()) {
+      ncclResult_t state = ncclCommFinalize(comm_);
+      const auto deadline = Clock::now() + options_.timeout;
+      while (state == ncclInProgress && Clock::now() < deadline) {
+        std::this_thread::sleep_for(kPoll);
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+      }
+      finalized = state == ncclSuccess;
+    }
+    static_cast<void>(finalized ? ncclCommDestroy(comm_) : ncclCommAbort(comm_));
+  } catch (const Error&) {
+    static_cast<void>(ncclCommAbort(comm_));  // the device could not even be selected
   }
 }
 

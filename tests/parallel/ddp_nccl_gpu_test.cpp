@@ -49,7 +49,7 @@ void backward_once(nn::Module& model, Device device, DType dtype) {
     value = uniform(generator) / 8.0f;
   Tensor x = to_cuda(Tensor::from_floats({8, 1, 28, 28}, images, dtype));
   Tensor dy = to_cuda(Tensor::from_floats({8, 10}, dlogits, dtype));
-  BOOST_TEST_REQUIRE(x.device() == device);
+  BOOST_TEST_REQUIRE((x.device() == device));
   model.forward(x);
   model.backward(dy);
 }
@@ -84,7 +84,7 @@ void check_world_of_one(ProcessGroup& group, DType dtype, bool allreduce_fp32,
                boost::test_tools::per_element());
     BOOST_TEST(ddp.plan().layouts[b].offsets == cpu_plan.layouts[b].offsets,
                boost::test_tools::per_element());
-    BOOST_TEST(ddp.bucket_buffers()[b].device() == device, what);
+    BOOST_TEST((ddp.bucket_buffers()[b].device() == device), what);
   }
 
   // The reference: a backward without reduction.
