@@ -251,6 +251,7 @@ std::shared_ptr<cuda::Event> NcclProcessGroup::enqueue(const std::string& what,
   ALLOY_CHECK(tensor.device() == device_, what, " on ", here(), ": the tensor is on ",
               tensor.device().str());
   cuda::DeviceGuard guard(device_.index);
+  if (stream == nullptr) stream = cuda::stream_of(device_);  // not the legacy default stream
   auto done = std::make_shared<cuda::Event>(device_.index);
   {
     std::unique_lock<std::mutex> lock(mutex_);

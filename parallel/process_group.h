@@ -1,5 +1,6 @@
 // ProcessGroup: the collectives that data parallelism needs, over the ranks of one job.
-// Implementations: GlooProcessGroup (CPU tensors, TCP); NCCL for GPU tensors.
+// Implementations: GlooProcessGroup (CPU tensors over TCP, and CUDA tensors staged through
+// pinned host memory); NcclProcessGroup (CUDA tensors, one device per rank).
 //
 // Every rank calls the same operations in the same order with tensors of the same shape and
 // dtype. Tensors live on the CPU or, for the groups that say so, on a CUDA device; on a device
@@ -63,14 +64,14 @@ class ProcessGroup {
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
 
-  // The tensor collectives above, queued on `stream` for a tensor on a CUDA device: they read
-  // the tensor after the work queued on `stream` before the call, and work queued on `stream`
-  // after the call sees the result. The host does not wait for the device: NCCL returns once the
-  // collective is queued; Gloo stages the tensor through pinned host memory, so the calling
-  // thread waits for the download and the host reduction, and the upload is queued. A failure
-  // found after the call returned (a dead peer, the timeout) makes every later call throw. For
-  // a CPU tensor these are the blocking calls above (the stream is not used). A group that
-  // cannot reach device memory throws.
+  // The tensor collectives above, queued on `stream` (nullptr: the device's compute stream,
+  // cuda::stream_of) for a tensor on a CUDA device: they read the tensor after the work queued
+  // on `stream` before the call, and work queued on `stream` after the call sees the result. The
+  // host does not wait for the device: NCCL returns once the collective is queued; Gloo stages the
+  // tensor through pinned host memory, so the calling thread waits for the download and the host
+  // reduction, and the upload is queued. A failure found after the call returned (a dead peer, the
+  // timeout) makes every later call throw. For a CPU tensor these are the blocking calls above (the
+  // stream is not used). A group that cannot reach device memory throws.
   virtual void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream);
   virtual void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream);
   virtual void broadcast_async(const Tensor& tensor, int root, StreamHandle stream);
