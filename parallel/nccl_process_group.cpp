@@ -269,7 +269,7 @@ std::shared_ptr<cuda::Event> NcclProcessGroup::enqueue(const std::string& what,
     }
     done->record(stream);
   }
-  watchdog_->track(what + " on " + here(), [done, what] { return done->done(what.c_str()); });
+  watchdog_->track(what, [done, what] { return done->done(what.c_str()); });
   return done;
 }
 
