@@ -86,7 +86,8 @@ class Event {
   void record(cudaStream_t stream);
   void wait(cudaStream_t stream) const;  // the stream waits; the host does not
   void synchronize() const;              // the host waits
-  bool done(const char* what) const { return event_done(event_.get(), what); }  // polls
+  // Polls without waiting (see event_done).
+  bool done(const char* what = "querying an event") const { return event_done(event_.get(), what); }
   // Milliseconds from `start` to this event; both recorded with timing on.
   float elapsed_ms_since(const Event& start) const;
 
