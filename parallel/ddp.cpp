@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "parallel/ops/bucket.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/cuda/handles.h"
+#endif
 
 namespace alloy::parallel {
 
@@ -13,26 +17,30 @@ namespace {
 
 using Clock = BucketTiming::Clock;
 
-float half_to_float(DType dtype, std::uint16_t bits) {
-  return dtype == DType::bf16 ? bf16_bits_to_float(bits) : half_bits_to_float(bits);
-}
-
-std::uint16_t float_to_half(DType dtype, float value) {
-  return dtype == DType::bf16 ? float_to_bf16_bits(value) : float_to_half_bits(value);
-}
-
-// Copies `count` half values from `from` to `to`, multiplied by `factor` (1: a plain copy).
-void scaled_half_copy(DType dtype, const std::uint16_t* from, std::uint16_t* to, std::size_t count,
-                      float factor) {
-  if (factor == 1.0f) {
-    std::memcpy(to, from, count * sizeof(std::uint16_t));
-    return;
-  }
-  for (std::size_t i = 0; i < count; ++i)
-    to[i] = float_to_half(dtype, half_to_float(dtype, from[i]) * factor);
-}
-
 }  // namespace
+
+#ifdef ALLOY_HAVE_CUDA
+// The CUDA path's ordering: a communication stream, and per bucket an event on the compute
+// stream (its last gradient is final) and one on the communication stream (its reduction is
+// done); `requested` marks finish() on the compute stream, `buffers_done` the broadcast of
+// rank 0's buffers.
+struct DistributedDataParallel::DeviceOrder {
+  DeviceOrder(int device, std::size_t buckets)
+      : communication(device), requested(device), buffers_done(device) {
+    for (std::size_t b = 0; b < buckets; ++b) {
+      ready.emplace_back(device);
+      done.emplace_back(device);
+    }
+  }
+  cuda::Stream communication;
+  std::vector<cuda::Event> ready;
+  std::vector<cuda::Event> done;
+  cuda::Event requested;
+  cuda::Event buffers_done;
+};
+#else
+struct DistributedDataParallel::DeviceOrder {};
+#endif
 
 std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes) {
   struct Placed {
@@ -75,6 +83,40 @@ float predivide_factor(int world) {
   return std::ldexp(1.0f, static_cast<int>(std::round(std::log2(static_cast<double>(world)) / 2)));
 }
 
+float postdivide_factor(int world) {
+  return predivide_factor(world) / static_cast<float>(world);
+}
+
+BucketLayout layout_bucket(const Bucket& bucket, const std::vector<GradientSlot>& slots) {
+  BucketLayout layout;
+  for (const int index : bucket.params) {
+    ALLOY_CHECK(index >= 0 && static_cast<std::size_t>(index) < slots.size(),
+                "layout_bucket: parameter ", index, " of ", slots.size());
+    const GradientSlot& slot = slots[static_cast<std::size_t>(index)];
+    ALLOY_CHECK(slot.dtype == bucket.dtype, "layout_bucket: parameter ", index, " is ",
+                dtype_name(slot.dtype), " in a ", dtype_name(bucket.dtype), " bucket");
+    layout.offsets.push_back(layout.numel);
+    layout.numel += slot.numel;
+  }
+  return layout;
+}
+
+BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes) {
+  BucketPlan plan;
+  plan.buckets = assign_buckets(slots, cap_bytes);
+  for (const Bucket& bucket : plan.buckets)
+    plan.layouts.push_back(layout_bucket(bucket, slots));
+  return plan;
+}
+
+std::vector<GradientSlot> gradient_slots(const std::vector<nn::Parameter*>& params) {
+  std::vector<GradientSlot> slots;
+  slots.reserve(params.size());
+  for (const nn::Parameter* param : params)
+    slots.push_back({param->value.dtype(), param->value.numel()});
+  return slots;
+}
+
 DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup& group,
                                                  const DdpOptions& options)
     : model_(model),
@@ -83,21 +125,29 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup
       params_(model.parameters()),
       predivide_(predivide_factor(group.size())) {
   ALLOY_CHECK(options.bucket_bytes > 0, "data parallel: the bucket size must be positive");
-  std::vector<GradientSlot> slots;
+  if (!params_.empty()) device_ = params_.front()->value.device();
   for (const nn::Parameter* param : params_) {
-    ALLOY_CHECK(param->value.device().is_cpu(), "data parallel: parameter ", param->name, " is on ",
-                param->value.device().str(),
-                "; reducing GPU gradients needs the NCCL process group, which this build lacks");
-    slots.push_back({param->value.dtype(), param->value.numel()});
+    ALLOY_CHECK(param->value.device() == device_, "data parallel: parameter ", param->name,
+                " is on ", param->value.device().str(), ", parameter ", params_.front()->name,
+                " on ", device_.str(), "; one replica lives on one device");
   }
-  buckets_ = assign_buckets(slots, options.bucket_bytes);
-  for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    const Bucket& bucket = buckets_[b];
+  plan_ = plan_buckets(gradient_slots(params_), options.bucket_bytes);
+  for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
+    const Bucket& bucket = plan_.buckets[b];
     for (const int index : bucket.params)
       bucket_of_[params_[static_cast<std::size_t>(index)]] = b;
-    const auto numel = static_cast<std::int64_t>(bucket.bytes / dtype_size(bucket.dtype));
+    // Half gradients reduced in fp32 are widened into an f32 bucket, and rounded once on the
+    // way out.
+    const DType dtype = is_half(bucket.dtype) && options.allreduce_fp32 ? DType::f32 : bucket.dtype;
     flat_.push_back(
-        Tensor::empty({numel}, bucket.dtype, Device::cpu(), MemoryCategory::communication));
+        Tensor::empty({plan_.layouts[b].numel}, dtype, device_, MemoryCategory::communication));
+  }
+  if (device_.is_cuda()) {
+#ifdef ALLOY_HAVE_CUDA
+    order_ = std::make_unique<DeviceOrder>(device_.index, plan_.buckets.size());
+#else
+    fail("data parallel on ", device_.str(), ": this build of Alloy has no CUDA backend");
+#endif
   }
   reset_step();
   thread_ = std::thread([this] { communicate(); });
@@ -112,6 +162,11 @@ DistributedDataParallel::~DistributedDataParallel() {
   }
   changed_.notify_all();
   thread_.join();
+#ifdef ALLOY_HAVE_CUDA
+  // Queued copies may still read or write the buckets, which go back to the allocator next. A
+  // failure here cannot be reported from a destructor; the stream is done either way.
+  if (order_) static_cast<void>(cudaStreamSynchronize(order_->communication.get()));
+#endif
 }
 
 void DistributedDataParallel::broadcast_from_rank0(const std::vector<nn::Parameter*>& extra) {
@@ -130,12 +185,13 @@ void DistributedDataParallel::set_sync(bool sync) {
 
 void DistributedDataParallel::reset_step() {
   pending_.clear();
-  for (const Bucket& bucket : buckets_)
+  for (const Bucket& bucket : plan_.buckets)
     pending_.push_back(bucket.params.size());
-  timings_.assign(buckets_.size(), {});
-  for (std::size_t b = 0; b < buckets_.size(); ++b)
+  timings_.assign(plan_.buckets.size(), {});
+  for (std::size_t b = 0; b < plan_.buckets.size(); ++b)
     timings_[b].bucket = static_cast<int>(b);
   next_ = 0;
+  buffers_wanted_ = false;
 }
 
 void DistributedDataParallel::on_grad_ready(nn::Parameter& param) {
@@ -147,31 +203,55 @@ void DistributedDataParallel::on_grad_ready(nn::Parameter& param) {
     std::size_t& pending = pending_[found->second];
     if (pending == 0) return;
     if (--pending != 0) return;
+#ifdef ALLOY_HAVE_CUDA
+    // The gradient's kernels are queued on the compute stream: the bucket is ready after them.
+    if (order_) order_->ready[found->second].record(cuda::stream_of(device_));
+#endif
     timings_[found->second].ready = Clock::now();
   }
   changed_.notify_all();
 }
 
 void DistributedDataParallel::communicate() {
+  const std::size_t buckets = plan_.buckets.size();
   std::unique_lock<std::mutex> lock(mutex_);
+#ifdef ALLOY_HAVE_CUDA
+  // Once for this thread, never switched back: a guard restoring the default device would
+  // create a context on cuda:0 for a rank on another device.
+  if (order_) {
+    const cudaError_t status = cudaSetDevice(device_.index);
+    if (status != cudaSuccess) {
+      error_ = std::make_exception_ptr(
+          Error(detail::concat("data parallel: cannot select ", device_.str(),
+                               " for the communication thread: ", cuda::status_text(status))));
+      next_ = buckets + 1;
+    }
+  }
+#endif
   while (true) {
-    changed_.wait(lock,
-                  [&] { return stopping_ || (next_ < buckets_.size() && pending_[next_] == 0); });
+    changed_.wait(lock, [&] {
+      return stopping_ || (next_ < buckets && pending_[next_] == 0) ||
+             (next_ == buckets && buffers_wanted_);
+    });
     if (stopping_) return;
-    const std::size_t bucket = next_;
-    timings_[bucket].started = Clock::now();
+    const std::size_t job = next_;
+    if (job < buckets) timings_[job].started = Clock::now();
     lock.unlock();
     std::exception_ptr error;
     try {
-      reduce(bucket);
+      if (job < buckets) {
+        reduce(job);
+      } else {
+        broadcast_buffers();
+      }
     } catch (...) {
       error = std::current_exception();
     }
     lock.lock();
-    timings_[bucket].finished = Clock::now();
+    if (job < buckets) timings_[job].finished = Clock::now();
     if (error) {
       error_ = error;
-      next_ = buckets_.size();  // nothing more can be reduced: the group is unusable
+      next_ = buckets + 1;  // nothing more can be reduced: the group is unusable
     } else {
       ++next_;
     }
@@ -179,88 +259,106 @@ void DistributedDataParallel::communicate() {
   }
 }
 
-// Runs on the communication thread: gathers the bucket's gradients into its staging buffer,
-// reduces it, and scatters the result back.
+// Runs on the communication thread: gathers the bucket's gradients into its flat buffer,
+// reduces it, and scatters the result back. On a device all of it is queued on the
+// communication stream after the bucket's ready event.
 void DistributedDataParallel::reduce(std::size_t index) {
-  const Bucket& bucket = buckets_[index];
+  const Bucket& bucket = plan_.buckets[index];
+  const BucketLayout& layout = plan_.layouts[index];
   const Tensor& flat = flat_[index];
-  const bool half = is_half(bucket.dtype);
-  const bool native = half && !options_.allreduce_fp32;
+  const bool native = is_half(bucket.dtype) && !options_.allreduce_fp32;
   const float before = native ? 1.0f / predivide_ : 1.0f;
-  const float after = native ? predivide_ / static_cast<float>(group_.size()) : 1.0f;
-  const std::size_t element = dtype_size(bucket.dtype);
-  auto* staging = static_cast<unsigned char*>(flat.raw());
-  std::size_t offset = 0;
-  for (const int param_index : bucket.params) {
-    const nn::Parameter& param = *params_[static_cast<std::size_t>(param_index)];
-    const std::size_t count = static_cast<std::size_t>(param.value.numel());
-    if (!param.grad.defined()) {
-      std::memset(staging + offset, 0, count * element);  // never computed: contributes zero
-    } else {
-      ALLOY_CHECK(param.grad.dtype() == bucket.dtype && param.grad.device().is_cpu() &&
-                      static_cast<std::size_t>(param.grad.numel()) == count,
-                  "data parallel: the gradient of ", param.name, " is ",
-                  dtype_name(param.grad.dtype()), shape_str(param.grad.shape()), " on ",
-                  param.grad.device().str(), ", not the CPU ", dtype_name(bucket.dtype),
-                  " tensor it was bucketed as (was the model cast after it was wrapped?)");
-      if (half) {
-        scaled_half_copy(bucket.dtype, param.grad.half_data(),
-                         reinterpret_cast<std::uint16_t*>(staging + offset), count, before);
-      } else {
-        std::memcpy(staging + offset, param.grad.raw(), count * element);
-      }
-    }
-    offset += count * element;
-  }
-  if (native) {
-    group_.allreduce_half_sum(flat);
-  } else {
-    group_.allreduce(flat, ReduceOp::average);  // f32, or half widened to f32 and rounded once
-  }
-  offset = 0;
-  for (const int param_index : bucket.params) {
-    const nn::Parameter& param = *params_[static_cast<std::size_t>(param_index)];
-    const std::size_t count = static_cast<std::size_t>(param.value.numel());
+  const float after = native ? postdivide_factor(group_.size()) : 1.0f;
+  std::vector<BucketSlice> slices;
+  slices.reserve(bucket.params.size());
+  for (std::size_t i = 0; i < bucket.params.size(); ++i) {
+    const nn::Parameter& param = *params_[static_cast<std::size_t>(bucket.params[i])];
+    // Never computed: contributes zero, and nothing is written back.
     if (param.grad.defined()) {
-      if (half) {
-        scaled_half_copy(bucket.dtype, reinterpret_cast<const std::uint16_t*>(staging + offset),
-                         param.grad.half_data(), count, after);
-      } else {
-        std::memcpy(param.grad.raw(), staging + offset, count * element);
-      }
+      ALLOY_CHECK(param.grad.dtype() == bucket.dtype && param.grad.device() == device_ &&
+                      param.grad.numel() == param.value.numel(),
+                  "data parallel: the gradient of ", param.name, " is ", param.grad.str(),
+                  ", not the ", dtype_name(bucket.dtype), " tensor on ", device_.str(),
+                  " it was bucketed as (was the model cast after it was wrapped?)");
     }
-    offset += count * element;
+    slices.push_back({param.grad, layout.offsets[i], param.value.numel()});
   }
+  StreamHandle stream = nullptr;
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) {
+    stream = order_->communication.get();
+    order_->ready[index].wait(stream);
+  }
+#endif
+  copy_into_bucket(slices, flat, before, stream);
+  if (native) {
+    group_.allreduce_half_sum_async(flat, stream);
+  } else {
+    group_.allreduce_async(flat, ReduceOp::average, stream);  // f32, or half widened into f32
+  }
+  copy_from_bucket(flat, slices, after, stream);
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) order_->done[index].record(stream);
+#endif
+}
+
+// Runs on the communication thread, after every bucket: batch-norm statistics were updated
+// from each rank's own shard, so every rank takes rank 0's, as PyTorch's DDP does before each
+// forward.
+void DistributedDataParallel::broadcast_buffers() {
+  StreamHandle stream = nullptr;
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) {
+    stream = order_->communication.get();
+    order_->requested.wait(stream);  // after the forward that updated them
+  }
+#endif
+  for (const nn::Buffer* buffer : model_.buffers())
+    group_.broadcast_async(buffer->value, 0, stream);
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) order_->buffers_done.record(stream);
+#endif
 }
 
 void DistributedDataParallel::finish() {
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!sync_) return;
-    // Gradients never reported in this backward (parameters it did not reach) are reduced as
-    // they are: every rank runs the same model, so every rank forces the same buckets.
-    const auto now = Clock::now();
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      if (pending_[b] != 0) {
-        pending_[b] = 0;
-        timings_[b].ready = now;
-      }
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!sync_) return;
+  const std::size_t buckets = plan_.buckets.size();
+  // Gradients never reported in this backward (parameters it did not reach) are reduced as
+  // they are: every rank runs the same model, so every rank forces the same buckets.
+  const auto now = Clock::now();
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) order_->requested.record(cuda::stream_of(device_));
+#endif
+  for (std::size_t b = 0; b < buckets; ++b) {
+    if (pending_[b] != 0) {
+      pending_[b] = 0;
+#ifdef ALLOY_HAVE_CUDA
+      if (order_) order_->ready[b].record(cuda::stream_of(device_));
+#endif
+      timings_[b].ready = now;
     }
-    changed_.notify_all();
-    // Bounded: each allreduce fails after the group's timeout.
-    changed_.wait(lock, [&] { return next_ >= buckets_.size(); });
-    const auto done = Clock::now();
-    wait_seconds_ += std::chrono::duration<double>(done - now).count();
-    if (last_finish_) step_seconds_ += std::chrono::duration<double>(done - *last_finish_).count();
-    last_finish_ = done;
-    if (error_) std::rethrow_exception(error_);
-    last_timings_ = timings_;
-    reset_step();
   }
-  // Batch-norm statistics were updated from each rank's own shard: take rank 0's, as PyTorch's
-  // DDP does before each forward.
-  for (const nn::Buffer* buffer : model_.buffers())
-    group_.broadcast(buffer->value, 0);
+  buffers_wanted_ = true;
+  changed_.notify_all();
+  // Bounded: each collective fails after the group's timeout.
+  changed_.wait(lock, [&] { return next_ > buckets; });
+  const auto done = Clock::now();
+  wait_seconds_ += std::chrono::duration<double>(done - now).count();
+  if (last_finish_) step_seconds_ += std::chrono::duration<double>(done - *last_finish_).count();
+  last_finish_ = done;
+  if (error_) std::rethrow_exception(error_);
+#ifdef ALLOY_HAVE_CUDA
+  if (order_) {
+    // The optimizer's kernels, queued next on the compute stream, run after the reduction.
+    const cudaStream_t compute = cuda::stream_of(device_);
+    for (const cuda::Event& event : order_->done)
+      event.wait(compute);
+    order_->buffers_done.wait(compute);
+  }
+#endif
+  last_timings_ = timings_;
+  reset_step();
 }
 
 std::vector<BucketTiming> DistributedDataParallel::last_timings() const {

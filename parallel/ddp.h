@@ -17,6 +17,17 @@
 //    copies rank 0's buffers (batch-norm statistics) to the others. After it every rank holds
 //    the same averaged gradients, so every rank takes the same step, and the same skip decision
 //    on overflow.
+//  - One bucket plan (membership and layout) for every backend. On the CPU the buckets are host
+//    buffers and the communication thread runs the copies and a blocking collective. On a CUDA
+//    device they are device buffers, and the order is kept by events, never by the host: when a
+//    bucket's last gradient is final, an event is recorded on the compute stream; the
+//    communication thread makes a communication stream wait on it and queues the copy-in (with
+//    the predivide), the collective and the copy-out (with the postdivide) there, then records
+//    the bucket's done event. finish() waits on the host only until every bucket's work is
+//    queued, then makes the compute stream wait on the done events, so the optimizer's kernels
+//    run after the reduction with no host synchronisation. With NCCL the collective is queued
+//    without a host wait; with Gloo the communication thread stages the bucket through pinned
+//    host memory (its own wait, never the training thread's).
 //  - no_sync(): backwards inside it only accumulate gradients locally (gradient accumulation);
 //    the first backward after it reduces what has accumulated.
 //
@@ -29,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -68,6 +80,30 @@ std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::
 // floating point (barring underflow) and neither the addends nor the sum grow past
 // sqrt(world) times a gradient. 1 for world 1, 2 for worlds 2 to 7, 4 for 8 to 31, ...
 float predivide_factor(int world);
+// The factor the half sum is multiplied by after the collective: predivide_factor(world) / world.
+// 1/p is a power of two, so (1/p) * (p/world) is exactly float(1/world): the two scalings
+// together average, with no extra rounding of the factors.
+float postdivide_factor(int world);
+
+// Where each member of a bucket sits in its flat buffer: element offsets, in Bucket::params
+// order, packed back to back, and the buffer's length in elements. The same on every backend
+// and every rank.
+struct BucketLayout {
+  std::vector<std::int64_t> offsets;
+  std::int64_t numel = 0;
+};
+BucketLayout layout_bucket(const Bucket& bucket, const std::vector<GradientSlot>& slots);
+
+// The buckets and their layouts: what both the CPU and the CUDA paths copy by.
+struct BucketPlan {
+  std::vector<Bucket> buckets;
+  std::vector<BucketLayout> layouts;  // one per bucket
+};
+BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes);
+
+// The slots of parameters: dtype and size, not where they live, so a model plans the same
+// buckets on the CPU and on a device.
+std::vector<GradientSlot> gradient_slots(const std::vector<nn::Parameter*>& params);
 
 struct DdpOptions {
   std::size_t bucket_bytes = kDefaultBucketBytes;
@@ -87,7 +123,8 @@ class DistributedDataParallel {
  public:
   // Installs the grad-ready hook on `model` and starts the communication thread. `model` and
   // `group` must outlive this object. Takes the buckets of the model's parameters as they
-  // are now (call it after the amp layer cast the model).
+  // are now (call it after the amp layer cast the model). The parameters share one device; on
+  // a CUDA device the group must reach device memory (NCCL, or Gloo through pinned staging).
   DistributedDataParallel(nn::Module& model, ProcessGroup& group, const DdpOptions& options = {});
   // Removes the hook and stops the communication thread (waiting for a running allreduce).
   ~DistributedDataParallel();
@@ -100,7 +137,8 @@ class DistributedDataParallel {
 
   // Waits for every bucket of this backward (reducing those whose gradients were never
   // reported), then copies rank 0's buffers to every rank. Rethrows the communication thread's
-  // failure. Does nothing inside no_sync().
+  // failure. Does nothing inside no_sync(). On a device it returns once that work is queued,
+  // with the compute stream ordered after it.
   void finish();
 
   // While the returned guard lives, backward passes do not reduce (gradient accumulation).
@@ -116,12 +154,17 @@ class DistributedDataParallel {
   };
   NoSync no_sync() { return NoSync(*this); }
 
-  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return plan_.buckets; }
+  const BucketPlan& plan() const { return plan_; }
+  // The flat buffer of each bucket: the bucket's dtype, or f32 for half gradients reduced in
+  // fp32; on the parameters' device, in communication memory.
+  const std::vector<Tensor>& bucket_buffers() const { return flat_; }
   // The timings of the last finished backward's buckets, in bucket order.
   std::vector<BucketTiming> last_timings() const;
   int world_size() const { return group_.size(); }
-  // Seconds finish() spent waiting for allreduces, and seconds from one finish() to the next
-  // (steps), since construction: their ratio is the share of step time lost to communication.
+  // Seconds finish() spent waiting for allreduces (on a device: for them to be queued), and seconds
+  // from one finish() to the next (steps), since construction: their ratio is the share of step
+  // time lost to communication.
   double wait_seconds() const { return wait_seconds_; }
   double step_seconds() const { return step_seconds_; }
 
@@ -130,6 +173,7 @@ class DistributedDataParallel {
   void on_grad_ready(nn::Parameter& param);
   void communicate();
   void reduce(std::size_t index);
+  void broadcast_buffers();
   void reset_step();
 
   nn::Module& model_;
@@ -137,8 +181,11 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::vector<nn::Parameter*> params_;  // registration order
   std::unordered_map<const nn::Parameter*, std::size_t> bucket_of_;
-  std::vector<Bucket> buckets_;
-  std::vector<Tensor> flat_;  // one staging buffer per bucket (communication memory)
+  BucketPlan plan_;
+  Device device_ = Device::cpu();  // where the parameters live
+  std::vector<Tensor> flat_;       // one flat buffer per bucket (communication memory)
+  struct DeviceOrder;              // streams and events of the CUDA path
+  std::unique_ptr<DeviceOrder> order_;
   float predivide_ = 1;
   bool sync_ = true;
   double wait_seconds_ = 0;
@@ -150,7 +197,10 @@ class DistributedDataParallel {
   std::vector<std::size_t> pending_;  // per bucket: gradients not yet final in this backward
   std::vector<BucketTiming> timings_;
   std::vector<BucketTiming> last_timings_;
-  std::size_t next_ = 0;  // the next bucket the communication thread reduces
+  // The next job of the communication thread: bucket next_, or, at buckets().size(), rank 0's
+  // buffers once finish() asked for them; past that, this backward's work is done.
+  std::size_t next_ = 0;
+  bool buffers_wanted_ = false;
   bool stopping_ = false;
   std::exception_ptr error_;
   std::thread thread_;  // last: starts after everything it reads

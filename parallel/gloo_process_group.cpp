@@ -20,6 +20,11 @@
 #include "core/half.h"
 #include "parallel/tcp_store.h"
 
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/cuda/handles.h"
+#endif
+
 namespace alloy::parallel {
 namespace {
 
@@ -75,7 +80,46 @@ GlooProcessGroup::GlooProcessGroup(int rank, int size, const std::string& master
   connect_peers();
 }
 
-GlooProcessGroup::~GlooProcessGroup() = default;
+#ifdef ALLOY_HAVE_CUDA
+namespace {
+
+// Page-locked host memory (cudaHostAlloc): copies to and from it are true asynchronous DMA.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  explicit PinnedBuffer(std::size_t bytes) : bytes_(bytes) {
+    void* data = nullptr;
+    ALLOY_CUDA_CHECK(cudaHostAlloc(&data, bytes, cudaHostAllocDefault), "allocating ", bytes,
+                     " bytes of pinned host memory to stage a collective");
+    data_ = cuda::Owned<void*, cudaFreeHost>(data);
+  }
+  void* get() const { return data_.get(); }
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  cuda::Owned<void*, cudaFreeHost> data_;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace
+
+struct GlooProcessGroup::Staging {
+  explicit Staging(int device) : device(device), downloaded(device), uploaded(device) {}
+  int device;
+  PinnedBuffer buffer;
+  cuda::Event downloaded;
+  cuda::Event uploaded;  // the last copy back, which reads `buffer`
+};
+#else
+struct GlooProcessGroup::Staging {};
+#endif
+
+GlooProcessGroup::~GlooProcessGroup() {
+#ifdef ALLOY_HAVE_CUDA
+  // The last copy back may still read the pinned buffer; a destructor cannot report a failure.
+  if (staging_) static_cast<void>(cudaEventSynchronize(staging_->uploaded.get()));
+#endif
+}
 
 std::string GlooProcessGroup::here() const {
   return detail::concat("rank ", rank_, " of ", size_);
@@ -171,21 +215,16 @@ void GlooProcessGroup::reduce_f32(const std::string& what, float* values, std::s
   }
 }
 
-void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
-  const std::string what =
-      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
-  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group reduces CPU tensors");
-  ALLOY_CHECK(is_floating(tensor.dtype()), what, ": only f32, f16 and bf16 can be reduced");
-  const auto count = static_cast<std::size_t>(tensor.numel());
-  if (count == 0) return;
-  if (tensor.dtype() == DType::f32) {
-    reduce_f32(what, tensor.data<float>(), count, op);
+void GlooProcessGroup::reduce_host(const std::string& what, void* data, DType dtype,
+                                   std::size_t count, ReduceOp op) {
+  if (dtype == DType::f32) {
+    reduce_f32(what, static_cast<float*>(data), count, op);
     return;
   }
-  const bool bf16 = tensor.dtype() == DType::bf16;
-  std::uint16_t* half = tensor.half_data();
-  Tensor wide =
-      Tensor::empty({tensor.numel()}, DType::f32, Device::cpu(), MemoryCategory::communication);
+  const bool bf16 = dtype == DType::bf16;
+  auto* half = static_cast<std::uint16_t*>(data);
+  Tensor wide = Tensor::empty({static_cast<std::int64_t>(count)}, DType::f32, Device::cpu(),
+                              MemoryCategory::communication);
   float* values = wide.data<float>();
   for (std::size_t i = 0; i < count; ++i) {
     values[i] = bf16 ? bf16_bits_to_float(half[i]) : half_bits_to_float(half[i]);
@@ -196,22 +235,17 @@ void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
   }
 }
 
-void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
-  const std::string what = describe("allreduce_half_sum", tensor);
-  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group reduces CPU tensors");
-  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
-              ": only f16 and bf16 tensors are summed in half precision");
-  const auto count = static_cast<std::size_t>(tensor.numel());
-  if (count == 0) return;
+void GlooProcessGroup::half_sum_host(const std::string& what, void* data, DType dtype,
+                                     std::size_t count) {
   static_assert(sizeof(gloo::float16) == sizeof(std::uint16_t), "gloo::float16 is 16 bits");
   run(what, [&] {
     gloo::AllreduceOptions options(context_);
-    if (tensor.dtype() == DType::f16) {
-      options.setOutput(reinterpret_cast<gloo::float16*>(tensor.half_data()), count);
+    if (dtype == DType::f16) {
+      options.setOutput(static_cast<gloo::float16*>(data), count);
       options.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
           &gloo::sum<gloo::float16>));
     } else {
-      options.setOutput(tensor.half_data(), count);
+      options.setOutput(static_cast<std::uint16_t*>(data), count);
       options.setReduceFunction(&sum_bf16);
     }
     options.setTimeout(options_.timeout);
@@ -219,18 +253,125 @@ void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
   });
 }
 
-void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
-  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
-  ALLOY_CHECK(tensor.device().is_cpu(), what, ": the Gloo process group broadcasts CPU tensors");
-  ALLOY_CHECK(root >= 0 && root < size_, what, ": no such rank in a world of size ", size_);
-  if (tensor.nbytes() == 0) return;
+void GlooProcessGroup::broadcast_host(const std::string& what, void* data, std::size_t bytes,
+                                      int root) {
   run(what, [&] {
     gloo::BroadcastOptions options(context_);
-    options.setOutput(static_cast<std::uint8_t*>(tensor.raw()), tensor.nbytes());
+    options.setOutput(static_cast<std::uint8_t*>(data), bytes);
     options.setRoot(root);
     options.setTimeout(options_.timeout);
     gloo::broadcast(options);
   });
+}
+
+void GlooProcessGroup::staged(const std::string& what, const Tensor& tensor,
+                              [[maybe_unused]] StreamHandle stream, [[maybe_unused]] bool download,
+                              [[maybe_unused]] const std::function<void(void*)>& host) {
+#ifdef ALLOY_HAVE_CUDA
+  if (!failure_.empty()) {
+    fail(what, " on ", here(), ": the process group is unusable after an earlier failure (",
+         failure_, ")");
+  }
+  const Device device = tensor.device();
+  if (!staging_) staging_ = std::make_unique<Staging>(device.index);
+  ALLOY_CHECK(staging_->device == device.index, what, " on ", here(), ": the tensor is on ",
+              device.str(), ", the group's earlier device tensors on cuda:", staging_->device,
+              "; one rank stages through one device");
+  const cudaStream_t on = stream != nullptr ? stream : cuda::stream_of(device);
+  const std::size_t bytes = tensor.nbytes();
+  // The previous copy back may still read the buffer (it is queued before this call's copies
+  // when they share a stream, so this rarely waits longer than the download would).
+  staging_->uploaded.synchronize();
+  if (staging_->buffer.bytes() < bytes) staging_->buffer = PinnedBuffer(bytes);
+  void* pinned = staging_->buffer.get();
+  if (download) {
+    ALLOY_CUDA_CHECK(cudaMemcpyAsync(pinned, tensor.raw(), bytes, cudaMemcpyDeviceToHost, on),
+                     "staging ", what, " on ", here(), ": copying ", bytes, " bytes from ",
+                     device.str());
+    staging_->downloaded.record(on);
+    staging_->downloaded.synchronize();  // this thread's wait, after the work queued before
+  }
+  host(pinned);
+  ALLOY_CUDA_CHECK(cudaMemcpyAsync(tensor.raw(), pinned, bytes, cudaMemcpyHostToDevice, on),
+                   "staging ", what, " on ", here(), ": copying ", bytes, " bytes back to ",
+                   device.str());
+  staging_->uploaded.record(on);
+#else
+  fail(what, " on ", here(), ": the tensor is on ", tensor.device().str(),
+       ", but this build has no CUDA backend");
+#endif
+}
+
+namespace {
+
+std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
+  const std::string what =
+      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
+  ALLOY_CHECK(is_floating(tensor.dtype()), what, ": only f32, f16 and bf16 can be reduced");
+  return what;
+}
+
+std::string half_sum_what(const Tensor& tensor) {
+  const std::string what = describe("allreduce_half_sum", tensor);
+  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
+              ": only f16 and bf16 tensors are summed in half precision");
+  return what;
+}
+
+std::string broadcast_what(const Tensor& tensor, int root, int size) {
+  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
+  ALLOY_CHECK(root >= 0 && root < size, what, ": no such rank in a world of size ", size);
+  return what;
+}
+
+}  // namespace
+
+void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
+  allreduce_async(tensor, op, nullptr);
+}
+
+void GlooProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) {
+  const std::string what = allreduce_what(tensor, op);
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  if (tensor.device().is_cpu()) {
+    reduce_host(what, tensor.raw(), tensor.dtype(), count, op);
+    return;
+  }
+  staged(what, tensor, stream, true,
+         [&](void* data) { reduce_host(what, data, tensor.dtype(), count, op); });
+}
+
+void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
+  allreduce_half_sum_async(tensor, nullptr);
+}
+
+void GlooProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) {
+  const std::string what = half_sum_what(tensor);
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  if (tensor.device().is_cpu()) {
+    half_sum_host(what, tensor.raw(), tensor.dtype(), count);
+    return;
+  }
+  staged(what, tensor, stream, true,
+         [&](void* data) { half_sum_host(what, data, tensor.dtype(), count); });
+}
+
+void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
+  broadcast_async(tensor, root, nullptr);
+}
+
+void GlooProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle stream) {
+  const std::string what = broadcast_what(tensor, root, size_);
+  if (tensor.nbytes() == 0) return;
+  if (tensor.device().is_cpu()) {
+    broadcast_host(what, tensor.raw(), tensor.nbytes(), root);
+    return;
+  }
+  // Only the root's values travel: the others need no download.
+  staged(what, tensor, stream, rank_ == root,
+         [&](void* data) { broadcast_host(what, data, tensor.nbytes(), root); });
 }
 
 std::vector<std::string> GlooProcessGroup::allgather_bytes(const std::string& bytes) {

@@ -1,4 +1,8 @@
-// GlooProcessGroup: collectives over CPU tensors on Gloo's TCP transport.
+// GlooProcessGroup: collectives over CPU tensors on Gloo's TCP transport, and over CUDA tensors
+// staged through pinned host memory ("gloo on cuda"): the tensor is copied to the host on a
+// stream, the calling thread waits for that copy, Gloo reduces on the host, and the copy back
+// is queued on the same stream. Unlike NCCL, this lets several ranks share one device, which is
+// how data parallelism is tested on a one-GPU machine.
 //
 // Rank 0 serves the rendezvous store on the master address; every rank registers there, waits
 // for all the others (naming those that never come), and Gloo connects every pair of ranks
@@ -6,6 +10,7 @@
 // still alive can learn from it which rank left, and say so.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +40,7 @@ class GlooProcessGroup final : public ProcessGroup {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  // CPU tensors in place; CUDA tensors through staging on the device's stream.
   void allreduce(const Tensor& tensor, ReduceOp op) override;
   // f16 goes through Gloo's own gloo::float16 and gloo::sum<gloo::float16>; Gloo has no
   // bfloat16 type, so bf16 is summed by a reduction function of ours with the same contract
@@ -44,10 +50,24 @@ class GlooProcessGroup final : public ProcessGroup {
   std::vector<std::string> allgather_bytes(const std::string& bytes) override;
   void barrier() override;
 
+  // CUDA tensors through staging on `stream` (see above); CPU tensors as the blocking calls.
+  void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) override;
+  void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) override;
+  void broadcast_async(const Tensor& tensor, int root, StreamHandle stream) override;
+
  private:
   void join();
   void connect_peers();
   void reduce_f32(const std::string& what, float* values, std::size_t count, ReduceOp op);
+  // The collectives on host memory.
+  void reduce_host(const std::string& what, void* data, DType dtype, std::size_t count,
+                   ReduceOp op);
+  void half_sum_host(const std::string& what, void* data, DType dtype, std::size_t count);
+  void broadcast_host(const std::string& what, void* data, std::size_t bytes, int root);
+  // Runs `host` on a pinned copy of the CUDA tensor (downloaded first when `download`), then
+  // queues the copy back.
+  void staged(const std::string& what, const Tensor& tensor, StreamHandle stream, bool download,
+              const std::function<void(void*)>& host);
   template <class Body>
   void run(const std::string& what, Body&& body);
   std::string departures();
@@ -60,6 +80,8 @@ class GlooProcessGroup final : public ProcessGroup {
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 only
   std::unique_ptr<TcpStore> store_;
   std::shared_ptr<gloo::Context> context_;
+  struct Staging;  // pinned buffer and events, made at the first CUDA tensor
+  std::unique_ptr<Staging> staging_;
   std::string failure_;  // the first failed operation's message; the group is unusable after it
 };
 

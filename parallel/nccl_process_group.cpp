@@ -2,6 +2,8 @@
 
 #ifdef ALLOY_HAVE_CUDA
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -12,6 +14,7 @@
 #include "core/error.h"
 #include "parallel/socket.h"
 #include "parallel/tcp_store.h"
+#include "parallel/watchdog.h"
 
 namespace alloy::parallel {
 
@@ -20,6 +23,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kUniqueIdKey = "alloy/nccl/unique_id";
+// How often a waiting host thread polls an event or NCCL's state.
+constexpr auto kPoll = std::chrono::microseconds(100);
 
 std::string describe(const char* operation, const Tensor& tensor) {
   return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
@@ -27,6 +32,20 @@ std::string describe(const char* operation, const Tensor& tensor) {
 
 std::string joined_key(int rank) {
   return "alloy/joined/" + std::to_string(rank);
+}
+
+std::string device_key(int rank) {
+  return "alloy/nccl/device/" + std::to_string(rank);
+}
+
+// "HOST, PCI bus 0000:17:00.0": what makes a device the same device for two ranks.
+std::string device_identity(Device device) {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) std::strcpy(host, "?");
+  char bus[64] = {};
+  ALLOY_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, device.index), "reading the PCI bus of ",
+                   device.str());
+  return detail::concat(host, ", PCI bus ", bus);
 }
 
 }  // namespace
@@ -40,8 +59,7 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
       options_(options),
       master_(endpoint_str(master_addr, master_port)),
       stream_(device.index),
-      queued_(device.index),
-      done_(device.index) {
+      queued_(device.index) {
   ALLOY_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank ", rank,
               " does not exist in a world of size ", size);
   ALLOY_CHECK(device.is_cuda(), here(), ": the NCCL process group needs a CUDA device, not ",
@@ -59,6 +77,18 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
     if (!missing.empty()) {
       fail("rendezvous at ", master_, " timed out after ", seconds_str(options.timeout), ": ",
            missing.size(), " of ", size, " ranks did not join (first: ", missing.front(), ")");
+    }
+    // NCCL does not support two ranks on one device (it may hang): refuse it by name.
+    const std::string identity = device_identity(device);
+    store_->set(device_key(rank), std::vector<char>(identity.begin(), identity.end()));
+    for (int other = 0; other < size; ++other) {
+      if (other == rank) continue;
+      const std::vector<char> theirs = store_->get(device_key(other));
+      if (std::string(theirs.begin(), theirs.end()) == identity) {
+        fail("rank ", other, " uses the same device (", identity,
+             "): NCCL does not support two ranks on one device; use one device per rank, or the "
+             "Gloo backend (--dist-backend gloo) to share a device");
+      }
     }
     ncclUniqueId id;
     if (rank == 0) {
@@ -87,7 +117,16 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
       }
       if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    if (state != ncclSuccess) fail("NCCL initialisation failed: ", cuda::status_text(state));
+    if (state != ncclSuccess) fail("NCCL initialisation failed: ", nccl_cause(state));
+    Watchdog::Hooks hooks;
+    hooks.on_start = [index = device.index] {
+      ALLOY_CUDA_CHECK(cudaSetDevice(index), "selecting cuda:", index, " for the NCCL watchdog");
+    };
+    hooks.health = [this] { return async_error(); };
+    hooks.on_failure = [this](const std::string& what, const std::string& cause) {
+      abort_with(what, cause);
+    };
+    watchdog_ = std::make_unique<Watchdog>(options.timeout, std::move(hooks));
   } catch (const Error& error) {
     if (comm_ != nullptr) {
       ncclCommAbort(comm_);
@@ -98,13 +137,25 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
 }
 
 NcclProcessGroup::~NcclProcessGroup() {
+  watchdog_.reset();  // nothing aborts the communicator behind our back from here on
   if (comm_ == nullptr) return;
-  cuda::DeviceGuard guard(device_.index);
-  // After a failure, pending operations may never finish: abort rather than wait for them.
-  if (failure_.empty()) {
-    ncclCommDestroy(comm_);
-  } else {
-    ncclCommAbort(comm_);
+  try {
+    cuda::DeviceGuard guard(device_.index);
+    // A non-blocking communicator is finalized (its queued work flushed) and polled before it
+    // is destroyed; bounded by the timeout, after which, as after a failure, it is aborted.
+    bool finalized = false;
+    if (failure_.empty()) {
+      ncclResult_t state = ncclCommFinalize(comm_);
+      const auto deadline = Clock::now() + options_.timeout;
+      while (state == ncclInProgress && Clock::now() < deadline) {
+        std::this_thread::sleep_for(kPoll);
+        if (ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+      }
+      finalized = state == ncclSuccess;
+    }
+    static_cast<void>(finalized ? ncclCommDestroy(comm_) : ncclCommAbort(comm_));
+  } catch (const Error&) {
+    static_cast<void>(ncclCommAbort(comm_));  // the device could not even be selected
   }
 }
 
@@ -116,96 +167,229 @@ std::string NcclProcessGroup::departures() {
   return describe_departures(*store_, options_.timeout, master_);
 }
 
+// NCCL's status and its last error message, which says what went wrong (a peer's socket, ...).
+std::string NcclProcessGroup::nccl_cause(ncclResult_t status) {
+  const char* last = ncclGetLastError(comm_);
+  std::string cause = cuda::status_text(status);
+  if (last != nullptr && *last != '\0') cause += detail::concat(": ", last);
+  return cause;
+}
+
+void NcclProcessGroup::check_usable(const std::string& what) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (failure_.empty()) return;
+  lock.unlock();
+  throw_unusable(what);
+}
+
+void NcclProcessGroup::throw_unusable(const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  fail(what, " on ", here(), ": the process group is unusable after an earlier failure (", failure_,
+       ")");
+}
+
+// From the watchdog's thread: "" while NCCL reports no asynchronous error.
+std::string NcclProcessGroup::async_error() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_ == nullptr) return {};
+  ncclResult_t state = ncclSuccess;
+  const ncclResult_t got = ncclCommGetAsyncError(comm_, &state);
+  if (got != ncclSuccess) return "ncclCommGetAsyncError failed: " + nccl_cause(got);
+  if (state == ncclSuccess || state == ncclInProgress) return {};
+  return nccl_cause(state);
+}
+
+// Aborts the communicator (which ends the kernels still waiting for peers) and records the
+// first failure. Asks the store which rank left before taking the lock: that may take a second.
+void NcclProcessGroup::abort_with(const std::string& what, const std::string& cause) {
+  const std::string message =
+      detail::concat(what, " failed on ", here(), ": ", departures(), "; nccl: ", cause);
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (failure_.empty()) failure_ = message;
+  if (comm_ != nullptr) {
+    static_cast<void>(ncclCommAbort(comm_));  // nothing more to do if even the abort fails
+    comm_ = nullptr;
+  }
+}
+
 void NcclProcessGroup::fail_operation(const std::string& what, const std::string& cause) {
-  if (comm_ != nullptr) ncclCommAbort(comm_);
-  comm_ = nullptr;
-  failure_ = detail::concat(what, " failed on ", here(), ": ", departures(), "; nccl: ", cause);
+  abort_with(what, cause);
+  std::lock_guard<std::mutex> lock(mutex_);
   throw Error(failure_);
 }
 
-// Waits for the collective just queued on the group's stream, NCCL's asynchronous errors and
-// the timeout, whichever comes first.
-void NcclProcessGroup::await(const std::string& what) {
+// With the lock held after a call returned ncclInProgress: polls until NCCL has queued the
+// work, releasing the lock between polls so that the watchdog can still abort.
+void NcclProcessGroup::wait_enqueued(const std::string& what, std::unique_lock<std::mutex>& lock) {
   const auto deadline = Clock::now() + options_.timeout;
   while (true) {
-    const cudaError_t query = cudaEventQuery(done_.get());
-    if (query == cudaSuccess) return;
-    if (query != cudaErrorNotReady) fail_operation(what, cuda::status_text(query));
     ncclResult_t state = ncclSuccess;
     const ncclResult_t got = ncclCommGetAsyncError(comm_, &state);
-    if (got != ncclSuccess) fail_operation(what, cuda::status_text(got));
-    if (state != ncclSuccess && state != ncclInProgress) {
-      fail_operation(what, cuda::status_text(state));
+    if (got != ncclSuccess) state = got;
+    if (state == ncclSuccess) return;
+    if (state != ncclInProgress || Clock::now() > deadline) {
+      const std::string cause = state != ncclInProgress
+                                    ? nccl_cause(state)
+                                    : "not queued after " + seconds_str(options_.timeout);
+      lock.unlock();
+      fail_operation(what, cause);
     }
-    if (Clock::now() > deadline) {
-      fail_operation(what, "timed out after " + seconds_str(options_.timeout));
+    lock.unlock();
+    std::this_thread::sleep_for(kPoll);
+    lock.lock();
+    if (comm_ == nullptr) {  // the watchdog aborted it meanwhile
+      lock.unlock();
+      throw_unusable(what);
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 
-template <class Launch>
-void NcclProcessGroup::run(const std::string& what, const Tensor& tensor, Launch&& launch) {
-  if (!failure_.empty()) {
-    fail(what, " on ", here(), ": the process group is unusable after an earlier failure (",
-         failure_, ")");
+std::shared_ptr<cuda::Event> NcclProcessGroup::enqueue(const std::string& what,
+                                                       const Tensor& tensor, cudaStream_t stream,
+                                                       const Launch& launch) {
+  check_usable(what);
+  ALLOY_CHECK(tensor.device() == device_, what, " on ", here(), ": the tensor is on ",
+              tensor.device().str());
+  cuda::DeviceGuard guard(device_.index);
+  if (stream == nullptr) stream = cuda::stream_of(device_);  // not the legacy default stream
+  auto done = std::make_shared<cuda::Event>(device_.index);
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (comm_ == nullptr) {
+      lock.unlock();
+      throw_unusable(what);
+    }
+    const ncclResult_t launched = launch(comm_, stream);
+    if (launched == ncclInProgress) {
+      wait_enqueued(what, lock);
+    } else if (launched != ncclSuccess) {
+      const std::string cause = nccl_cause(launched);
+      lock.unlock();
+      fail_operation(what, cause);
+    }
+    done->record(stream);
   }
+  watchdog_->track(what, [done, what] { return done->done(what.c_str()); });
+  return done;
+}
+
+// Waits on the host for a collective's completion event. The watchdog bounds it: it fails the
+// group at the timeout, which ends this wait too.
+void NcclProcessGroup::await(const std::string& what, const cuda::Event& done) {
+  while (true) {
+    try {
+      if (done.done(what.c_str())) return;
+    } catch (const Error& error) {
+      fail_operation(what, error.what());
+    }
+    check_usable(what);
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+void NcclProcessGroup::run(const std::string& what, const Tensor& tensor, const Launch& launch) {
+  check_usable(what);
   ALLOY_CHECK(tensor.device() == device_, what, " on ", here(), ": the tensor is on ",
               tensor.device().str());
   cuda::DeviceGuard guard(device_.index);
   const cudaStream_t compute = cuda::stream_of(device_);
   queued_.record(compute);
   queued_.wait(stream_.get());
-  const ncclResult_t launched = launch();
-  if (launched != ncclSuccess && launched != ncclInProgress) {
-    fail_operation(what, cuda::status_text(launched));
-  }
-  done_.record(stream_.get());
-  done_.wait(compute);
-  await(what);
+  const std::shared_ptr<cuda::Event> done = enqueue(what, tensor, stream_.get(), launch);
+  done->wait(compute);
+  await(what, *done);
 }
 
-void NcclProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
+namespace {
+
+std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
   const std::string what =
       describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
   ALLOY_CHECK(tensor.dtype() == DType::f32, what,
               ": the NCCL group reduces f32 here; half tensors go through allreduce_half_sum");
-  if (tensor.numel() == 0) return;
-  run(what, tensor, [&] {
-    return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
-                         ncclFloat32, op == ReduceOp::sum ? ncclSum : ncclAvg, comm_,
-                         stream_.get());
-  });
+  return what;
 }
 
-void NcclProcessGroup::allreduce_half_sum(const Tensor& tensor) {
+std::string half_sum_what(const Tensor& tensor) {
   const std::string what = describe("allreduce_half_sum", tensor);
   ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
               ": only f16 and bf16 tensors are summed in half precision");
+  return what;
+}
+
+std::string broadcast_what(const Tensor& tensor, int root, int size) {
+  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
+  ALLOY_CHECK(root >= 0 && root < size, what, ": no such rank in a world of size ", size);
+  return what;
+}
+
+}  // namespace
+
+void NcclProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
+  const std::string what = allreduce_what(tensor, op);
   if (tensor.numel() == 0) return;
-  run(what, tensor, [&] {
+  run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
-                         tensor.dtype() == DType::f16 ? ncclFloat16 : ncclBfloat16, ncclSum, comm_,
-                         stream_.get());
+                         ncclFloat32, op == ReduceOp::sum ? ncclSum : ncclAvg, comm, stream);
   });
 }
 
+void NcclProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) {
+  const std::string what = allreduce_what(tensor, op);
+  if (tensor.numel() == 0) return;
+  enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
+    return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
+                         ncclFloat32, op == ReduceOp::sum ? ncclSum : ncclAvg, comm, on);
+  });
+}
+
+namespace {
+
+ncclResult_t half_sum(const Tensor& tensor, ncclComm_t comm, cudaStream_t stream) {
+  return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
+                       tensor.dtype() == DType::f16 ? ncclFloat16 : ncclBfloat16, ncclSum, comm,
+                       stream);
+}
+
+ncclResult_t broadcast_bytes(const Tensor& tensor, int root, ncclComm_t comm, cudaStream_t stream) {
+  return ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8, root, comm, stream);
+}
+
+}  // namespace
+
+void NcclProcessGroup::allreduce_half_sum(const Tensor& tensor) {
+  const std::string what = half_sum_what(tensor);
+  if (tensor.numel() == 0) return;
+  run(what, tensor,
+      [&](ncclComm_t comm, cudaStream_t stream) { return half_sum(tensor, comm, stream); });
+}
+
+void NcclProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) {
+  const std::string what = half_sum_what(tensor);
+  if (tensor.numel() == 0) return;
+  enqueue(what, tensor, stream,
+          [&](ncclComm_t comm, cudaStream_t on) { return half_sum(tensor, comm, on); });
+}
+
 void NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
-  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
-  ALLOY_CHECK(root >= 0 && root < size_, what, ": no such rank in a world of size ", size_);
+  const std::string what = broadcast_what(tensor, root, size_);
   if (tensor.nbytes() == 0) return;
-  run(what, tensor, [&] {
-    return ncclBroadcast(tensor.raw(), tensor.raw(), tensor.nbytes(), ncclUint8, root, comm_,
-                         stream_.get());
+  run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
+    return broadcast_bytes(tensor, root, comm, stream);
+  });
+}
+
+void NcclProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle stream) {
+  const std::string what = broadcast_what(tensor, root, size_);
+  if (tensor.nbytes() == 0) return;
+  enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
+    return broadcast_bytes(tensor, root, comm, on);
   });
 }
 
 std::vector<std::string> NcclProcessGroup::allgather_bytes(const std::string& bytes) {
   const std::string what = "allgather of " + std::to_string(bytes.size()) + " bytes";
-  if (!failure_.empty()) {
-    fail(what, " on ", here(), ": the process group is unusable after an earlier failure (",
-         failure_, ")");
-  }
+  check_usable(what);
   const std::string prefix = "alloy/gather/" + std::to_string(sequence_++) + "/";
   std::vector<std::string> gathered;
   try {
@@ -215,8 +399,11 @@ std::vector<std::string> NcclProcessGroup::allgather_bytes(const std::string& by
       gathered.emplace_back(theirs.begin(), theirs.end());
     }
   } catch (const Error& error) {
-    failure_ = detail::concat(what, " failed on ", here(), ": ", departures(), "; ", error.what());
-    throw Error(failure_);
+    const std::string message =
+        detail::concat(what, " failed on ", here(), ": ", departures(), "; ", error.what());
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_.empty()) failure_ = message;
+    throw Error(message);
   }
   return gathered;
 }

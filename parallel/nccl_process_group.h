@@ -2,15 +2,26 @@
 //
 // The rendezvous is the same as GlooProcessGroup's: rank 0 serves a TCP store on the master
 // address, every rank registers there (so that a rank that dies is named), and rank 0 publishes
-// the NCCL unique id through it. The communicator is created non-blocking, so that every
-// operation can be bounded: the host polls for completion, NCCL's asynchronous error and the
-// group's timeout, and on failure aborts the communicator (ncclCommAbort) and throws an
-// alloy::Error naming the operation and the rank that left. After a failure the group is
-// unusable.
+// the NCCL unique id through it.
 //
-// Tensor collectives run on the group's own stream (a side stream), ordered after the work
-// already queued on the device's compute stream, and the compute stream waits for them: the
-// caller sees the same ordering as if they ran on its stream. allgather_bytes and barrier are
+// The communicator is non-blocking (config.blocking = 0), so that no NCCL call can hang the
+// host: with a blocking communicator a call may block inside NCCL (connecting to a peer that
+// died, a full queue) where no timeout reaches it. The price is that a call may return
+// ncclInProgress before its work is queued; the group then polls ncclCommGetAsyncError until
+// the state leaves ncclInProgress (bounded by the timeout) before it records anything on the
+// stream.
+//
+// Every collective's completion is an event that a watchdog thread polls. When one outlives
+// the timeout, or NCCL reports an asynchronous error, the watchdog aborts the communicator
+// (ncclCommAbort, which also ends the kernels waiting for a dead peer) and the group remembers
+// the error: the operation (with dtype and shape), this rank, which rank left (asked of the
+// store) and NCCL's message. Every later call throws it. So a dead rank makes the others fail
+// within the timeout even when no thread is waiting for the collective that hangs.
+//
+// The blocking collectives run on the group's own stream, ordered after the work already queued
+// on the device's compute stream, the compute stream waits for them, and the host waits for
+// their completion: the caller sees the same ordering as if they ran on its stream. The *_async
+// ones are queued on the caller's stream and not waited for. allgather_bytes and barrier are
 // host-side and go through the store.
 //
 // Built only with the CUDA backend (ALLOY_HAVE_CUDA).
@@ -22,7 +33,9 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "core/cuda/handles.h"
@@ -33,6 +46,7 @@ namespace alloy::parallel {
 
 class TcpStore;
 class TcpStoreServer;
+class Watchdog;
 
 class NcclProcessGroup final : public ProcessGroup {
  public:
@@ -56,14 +70,29 @@ class NcclProcessGroup final : public ProcessGroup {
   std::vector<std::string> allgather_bytes(const std::string& bytes) override;
   void barrier() override;
 
-  // The communication stream, for data parallelism's overlapped bucket reductions.
+  // Queued on `stream` (a stream of this group's device) with no host wait; the watchdog tracks
+  // their completion. Same dtype rules as the blocking calls.
+  void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) override;
+  void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) override;
+  void broadcast_async(const Tensor& tensor, int root, StreamHandle stream) override;
+
+  // The group's own stream, on which the blocking collectives run.
   cudaStream_t stream() const { return stream_.get(); }
 
  private:
-  template <class Launch>
-  void run(const std::string& what, const Tensor& tensor, Launch&& launch);
-  void await(const std::string& what);
+  // Issues one NCCL call on the communicator and stream given.
+  using Launch = std::function<ncclResult_t(ncclComm_t comm, cudaStream_t stream)>;
+  std::shared_ptr<cuda::Event> enqueue(const std::string& what, const Tensor& tensor,
+                                       cudaStream_t stream, const Launch& launch);
+  void run(const std::string& what, const Tensor& tensor, const Launch& launch);
+  void wait_enqueued(const std::string& what, std::unique_lock<std::mutex>& lock);
+  void await(const std::string& what, const cuda::Event& done);
+  void check_usable(const std::string& what);
+  [[noreturn]] void throw_unusable(const std::string& what);
+  std::string async_error();
+  void abort_with(const std::string& what, const std::string& cause);
   [[noreturn]] void fail_operation(const std::string& what, const std::string& cause);
+  std::string nccl_cause(ncclResult_t status);
   std::string departures();
   std::string here() const;
 
@@ -75,11 +104,14 @@ class NcclProcessGroup final : public ProcessGroup {
   std::unique_ptr<TcpStoreServer> server_;  // rank 0 only
   std::unique_ptr<TcpStore> store_;
   cuda::Stream stream_;
-  cuda::Event queued_;  // the compute stream's work before a collective
-  cuda::Event done_;    // the collective's completion
-  ncclComm_t comm_ = nullptr;
+  cuda::Event queued_;          // the compute stream's work before a blocking collective
   std::uint64_t sequence_ = 0;  // numbers the store-based operations
-  std::string failure_;
+  // Guards the communicator and the failure against the watchdog, which aborts the one and
+  // sets the other from its own thread.
+  std::mutex mutex_;
+  ncclComm_t comm_ = nullptr;  // null once aborted
+  std::string failure_;        // the first failure; the group is unusable after it
+  std::unique_ptr<Watchdog> watchdog_;
 };
 
 }  // namespace alloy::parallel

@@ -4,6 +4,30 @@
 
 namespace alloy::parallel {
 
+namespace {
+
+void require_cpu(const char* operation, const Tensor& tensor) {
+  ALLOY_CHECK(tensor.device().is_cpu(), operation, " of ", tensor.str(),
+              ": this process group reaches CPU tensors only");
+}
+
+}  // namespace
+
+void ProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle) {
+  require_cpu("allreduce", tensor);
+  allreduce(tensor, op);
+}
+
+void ProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHandle) {
+  require_cpu("allreduce_half_sum", tensor);
+  allreduce_half_sum(tensor);
+}
+
+void ProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle) {
+  require_cpu("broadcast", tensor);
+  broadcast(tensor, root);
+}
+
 std::vector<std::int64_t> ProcessGroup::allgather_int64(std::int64_t value) {
   // A fixed little-endian encoding, so that ranks on different machines agree.
   const auto bits = static_cast<std::uint64_t>(value);

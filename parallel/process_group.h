@@ -1,11 +1,14 @@
 // ProcessGroup: the collectives that data parallelism needs, over the ranks of one job.
-// Implementations: GlooProcessGroup (CPU tensors, TCP); NCCL for GPU tensors.
+// Implementations: GlooProcessGroup (CPU tensors over TCP, and CUDA tensors staged through
+// pinned host memory); NcclProcessGroup (CUDA tensors, one device per rank).
 //
 // Every rank calls the same operations in the same order with tensors of the same shape and
-// dtype. Each operation is bounded by the group's timeout: when a peer dies or stalls, it
-// throws an alloy::Error that names the operation, the rank that left when known, and the
-// cause, instead of hanging. After such a failure the group is unusable; every later call
-// throws. A group serves one thread at a time.
+// dtype. Tensors live on the CPU or, for the groups that say so, on a CUDA device; on a device
+// the collectives are stream-ordered like any other device work (see the *_async calls). Each
+// operation is bounded by the group's timeout: when a peer dies or stalls, it throws an
+// alloy::Error that names the operation, the rank that left when known, and the cause, instead of
+// hanging. After such a failure the group is unusable; every later call throws. A group serves one
+// thread at a time.
 #pragma once
 
 #include <chrono>
@@ -15,7 +18,12 @@
 
 #include "core/tensor.h"
 
+// cudaStream_t is CUstream_st*: named here so that code without CUDA's headers can pass one on.
+struct CUstream_st;
+
 namespace alloy::parallel {
+
+using StreamHandle = CUstream_st*;
 
 struct ProcessGroupOptions {
   // Bounds every collective, the rendezvous, and the wait for the master to come up.
@@ -55,6 +63,18 @@ class ProcessGroup {
 
   // Returns once every rank has entered it.
   virtual void barrier() = 0;
+
+  // The tensor collectives above, queued on `stream` (nullptr: the device's compute stream,
+  // cuda::stream_of) for a tensor on a CUDA device: they read the tensor after the work queued
+  // on `stream` before the call, and work queued on `stream` after the call sees the result. The
+  // host does not wait for the device: NCCL returns once the collective is queued; Gloo stages the
+  // tensor through pinned host memory, so the calling thread waits for the download and the host
+  // reduction, and the upload is queued. A failure found after the call returned (a dead peer, the
+  // timeout) makes every later call throw. For a CPU tensor these are the blocking calls above (the
+  // stream is not used). A group that cannot reach device memory throws.
+  virtual void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream);
+  virtual void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream);
+  virtual void broadcast_async(const Tensor& tensor, int root, StreamHandle stream);
 };
 
 }  // namespace alloy::parallel

@@ -2,6 +2,19 @@
 
 namespace alloy::cuda {
 
+bool event_status_done(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return true;
+  if (status == cudaErrorNotReady) {
+    static_cast<void>(cudaGetLastError());  // expected and handled: not a pending failure
+    return false;
+  }
+  fail_call("cudaEventQuery(event)", status_text(status), what);
+}
+
+bool event_done(cudaEvent_t event, const char* what) {
+  return event_status_done(cudaEventQuery(event), what);
+}
+
 DeviceGuard::DeviceGuard(int device) {
   ALLOY_CUDA_CHECK(cudaGetDevice(&previous_), "reading the current device");
   if (previous_ != device) {

@@ -14,6 +14,14 @@
 
 namespace alloy::cuda {
 
+// Polls an event: true once the work recorded before it has finished, false while it is
+// pending. cudaEventQuery reports "pending" as cudaErrorNotReady, which the runtime also keeps
+// as the thread's last error; it is cleared here, so that it never resurfaces at an unrelated
+// ALLOY_CUDA_CHECK_LAUNCH (which reads cudaGetLastError). Other statuses throw, naming `what`.
+bool event_done(cudaEvent_t event, const char* what);
+// The decision of event_done on a status that cudaEventQuery returned.
+bool event_status_done(cudaError_t status, const char* what);
+
 // Makes `device` current for the guard's lifetime and restores the previous one.
 class DeviceGuard {
  public:
@@ -78,6 +86,8 @@ class Event {
   void record(cudaStream_t stream);
   void wait(cudaStream_t stream) const;  // the stream waits; the host does not
   void synchronize() const;              // the host waits
+  // Polls without waiting (see event_done).
+  bool done(const char* what = "querying an event") const { return event_done(event_.get(), what); }
   // Milliseconds from `start` to this event; both recorded with timing on.
   float elapsed_ms_since(const Event& start) const;
 

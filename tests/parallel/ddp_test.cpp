@@ -1,16 +1,20 @@
-// The pure parts of data parallelism: bucket assignment and order, the predivide factor, the
-// split of the global batch, and the sampler's shards (disjoint, complete, reshuffled per
-// epoch, the same on every rank).
+// The pure parts of data parallelism: bucket assignment and order, the bucket layout (one plan
+// for the CPU and the device), the predivide and postdivide factors, the split of the global
+// batch, and the sampler's shards (disjoint, complete, reshuffled per epoch, the same on every
+// rank).
 #include "parallel/ddp.h"
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
 #include "core/models/models.h"
 #include "core/random.h"
 #include "parallel/distributed_sampler.h"
+#include "parallel/gloo_process_group.h"
+#include "tests/parallel/forked.h"
 
 using namespace alloy;
 using namespace alloy::parallel;
@@ -119,6 +123,101 @@ BOOST_AUTO_TEST_CASE(predivide_factor_is_the_power_of_two_nearest_sqrt_world) {
   for (const int world : {8, 16, 31})
     BOOST_TEST(predivide_factor(world) == 4.0f, "world " << world);
   BOOST_TEST(predivide_factor(64) == 8.0f);
+}
+
+BOOST_AUTO_TEST_CASE(predivide_and_postdivide_for_worlds_1_to_8) {
+  const std::vector<float> pre{1, 2, 2, 2, 2, 2, 2, 4};  // worlds 1..8
+  for (int world = 1; world <= 8; ++world) {
+    const float p = predivide_factor(world);
+    BOOST_TEST(p == pre[static_cast<std::size_t>(world - 1)], "world " << world);
+    BOOST_TEST(postdivide_factor(world) == p / static_cast<float>(world), "world " << world);
+    // 1/p is a power of two: the two scalings together are exactly float(1 / world).
+    BOOST_TEST((1.0f / p) * postdivide_factor(world) == 1.0f / static_cast<float>(world),
+               "world " << world);
+    BOOST_TEST(std::ldexp(1.0f / p, std::ilogb(p)) == 1.0f, "world " << world);
+    // An average through them: exact for worlds that are powers of two (both factors are);
+    // otherwise p/world is rounded once, so the result is within a unit in the last place of
+    // sum / world.
+    const bool power_of_two = (world & (world - 1)) == 0;
+    for (const float sum : {2.625f, 0.1f, 1000.5f, 3.0f * static_cast<float>(world)}) {
+      const float through = sum * (1.0f / p) * postdivide_factor(world);
+      const float divided = sum / static_cast<float>(world);
+      if (power_of_two) {
+        BOOST_TEST(through == divided, "world " << world << " sum " << sum);
+      } else {
+        BOOST_TEST(std::fabs(through - divided) <= std::ldexp(std::fabs(divided), -23),
+                   "world " << world << " sum " << sum);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(bucket_layout)
+
+BOOST_AUTO_TEST_CASE(members_are_packed_back_to_back_in_bucket_order) {
+  const std::vector<GradientSlot> slots{{DType::f16, 100}, {DType::f32, 10}, {DType::f32, 7},
+                                        {DType::f16, 50},  {DType::f32, 3},  {DType::f16, 9}};
+  const BucketPlan plan = plan_buckets(slots, 400);
+  BOOST_TEST_REQUIRE(plan.layouts.size() == plan.buckets.size());
+  // Neither bucket fills; the f32 one is ready first (its last member, 1, comes before 0).
+  BOOST_TEST(members(plan.buckets) == "{4 2 1} {5 3 0}");
+  // {4 2 1}: 3, 7, 10 elements of f32; {5 3 0}: 9, 50, 100 elements of f16.
+  BOOST_TEST(plan.layouts[0].offsets == (std::vector<std::int64_t>{0, 3, 10}),
+             boost::test_tools::per_element());
+  BOOST_TEST(plan.layouts[0].numel == 20);
+  BOOST_TEST(plan.layouts[1].offsets == (std::vector<std::int64_t>{0, 9, 59}),
+             boost::test_tools::per_element());
+  BOOST_TEST(plan.layouts[1].numel == 159);
+  for (std::size_t b = 0; b < plan.buckets.size(); ++b) {
+    const auto numel = static_cast<std::size_t>(plan.layouts[b].numel);
+    BOOST_TEST(numel * dtype_size(plan.buckets[b].dtype) == plan.buckets[b].bytes);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_bucket_with_a_member_of_another_dtype_is_refused) {
+  const std::vector<GradientSlot> slots{{DType::f16, 4}, {DType::f32, 4}};
+  Bucket bucket;
+  bucket.dtype = DType::f16;
+  bucket.params = {1, 0};
+  BOOST_CHECK_EXCEPTION(layout_bucket(bucket, slots), Error, [](const Error& error) {
+    return std::string(error.what()).find("parameter 1 is f32 in a f16 bucket") !=
+           std::string::npos;
+  });
+}
+
+// The plan depends on dtypes and sizes only: the same model, wherever it lives, has the same
+// buckets and layouts. The object that reduces (here on the CPU, over a world of one) holds
+// exactly that plan, and flat buffers of the layout's length (f32 for half gradients reduced
+// in fp32). tests/parallel/ddp_nccl_gpu_test.cpp checks the device twin against this plan.
+BOOST_AUTO_TEST_CASE(the_reducing_object_holds_the_plan_of_its_parameters) {
+  Generator generator(3);
+  auto model = models::make_model("lenet", generator, 10);
+  model->cast_parameters(DType::f16, true);
+  const std::vector<nn::Parameter*> params = model->parameters();
+  const BucketPlan want = plan_buckets(gradient_slots(params), 4096);
+  BOOST_TEST(want.buckets.size() >= 3u);
+  GlooProcessGroup group(0, 1, "127.0.0.1", test::free_port());
+  for (const bool fp32 : {false, true}) {
+    DdpOptions options;
+    options.bucket_bytes = 4096;
+    options.allreduce_fp32 = fp32;
+    DistributedDataParallel ddp(*model, group, options);
+    const BucketPlan& got = ddp.plan();
+    BOOST_TEST_REQUIRE(got.buckets.size() == want.buckets.size());
+    for (std::size_t b = 0; b < want.buckets.size(); ++b) {
+      BOOST_TEST(got.buckets[b].params == want.buckets[b].params, boost::test_tools::per_element());
+      BOOST_TEST(got.layouts[b].offsets == want.layouts[b].offsets,
+                 boost::test_tools::per_element());
+      const Tensor& flat = ddp.bucket_buffers()[b];
+      BOOST_TEST(flat.numel() == want.layouts[b].numel);
+      const DType reduced =
+          fp32 && is_half(want.buckets[b].dtype) ? DType::f32 : want.buckets[b].dtype;
+      BOOST_TEST((flat.dtype() == reduced), "bucket " << b << " fp32 " << fp32);
+      BOOST_TEST(flat.device().is_cpu());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
