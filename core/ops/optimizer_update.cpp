@@ -45,8 +45,13 @@ UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Ten
   check_floating(op, "param", *param);
   check_floating(op, "grad", *grad);
   check_shape(op, "grad", *grad, param->shape());
-  return {param->raw(),  param->dtype(),     grad->raw(),
-          grad->dtype(), {nullptr, nullptr}, param->numel()};
+  UpdateBuffers buffers{};
+  buffers.param = param->raw();
+  buffers.param_dtype = param->dtype();
+  buffers.grad = grad->raw();
+  buffers.grad_dtype = grad->dtype();
+  buffers.count = param->numel();
+  return buffers;
 }
 
 // On the CPU the flag is read where it lives; NaN counts as nonzero.
