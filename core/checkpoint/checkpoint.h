@@ -61,7 +61,9 @@ struct ScalerFields {
   std::int32_t at_min_streak = 0;
 };
 
-// optim::OptimizerConfig and the optimizer's step count; its tensors are in optimizer_state.
+// optim::OptimizerConfig and the optimizer's step count (updates applied: steps the loss scaler
+// skipped do not count; checkpoints written before that rule counted them); its tensors are in
+// optimizer_state.
 struct OptimizerFields {
   std::string kind = "sgd";
   float lr = 0.1f;

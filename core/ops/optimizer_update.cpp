@@ -1,6 +1,7 @@
 #include "core/ops/optimizer_update.h"
 
-#include "core/ops/cpu/float_buffer.h"
+#include <limits>
+
 #include "core/ops/dispatch.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -12,22 +13,45 @@ namespace alloy {
 
 namespace {
 
-void check_param_and_grad(const char* op, const Tensor& param, const Tensor& grad) {
-  check_floating(op, "param", param);
-  check_floating(op, "grad", grad);
-  check_shape(op, "grad", grad, param.shape());
+void check_state(const char* op, const char* what, const Tensor* state, const Tensor& param) {
+  ALLOY_CHECK(state != nullptr && state->defined(), op, ": ", what, " of ", param.str(),
+              " is an undefined tensor");
+  check_dtype(op, what, *state, DType::f32);
+  check_shape(op, what, *state, param.shape());
 }
 
-void check_state(const char* op, const char* what, const Tensor& state, const Tensor& param) {
-  ALLOY_CHECK(state.defined(), op, ": ", what, " is an undefined tensor");
-  check_dtype(op, what, state, DType::f32);
-  check_shape(op, what, state, param.shape());
+// The scalars' checks; returns the device the update runs on.
+Device check_scalars(const char* op, const Tensor& lr, const Tensor& step,
+                     const Tensor& found_inf) {
+  ALLOY_CHECK(lr.defined() && step.defined(), op, ": lr and step must be defined tensors");
+  const Device device = common_device(op, {&lr, &step, &found_inf});
+  check_dtype(op, "lr", lr, DType::f32);
+  check_shape(op, "lr", lr, {1});
+  check_dtype(op, "step", step, DType::i32);
+  check_shape(op, "step", step, {2});
+  if (found_inf.defined()) {
+    check_dtype(op, "found_inf", found_inf, DType::f32);
+    check_shape(op, "found_inf", found_inf, {1});
+  }
+  return device;
 }
 
-void check_found_inf(const char* op, const Tensor& found_inf) {
-  if (!found_inf.defined()) return;
-  check_dtype(op, "found_inf", found_inf, DType::f32);
-  check_shape(op, "found_inf", found_inf, {1});
+// The parameter's and gradient's checks, and its buffers with no state yet.
+UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Tensor* grad) {
+  ALLOY_CHECK(param != nullptr && param->defined() && grad != nullptr && grad->defined(), op,
+              ": every parameter needs a defined value and gradient");
+  ALLOY_CHECK(common_device(op, {param, grad}) == device, op, ": ", param->str(),
+              " is not on the device of lr and step (", device.str(), ")");
+  check_floating(op, "param", *param);
+  check_floating(op, "grad", *grad);
+  check_shape(op, "grad", *grad, param->shape());
+  UpdateBuffers buffers{};
+  buffers.param = param->raw();
+  buffers.param_dtype = param->dtype();
+  buffers.grad = grad->raw();
+  buffers.grad_dtype = grad->dtype();
+  buffers.count = param->numel();
+  return buffers;
 }
 
 // On the CPU the flag is read where it lives; NaN counts as nonzero.
@@ -35,67 +59,85 @@ bool skip_step(const Tensor& found_inf) {
   return found_inf.defined() && found_inf.data<float>()[0] != 0.0f;
 }
 
+// The CPU's step count including this update.
+std::int64_t next_step(const char* op, const Tensor& step) {
+  const std::int32_t done = step.data<std::int32_t>()[0];
+  ALLOY_CHECK(done >= 0 && done < std::numeric_limits<std::int32_t>::max(), op, ": step count ",
+              done, " is out of range");
+  return std::int64_t{done} + 1;
+}
+
 }  // namespace
 
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& hyper,
-                bool first_step, const Tensor& found_inf) {
+void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, const Tensor& lr,
+                Tensor& step, const Tensor& found_inf) {
   constexpr const char* op = "sgd_update";
-  const Device device = common_device(op, {&param, &grad, &momentum_buffer, &found_inf});
-  check_param_and_grad(op, param, grad);
-  check_found_inf(op, found_inf);
-  ALLOY_CHECK(hyper.lr >= 0.0f && hyper.momentum >= 0.0f && hyper.weight_decay >= 0.0f, op,
-              ": lr, momentum and weight_decay must be non-negative, got ", hyper.lr, ", ",
-              hyper.momentum, ", ", hyper.weight_decay);
-  ALLOY_CHECK(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f), op,
-              ": nesterov needs momentum > 0 and zero dampening");
-  if (hyper.momentum != 0.0f) check_state(op, "momentum_buffer", momentum_buffer, param);
+  const Device device = check_scalars(op, lr, step, found_inf);
+  ALLOY_CHECK(hyper.momentum >= 0.0f && hyper.weight_decay >= 0.0f, op,
+              ": momentum and weight_decay must be non-negative, got ", hyper.momentum, ", ",
+              hyper.weight_decay);
+  ALLOY_CHECK(!hyper.nesterov || hyper.momentum > 0.0f, op, ": nesterov needs momentum > 0");
+  std::vector<UpdateBuffers> buffers;
+  buffers.reserve(tensors.size());
+  for (const SgdTensors& t : tensors) {
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad);
+    if (hyper.momentum != 0.0f) {
+      check_state(op, "momentum_buffer", t.momentum_buffer, *t.param);
+      ALLOY_CHECK(t.momentum_buffer->device() == device, op, ": ", t.momentum_buffer->str(),
+                  " is not on ", device.str());
+      b.state[0] = t.momentum_buffer->data<float>();
+    }
+    if (b.count > 0) buffers.push_back(b);  // the kernels see only tensors with elements
+  }
+  if (buffers.empty()) return;
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      // found_inf is read by the kernel itself: no host sync.
-      cuda::sgd_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
-                       hyper.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr,
-                       param.numel(), hyper, first_step,
+      // lr, step and found_inf are read by the kernel itself: no host sync.
+      cuda::sgd_update(buffers, hyper, lr.data<float>(), step.data<std::int32_t>(),
                        found_inf.defined() ? found_inf.data<float>() : nullptr,
                        cuda::stream_of(device));
       return;
     });
   if (skip_step(found_inf)) return;
-  // A half parameter (O3, or O2 without masters) is updated in fp32 and rounded once.
-  cpu::FloatOutput param_float(param, /*accumulate=*/true);
-  cpu::sgd_update(param_float.data(), grad.raw(), grad.dtype(),
-                  hyper.momentum != 0.0f ? momentum_buffer.data<float>() : nullptr, param.numel(),
-                  hyper, first_step);
-  param_float.commit();
+  const std::int64_t next = next_step(op, step);
+  cpu::sgd_update(buffers, hyper, lr.data<float>()[0]);
+  step.data<std::int32_t>()[0] = static_cast<std::int32_t>(next);
 }
 
-void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                  const AdamWHyper& hyper, std::int64_t step, const Tensor& found_inf) {
+void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hyper,
+                  const Tensor& lr, Tensor& step, const Tensor& found_inf) {
   constexpr const char* op = "adamw_update";
-  const Device device = common_device(op, {&param, &grad, &exp_avg, &exp_avg_sq, &found_inf});
-  check_param_and_grad(op, param, grad);
-  check_state(op, "exp_avg", exp_avg, param);
-  check_state(op, "exp_avg_sq", exp_avg_sq, param);
-  check_found_inf(op, found_inf);
-  ALLOY_CHECK(step >= 1, op, ": step counts updates from 1, got ", step);
-  ALLOY_CHECK(hyper.lr >= 0.0f && hyper.eps >= 0.0f && hyper.weight_decay >= 0.0f, op,
-              ": lr, eps and weight_decay must be non-negative, got ", hyper.lr, ", ", hyper.eps,
-              ", ", hyper.weight_decay);
+  const Device device = check_scalars(op, lr, step, found_inf);
+  ALLOY_CHECK(hyper.eps >= 0.0f && hyper.weight_decay >= 0.0f, op,
+              ": eps and weight_decay must be non-negative, got ", hyper.eps, ", ",
+              hyper.weight_decay);
   ALLOY_CHECK(
       hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f && hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f, op,
       ": betas must be in [0, 1), got ", hyper.beta1, ", ", hyper.beta2);
+  std::vector<UpdateBuffers> buffers;
+  buffers.reserve(tensors.size());
+  for (const AdamWTensors& t : tensors) {
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad);
+    check_state(op, "exp_avg", t.exp_avg, *t.param);
+    check_state(op, "exp_avg_sq", t.exp_avg_sq, *t.param);
+    ALLOY_CHECK(t.exp_avg->device() == device && t.exp_avg_sq->device() == device, op,
+                ": the AdamW state of ", t.param->str(), " is not on ", device.str());
+    b.state[0] = t.exp_avg->data<float>();
+    b.state[1] = t.exp_avg_sq->data<float>();
+    if (b.count > 0) buffers.push_back(b);
+  }
+  if (buffers.empty()) return;
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      cuda::adamw_update(param.raw(), param.dtype(), grad.raw(), grad.dtype(),
-                         exp_avg.data<float>(), exp_avg_sq.data<float>(), param.numel(), hyper,
-                         step, found_inf.defined() ? found_inf.data<float>() : nullptr,
+      cuda::adamw_update(buffers, hyper, lr.data<float>(), step.data<std::int32_t>(),
+                         found_inf.defined() ? found_inf.data<float>() : nullptr,
                          cuda::stream_of(device));
       return;
     });
   if (skip_step(found_inf)) return;
-  cpu::FloatOutput param_float(param, /*accumulate=*/true);
-  cpu::adamw_update(param_float.data(), grad.raw(), grad.dtype(), exp_avg.data<float>(),
-                    exp_avg_sq.data<float>(), param.numel(), hyper, step);
-  param_float.commit();
+  const std::int64_t next = next_step(op, step);
+  cpu::adamw_update(buffers, hyper, lr.data<float>()[0], next);
+  step.data<std::int32_t>()[0] = static_cast<std::int32_t>(next);
 }
 
 }  // namespace alloy

@@ -1,40 +1,42 @@
-// Fused optimizer updates over one parameter tensor. The state is f32; the parameter is f32
-// or half (updated in fp32, rounded once); grad may be f32 or half. If found_inf is defined (f32
-// [1]) and nonzero, the update does nothing: the step is skipped without the host having to look
-// (the amp contract).
+// Fused optimizer updates over a list of parameter tensors: one pass updates every parameter
+// (on CUDA one multi-tensor launch per 64 tensors, on the CPU one fork over the thread pool).
+// The state is f32; a parameter is f32 or half (updated in fp32, rounded once); a gradient may
+// be any floating dtype.
+//
+// Nothing that changes from step to step is passed by value, so a captured CUDA graph replays
+// current values: the learning rate and the step count are read where the parameters live
+// (`lr`, `step`), the step count is advanced there, and if found_inf is defined (f32 [1]) and
+// nonzero (NaN included) the update changes nothing, step count included: the step is skipped
+// without the host looking (the amp contract; as in Apex and PyTorch's GradScaler, a skipped
+// step is not an optimizer step).
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace alloy {
 
-// torch.optim.SGD, with the gradient first multiplied by grad_scale:
+// torch.optim.SGD (dampening 0), with the gradient first multiplied by grad_scale:
 //   g = grad_scale * grad + weight_decay * param
-//   buf = g (first step) or momentum * buf + (1 - dampening) * g
+//   buf = momentum * buf + g
 //   g = g + momentum * buf (nesterov) or buf (momentum != 0)
 //   param -= lr * g
+// The buffer starts at zero, which gives PyTorch's first-step buffer = g.
 struct SgdHyper {
-  float lr = 0.1f;
   float momentum = 0.0f;
-  float dampening = 0.0f;
   float weight_decay = 0.0f;  // L2, added to the gradient (PyTorch's SGD)
-  bool nesterov = false;      // needs momentum > 0 and dampening == 0, as in PyTorch
+  bool nesterov = false;      // needs momentum > 0, as in PyTorch
   float grad_scale = 1.0f;    // gradient is multiplied by this first (1/loss scale)
 };
 
-// momentum_buffer: f32 like param, undefined when momentum == 0. first_step initialises the
-// buffer with the gradient, as PyTorch does.
-void sgd_update(Tensor& param, const Tensor& grad, Tensor& momentum_buffer, const SgdHyper& hyper,
-                bool first_step, const Tensor& found_inf = {});
-
-// torch.optim.AdamW (without amsgrad), with the gradient first multiplied by grad_scale:
+// torch.optim.AdamW (without amsgrad), with the gradient first multiplied by grad_scale, and
+// t = the step count including this update:
 //   param *= 1 - lr * weight_decay
 //   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
-//   param -= lr / (1 - beta1^step) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+//   param -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 struct AdamWHyper {
-  float lr = 1e-3f;
   float beta1 = 0.9f;
   float beta2 = 0.999f;
   float eps = 1e-8f;
@@ -42,16 +44,43 @@ struct AdamWHyper {
   float grad_scale = 1.0f;
 };
 
-// step is the 1-based count of updates including this one (bias correction).
-void adamw_update(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq,
-                  const AdamWHyper& hyper, std::int64_t step, const Tensor& found_inf = {});
+// One parameter's tensors, all of the parameter's shape and on one device.
+struct SgdTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* momentum_buffer;  // f32; unused (may be null) when momentum == 0
+};
+
+struct AdamWTensors {
+  Tensor* param;
+  const Tensor* grad;
+  Tensor* exp_avg;     // f32
+  Tensor* exp_avg_sq;  // f32
+};
+
+// lr: f32 [1]. step: i32 [2]; step[0] counts the updates applied so far and each call that is
+// not skipped adds one; step[1] must be zero (the CUDA kernel counts its finished blocks there
+// and leaves it at zero). A call with an empty list changes nothing. All tensors share one
+// device.
+void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, const Tensor& lr,
+                Tensor& step, const Tensor& found_inf = {});
+void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hyper,
+                  const Tensor& lr, Tensor& step, const Tensor& found_inf = {});
+
+// One tensor of a multi-tensor update as raw storage: what the CPU and CUDA kernels take.
+struct UpdateBuffers {
+  void* param;
+  DType param_dtype;
+  const void* grad;
+  DType grad_dtype;
+  float* state[2];  // SGD: the momentum buffer (null without momentum); AdamW: exp_avg, exp_avg_sq
+  std::int64_t count;
+};
 
 namespace cpu {
-// count elements; grad is storage of grad_dtype. momentum_buffer is unused when momentum == 0.
-void sgd_update(float* param, const void* grad, DType grad_dtype, float* momentum_buffer,
-                std::int64_t count, const SgdHyper& hyper, bool first_step);
-void adamw_update(float* param, const void* grad, DType grad_dtype, float* exp_avg,
-                  float* exp_avg_sq, std::int64_t count, const AdamWHyper& hyper,
+// step: the step count including this update (AdamW's bias corrections).
+void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, float lr);
+void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper, float lr,
                   std::int64_t step);
 }  // namespace cpu
 

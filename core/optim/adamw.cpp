@@ -5,10 +5,9 @@
 namespace alloy::optim {
 
 AdamW::AdamW(std::vector<nn::Parameter*> params, OptimizerConfig config)
-    : Optimizer(std::move(params), std::move(config)),
+    : Optimizer("adamw", std::move(params), std::move(config)),
       exp_avg_(params_.size()),
       exp_avg_sq_(params_.size()) {
-  check_common("adamw");
   const OptimizerConfig& c = config_;
   if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f))
     usage_fail("adamw: beta1 must be in [0, 1), got ", c.beta1);
@@ -28,19 +27,22 @@ void AdamW::allocate_state(std::size_t index) {
 
 void AdamW::step(float grad_scale, const Tensor& found_inf) {
   AdamWHyper hyper;
-  hyper.lr = config_.lr;
   hyper.beta1 = config_.beta1;
   hyper.beta2 = config_.beta2;
   hyper.eps = config_.eps;
   hyper.weight_decay = config_.weight_decay;
   hyper.grad_scale = grad_scale;
-  ++steps_;
+  std::vector<AdamWTensors> tensors;
+  tensors.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& param = *params_[i];
     if (!param.grad.defined()) continue;  // took no part in the loss
     allocate_state(i);
-    adamw_update(param.value, param.grad, exp_avg_[i], exp_avg_sq_[i], hyper, steps_, found_inf);
+    tensors.push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i]});
   }
+  // The bias corrections come from the step count on the device, which this update advances
+  // unless found_inf skips it.
+  adamw_update(tensors, hyper, lr_, step_, found_inf);
 }
 
 std::vector<StateTensor> AdamW::state() {

@@ -1,12 +1,24 @@
 #include "core/optim/optimizer.h"
 
+#include <limits>
+
+#include "core/host_reads.h"
 #include "core/optim/adamw.h"
 #include "core/optim/sgd.h"
 
 namespace alloy::optim {
 
-void Optimizer::check_common(const char* kind) const {
-  if (!(config_.lr > 0.0f)) usage_fail(kind, ": lr must be > 0, got ", config_.lr);
+namespace {
+
+void check_lr(const char* kind, float lr) {
+  if (!(lr > 0.0f)) usage_fail(kind, ": lr must be > 0, got ", lr);
+}
+
+}  // namespace
+
+Optimizer::Optimizer(const char* kind, std::vector<nn::Parameter*> params, OptimizerConfig config)
+    : params_(std::move(params)), config_(std::move(config)) {
+  check_lr(kind, config_.lr);
   if (!(config_.weight_decay >= 0.0f)) {
     usage_fail(kind, ": weight_decay must be >= 0, got ", config_.weight_decay);
   }
@@ -17,6 +29,35 @@ void Optimizer::check_common(const char* kind) const {
     ALLOY_CHECK(is_floating(param->value.dtype()), kind, ": parameter ", param->name, " is ",
                 param->value.str(), "; optimizers update floating-point weights");
   }
+  const Device device = params_.empty() ? Device::cpu() : params_.front()->value.device();
+  lr_ = Tensor::empty({1}, DType::f32, device, MemoryCategory::optimizer_state);
+  step_ = Tensor::empty({2}, DType::i32, device, MemoryCategory::optimizer_state);
+  set_lr(config_.lr);
+  set_steps(0);
+}
+
+std::int64_t Optimizer::steps() const {
+  Tensor host = Tensor::empty({2}, DType::i32, Device::cpu(), MemoryCategory::workspace);
+  host.copy_from(step_);
+  // A copy from a device counts itself; a host read counts here, so both backends count one.
+  if (step_.device().is_cpu()) note_host_read();
+  return host.data<std::int32_t>()[0];
+}
+
+void Optimizer::set_steps(std::int64_t steps) {
+  // The kernels add one to an i32 count.
+  ALLOY_CHECK(steps >= 0 && steps < std::numeric_limits<std::int32_t>::max(), config_.kind,
+              ": step count ", steps, " is out of range");
+  Tensor host = Tensor::empty({2}, DType::i32, Device::cpu(), MemoryCategory::workspace);
+  host.data<std::int32_t>()[0] = static_cast<std::int32_t>(steps);
+  host.data<std::int32_t>()[1] = 0;
+  step_.copy_from(host);
+}
+
+void Optimizer::set_lr(float lr) {
+  check_lr(config_.kind.c_str(), lr);
+  config_.lr = lr;
+  lr_.copy_from(Tensor::from_floats({1}, {lr}, DType::f32, MemoryCategory::workspace));
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,

@@ -1,6 +1,9 @@
 // Optimizers over a list of parameters whose values are f32 (the model's own parameters at
-// O0/O1, the fp32 masters at O2). Gradients may be f32 or half. Each step is the fused
-// per-tensor update of core/ops/optimizer_update.h.
+// O0/O1, the fp32 masters at O2) or half (O3). Gradients may be f32 or half. Each step is one
+// fused multi-tensor update over every parameter (core/ops/optimizer_update.h), which reads
+// the learning rate and the step count from the optimizer's scalars on the parameters' device:
+// the host writes them only when they change, and a step captured in a CUDA graph replays
+// with current values.
 #pragma once
 
 #include <cstdint>
@@ -31,31 +34,36 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
 
-  // grad_scale multiplies gradients before use (1/loss scale when they are still scaled).
-  // found_inf (f32 [1], optional): when nonzero on the device, the step does nothing.
+  // grad_scale multiplies gradients before use (1/loss scale when they are still scaled); it
+  // is a kernel argument, so a captured CUDA graph replays the value it was captured with.
+  // found_inf (f32 [1], optional): when nonzero on the device, the step does nothing, and does
+  // not count as a step.
   virtual void step(float grad_scale = 1.0f, const Tensor& found_inf = {}) = 0;
 
   // Every state tensor, allocating lazily-created ones so a checkpoint can restore them.
   virtual std::vector<StateTensor> state() = 0;
 
-  // Calls to step(), including those found_inf skipped: the host cannot tell them apart
-  // without a sync, so AdamW's bias correction counts them too.
-  std::int64_t steps() const { return steps_; }
-  void set_steps(std::int64_t steps) { steps_ = steps; }
+  // Updates applied so far: steps that found_inf skipped do not count (nor in AdamW's bias
+  // correction), as in Apex and PyTorch's GradScaler. The count lives on the parameters' device
+  // and the update advances it there; steps() is a download and set_steps an upload, for
+  // checkpoints and logging, never inside a training step. set_steps takes 0 .. 2^31 - 2.
+  std::int64_t steps() const;
+  void set_steps(std::int64_t steps);
+
   const OptimizerConfig& config() const { return config_; }
-  void set_lr(float lr) { config_.lr = lr; }
+  // Uploads the new rate (one float) for the following steps; UsageError unless lr > 0.
+  void set_lr(float lr);
 
  protected:
-  Optimizer(std::vector<nn::Parameter*> params, OptimizerConfig config)
-      : params_(std::move(params)), config_(std::move(config)) {}
-
-  // The checks every kind shares: lr > 0 and weight_decay >= 0 (UsageError), and parameters
-  // that are f32 and not null (Error). `kind` starts the messages.
-  void check_common(const char* kind) const;
+  // Checks what every kind shares: lr > 0 and weight_decay >= 0 (UsageError), and parameters
+  // that are floating-point and not null (Error); `kind` starts the messages. Places the
+  // scalars on the first parameter's device.
+  Optimizer(const char* kind, std::vector<nn::Parameter*> params, OptimizerConfig config);
 
   std::vector<nn::Parameter*> params_;
   OptimizerConfig config_;
-  std::int64_t steps_ = 0;
+  Tensor lr_;    // f32 [1]
+  Tensor step_;  // i32 [2]: the count, and the CUDA kernels' finished-block tickets (zero)
 };
 
 // Throws UsageError for an unknown kind or invalid hyper-parameters.

@@ -5,8 +5,7 @@
 namespace alloy::optim {
 
 Sgd::Sgd(std::vector<nn::Parameter*> params, OptimizerConfig config)
-    : Optimizer(std::move(params), std::move(config)), momentum_(params_.size()) {
-  check_common("sgd");
+    : Optimizer("sgd", std::move(params), std::move(config)), momentum_(params_.size()) {
   const OptimizerConfig& c = config_;
   if (!(c.momentum >= 0.0f && c.momentum < 1.0f)) {
     usage_fail("sgd: momentum must be in [0, 1), got ", c.momentum);
@@ -28,22 +27,21 @@ Tensor& Sgd::momentum_buffer(std::size_t index) {
 
 void Sgd::step(float grad_scale, const Tensor& found_inf) {
   SgdHyper hyper;
-  hyper.lr = config_.lr;
   hyper.momentum = config_.momentum;
-  hyper.dampening = 0.0f;
   hyper.weight_decay = config_.weight_decay;
   hyper.nesterov = config_.nesterov;
   hyper.grad_scale = grad_scale;
+  std::vector<SgdTensors> tensors;
+  tensors.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& param = *params_[i];
     if (!param.grad.defined()) continue;  // took no part in the loss
-    Tensor no_buffer;
-    Tensor& buffer = hyper.momentum > 0.0f ? momentum_buffer(i) : no_buffer;
-    // A zero buffer updated as usual equals PyTorch's first-step buffer = grad when dampening
-    // is 0, and stays right when found_inf skips that step without the host knowing.
-    sgd_update(param.value, param.grad, buffer, hyper, /*first_step=*/false, found_inf);
+    // A zero buffer updated as usual equals PyTorch's first-step buffer = grad, and stays right
+    // when found_inf skips that step without the host knowing.
+    tensors.push_back(
+        {&param.value, &param.grad, hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr});
   }
-  ++steps_;
+  sgd_update(tensors, hyper, lr_, step_, found_inf);
 }
 
 std::vector<StateTensor> Sgd::state() {

@@ -11,60 +11,81 @@ namespace alloy::cpu {
 
 namespace {
 
-// Half gradients are widened a block at a time through stack scratch.
+// Half parameters and gradients are widened a block at a time through stack scratch.
 constexpr std::int64_t kBlock = 1024;
 
-// Calls body(offset, count, g) for consecutive blocks, g the block's widened gradient.
+// Calls body(tensor, offset, count, p, g) for consecutive blocks of every tensor, p the block's
+// parameters as fp32 (rounded back into a half parameter after the call) and g its widened
+// gradient. The elements of all tensors form one range split over the thread pool: one fork
+// per step however many tensors there are. Updates are elementwise, so results do not depend
+// on the split.
 template <class Body>
-void for_gradient_blocks(const void* grad, DType grad_dtype, std::int64_t total, const Body& body) {
-  parallel_ranges(total, 4, [&](std::int64_t begin, std::int64_t end) {
-    std::array<float, kBlock> scratch;
-    for (std::int64_t offset = begin; offset < end; offset += kBlock) {
-      const std::int64_t count = std::min(kBlock, end - offset);
-      body(offset, count, load_floats(grad, grad_dtype, offset, count, scratch.data()));
+void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body& body) {
+  std::vector<std::int64_t> start(tensors.size() + 1, 0);
+  for (std::size_t t = 0; t < tensors.size(); ++t)
+    start[t + 1] = start[t] + tensors[t].count;
+  parallel_ranges(start.back(), 4, [&](std::int64_t begin, std::int64_t end) {
+    std::array<float, kBlock> param_scratch;
+    std::array<float, kBlock> grad_scratch;
+    // The first tensor with elements at or after `begin`.
+    std::size_t t = static_cast<std::size_t>(std::upper_bound(start.begin(), start.end(), begin) -
+                                             start.begin() - 1);
+    for (; t < tensors.size() && start[t] < end; ++t) {
+      const UpdateBuffers& tensor = tensors[t];
+      const std::int64_t last = std::min(end, start[t + 1]) - start[t];
+      for (std::int64_t offset = std::max(begin, start[t]) - start[t]; offset < last;
+           offset += kBlock) {
+        const std::int64_t count = std::min(kBlock, last - offset);
+        float* p = output_floats(tensor.param, tensor.param_dtype, offset, param_scratch.data());
+        if (tensor.param_dtype != DType::f32) {
+          load_floats(tensor.param, tensor.param_dtype, offset, count, p);
+        }
+        const float* g =
+            load_floats(tensor.grad, tensor.grad_dtype, offset, count, grad_scratch.data());
+        body(tensor, offset, count, p, g);
+        store_floats(p, tensor.param, tensor.param_dtype, offset, count);
+      }
     }
   });
 }
 
 }  // namespace
 
-void sgd_update(float* param, const void* grad, DType grad_dtype, float* momentum_buffer,
-                std::int64_t total, const SgdHyper& h, bool first_step) {
-  const float damped = 1.0f - h.dampening;
-  const auto update = [&](std::int64_t offset, std::int64_t count, const float* g) {
-    float* p = param + offset;
+void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, float lr) {
+  const auto update = [&](const UpdateBuffers& tensor, std::int64_t offset, std::int64_t count,
+                          float* p, const float* g) {
     if (h.momentum == 0.0f) {
       for (std::int64_t i = 0; i < count; ++i) {
         const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
-        p[i] -= h.lr * d;
+        p[i] -= lr * d;
       }
       return;
     }
-    float* buf = momentum_buffer + offset;
+    float* buf = tensor.state[0] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
       const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
-      buf[i] = first_step ? d : h.momentum * buf[i] + damped * d;
+      buf[i] = h.momentum * buf[i] + d;
       const float step = h.nesterov ? d + h.momentum * buf[i] : buf[i];
-      p[i] -= h.lr * step;
+      p[i] -= lr * step;
     }
   };
-  for_gradient_blocks(grad, grad_dtype, total, update);
+  for_parameter_blocks(tensors, update);
 }
 
-void adamw_update(float* param, const void* grad, DType grad_dtype, float* exp_avg,
-                  float* exp_avg_sq, std::int64_t total, const AdamWHyper& h, std::int64_t step) {
+void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h, float lr,
+                  std::int64_t step) {
   // The per-step scalars in double, as PyTorch computes them on the host.
   const double correction1 = 1.0 - std::pow(static_cast<double>(h.beta1), step);
   const double correction2 = 1.0 - std::pow(static_cast<double>(h.beta2), step);
-  const float step_size = static_cast<float>(h.lr / correction1);
+  const float step_size = static_cast<float>(lr / correction1);
   const float correction2_sqrt = static_cast<float>(std::sqrt(correction2));
-  const float decay = 1.0f - h.lr * h.weight_decay;
+  const float decay = 1.0f - lr * h.weight_decay;
   const float one_minus_beta1 = 1.0f - h.beta1;
   const float one_minus_beta2 = 1.0f - h.beta2;
-  const auto update = [&](std::int64_t offset, std::int64_t count, const float* g) {
-    float* p = param + offset;
-    float* m = exp_avg + offset;
-    float* v = exp_avg_sq + offset;
+  const auto update = [&](const UpdateBuffers& tensor, std::int64_t offset, std::int64_t count,
+                          float* p, const float* g) {
+    float* m = tensor.state[0] + offset;
+    float* v = tensor.state[1] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
       const float gi = g[i] * h.grad_scale;
       m[i] += one_minus_beta1 * (gi - m[i]);
@@ -73,7 +94,7 @@ void adamw_update(float* param, const void* grad, DType grad_dtype, float* exp_a
       p[i] = p[i] * decay - step_size * (m[i] / denom);
     }
   };
-  for_gradient_blocks(grad, grad_dtype, total, update);
+  for_parameter_blocks(tensors, update);
 }
 
 }  // namespace alloy::cpu

@@ -1,93 +1,215 @@
+#include <algorithm>
 #include <cmath>
 
 #include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/multi_tensor.h"
 #include "core/ops/cuda/optimizer_update.h"
 
 namespace alloy::cuda {
 
 namespace {
 
+// Per tensor: the parameter, its gradient and up to two f32 state buffers.
+using List = TensorList<4>;
+constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3;
+
+// About four elements per thread; tensors larger than kMaxBlocksPerTensor blocks are strided
+// over, so the grid stays within gridDim.x's limit and the block tickets stay few.
+constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+constexpr std::int64_t kMaxBlocksPerTensor = 1024;
+
+std::int32_t blocks_for(std::int64_t count) {
+  return static_cast<std::int32_t>(
+      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
+}
+
 __device__ __forceinline__ bool skip(const float* found_inf) {
   return found_inf != nullptr && !(*found_inf == 0.0f);
 }
 
-template <class P, class G>
-__global__ void sgd_kernel(P* param, const G* grad, float* buf, std::int64_t count, SgdHyper h,
-                           bool first_step, const float* found_inf) {
-  if (skip(found_inf)) return;
-  const float damped = 1.0f - h.dampening;
-  ALLOY_GRID_STRIDE(i, count) {
-    float p = widen(param[i]);
-    const float d = widen(grad[i]) * h.grad_scale + h.weight_decay * p;
-    if (buf == nullptr) {
-      p -= h.lr * d;
-    } else {
-      const float b = first_step ? d : h.momentum * buf[i] + damped * d;
-      buf[i] = b;
-      p -= h.lr * (h.nesterov ? d + h.momentum * b : b);
-    }
-    param[i] = narrow<P>(p);
+// This thread's elements of its block's tensor: first, first + stride, ... below count.
+struct Slice {
+  int tensor;
+  std::int64_t first, stride, count;
+};
+
+__device__ __forceinline__ Slice slice_of_block(const List& list) {
+  const auto block = static_cast<std::int32_t>(blockIdx.x);
+  int t = 0;
+  while (t + 1 < list.size && list.block_start[t + 1] <= block)
+    ++t;
+  const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
+  return {t, std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x,
+          blocks * blockDim.x, list.count[t]};
+}
+
+// Calls Update::run<P, G>(args...) with P and G the storage types of the block's parameter and
+// gradient dtypes (uniform over a block, so the switch costs no divergence).
+template <class Update, class P, class... Args>
+__device__ __forceinline__ void with_grad_type(DType grad_dtype, const Args&... args) {
+  switch (grad_dtype) {
+    case DType::f16:
+      return Update::template run<P, __half>(args...);
+    case DType::bf16:
+      return Update::template run<P, __nv_bfloat16>(args...);
+    default:
+      return Update::template run<P, float>(args...);
   }
 }
 
-// The per-step scalars come from the host, computed in double as PyTorch does.
+template <class Update, class... Args>
+__device__ __forceinline__ void with_storage_types(DType param_dtype, DType grad_dtype,
+                                                   const Args&... args) {
+  switch (param_dtype) {
+    case DType::f16:
+      return with_grad_type<Update, __half>(grad_dtype, args...);
+    case DType::bf16:
+      return with_grad_type<Update, __nv_bfloat16>(grad_dtype, args...);
+    default:
+      return with_grad_type<Update, float>(grad_dtype, args...);
+  }
+}
+
+// Advances the step count once per step without a second launch: every block reads step[0]
+// before it takes a ticket in step[1]; the block that takes the last ticket writes the new
+// count, and atomicInc wraps step[1] back to zero for the next launch. The fences order each
+// block's read before the last block's write (the CUDA programming guide's last-block pattern).
+__device__ __forceinline__ void finish_block(std::int32_t* step, bool advance) {
+  if (!advance || threadIdx.x != 0) return;
+  const std::int32_t next = step[0] + 1;
+  __threadfence();
+  const unsigned int ticket = atomicInc(reinterpret_cast<unsigned int*>(step + 1), gridDim.x - 1);
+  if (ticket == gridDim.x - 1) {
+    __threadfence();
+    step[0] = next;
+  }
+}
+
+// The same float arithmetic in the same order as cpu::sgd_update.
+struct SgdElements {
+  template <class P, class G>
+  __device__ static void run(void* param_data, const void* grad_data, float* buf, const Slice& s,
+                             const SgdHyper& h, float lr) {
+    P* param = static_cast<P*>(param_data);
+    const G* grad = static_cast<const G*>(grad_data);
+    for (std::int64_t i = s.first; i < s.count; i += s.stride) {
+      float p = widen(param[i]);
+      const float d = widen(grad[i]) * h.grad_scale + h.weight_decay * p;
+      if (buf == nullptr) {
+        p -= lr * d;
+      } else {
+        const float b = h.momentum * buf[i] + d;
+        buf[i] = b;
+        p -= lr * (h.nesterov ? d + h.momentum * b : b);
+      }
+      param[i] = narrow<P>(p);
+    }
+  }
+};
+
+// lr, the step count and found_inf are read here, on the device, at every replay.
+__global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t* step,
+                           const float* found_inf, bool advance) {
+  if (skip(found_inf)) return;
+  const Slice s = slice_of_block(list);
+  with_storage_types<SgdElements>(list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor],
+                                  list.data[kParam][s.tensor], list.data[kGrad][s.tensor],
+                                  static_cast<float*>(list.data[kState0][s.tensor]), s, h, *lr);
+  finish_block(step, advance);
+}
+
 struct AdamScalars {
   float step_size, correction2_sqrt, decay, one_minus_beta1, one_minus_beta2;
 };
 
-template <class P, class G>
-__global__ void adamw_kernel(P* param, const G* grad, float* m, float* v, std::int64_t count,
-                             AdamWHyper h, AdamScalars s, const float* found_inf) {
+// The per-step scalars of cpu::adamw_update, from the step count including this update; the
+// bias corrections in double, as the CPU (and PyTorch, on the host) computes them.
+__device__ AdamScalars adam_scalars(const AdamWHyper& h, float lr, std::int32_t step) {
+  const double correction1 = 1.0 - pow(static_cast<double>(h.beta1), static_cast<double>(step));
+  const double correction2 = 1.0 - pow(static_cast<double>(h.beta2), static_cast<double>(step));
+  return {static_cast<float>(lr / correction1), static_cast<float>(sqrt(correction2)),
+          1.0f - lr * h.weight_decay, 1.0f - h.beta1, 1.0f - h.beta2};
+}
+
+// The same float arithmetic in the same order as cpu::adamw_update.
+struct AdamWElements {
+  template <class P, class G>
+  __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
+                             const Slice& s, const AdamWHyper& h, const AdamScalars& c) {
+    P* param = static_cast<P*>(param_data);
+    const G* grad = static_cast<const G*>(grad_data);
+    for (std::int64_t i = s.first; i < s.count; i += s.stride) {
+      const float g = widen(grad[i]) * h.grad_scale;
+      const float mi = m[i] + c.one_minus_beta1 * (g - m[i]);
+      const float vi = h.beta2 * v[i] + c.one_minus_beta2 * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = sqrtf(vi) / c.correction2_sqrt + h.eps;
+      param[i] = narrow<P>(widen(param[i]) * c.decay - c.step_size * (mi / denom));
+    }
+  }
+};
+
+__global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int32_t* step,
+                             const float* found_inf, bool advance) {
   if (skip(found_inf)) return;
-  ALLOY_GRID_STRIDE(i, count) {
-    const float g = widen(grad[i]) * h.grad_scale;
-    const float mi = m[i] + s.one_minus_beta1 * (g - m[i]);
-    const float vi = h.beta2 * v[i] + s.one_minus_beta2 * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float denom = sqrtf(vi) / s.correction2_sqrt + h.eps;
-    param[i] = narrow<P>(widen(param[i]) * s.decay - s.step_size * (mi / denom));
+  __shared__ AdamScalars scalars;
+  if (threadIdx.x == 0) scalars = adam_scalars(h, *lr, step[0] + 1);
+  __syncthreads();
+  const Slice s = slice_of_block(list);
+  with_storage_types<AdamWElements>(
+      list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
+      list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
+      static_cast<float*>(list.data[kState1][s.tensor]), s, h, scalars);
+  finish_block(step, advance);
+}
+
+// Calls launch(list, blocks, last) for consecutive lists of up to List::kMaxTensors tensors
+// (each with count > 0, so each has a block); `last` marks the launch that advances the step
+// count, after every earlier one has read it.
+template <class Launch>
+void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& launch) {
+  for (std::size_t begin = 0; begin < tensors.size(); begin += List::kMaxTensors) {
+    const std::size_t end = std::min(tensors.size(), begin + List::kMaxTensors);
+    List list{};
+    std::int32_t blocks = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      const UpdateBuffers& t = tensors[i];
+      const int k = list.size++;
+      list.data[kParam][k] = t.param;
+      // The kernels only read the gradient; the list's slots are untyped.
+      list.data[kGrad][k] = const_cast<void*>(t.grad);
+      list.data[kState0][k] = t.state[0];
+      list.data[kState1][k] = t.state[1];
+      list.dtype[kParam][k] = t.param_dtype;
+      list.dtype[kGrad][k] = t.grad_dtype;
+      list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
+      list.count[k] = t.count;
+      list.block_start[k] = blocks;
+      blocks += blocks_for(t.count);
+    }
+    list.block_start[list.size] = blocks;
+    launch(list, blocks, end == tensors.size());
   }
 }
 
 }  // namespace
 
-void sgd_update(void* param, DType param_dtype, const void* grad, DType grad_dtype,
-                float* momentum_buffer, std::int64_t count, const SgdHyper& hyper, bool first_step,
-                const float* found_inf, cudaStream_t stream) {
-  if (count == 0) return;
-  float* buf = hyper.momentum != 0.0f ? momentum_buffer : nullptr;
-  dispatch_floating(param_dtype, "sgd_update", [&](auto p_type) {
-    using P = decltype(p_type);
-    dispatch_floating(grad_dtype, "sgd_update", [&](auto g_type) {
-      using G = decltype(g_type);
-      sgd_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<P*>(param),
-                                                           static_cast<const G*>(grad), buf, count,
-                                                           hyper, first_step, found_inf);
-    });
+void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
+                std::int32_t* step, const float* found_inf, cudaStream_t stream) {
+  for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
+    sgd_kernel<<<blocks, kThreads, 0, stream>>>(list, hyper, lr, step, found_inf, last);
+    ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
-  ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", count, " parameters");
 }
 
-void adamw_update(void* param, DType param_dtype, const void* grad, DType grad_dtype,
-                  float* exp_avg, float* exp_avg_sq, std::int64_t count, const AdamWHyper& hyper,
-                  std::int64_t step, const float* found_inf, cudaStream_t stream) {
-  if (count == 0) return;
-  const double correction1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), step);
-  const double correction2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), step);
-  const AdamScalars scalars{
-      static_cast<float>(hyper.lr / correction1), static_cast<float>(std::sqrt(correction2)),
-      1.0f - hyper.lr * hyper.weight_decay, 1.0f - hyper.beta1, 1.0f - hyper.beta2};
-  dispatch_floating(param_dtype, "adamw_update", [&](auto p_type) {
-    using P = decltype(p_type);
-    dispatch_floating(grad_dtype, "adamw_update", [&](auto g_type) {
-      using G = decltype(g_type);
-      adamw_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<P*>(param), static_cast<const G*>(grad), exp_avg, exp_avg_sq, count, hyper,
-          scalars, found_inf);
-    });
+void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper,
+                  const float* lr, std::int32_t* step, const float* found_inf,
+                  cudaStream_t stream) {
+  for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
+    adamw_kernel<<<blocks, kThreads, 0, stream>>>(list, hyper, lr, step, found_inf, last);
+    ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
-  ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", count, " parameters");
 }
 
 }  // namespace alloy::cuda

@@ -67,7 +67,8 @@ BOOST_AUTO_TEST_CASE(a_steady_training_step_calls_no_cudaMalloc) {
   Tensor b = to_cuda(Tensor::zeros({10}, DType::f32));
   Tensor dw = to_cuda(Tensor::zeros({10, 784}, DType::f32));
   Tensor db = to_cuda(Tensor::zeros({10}, DType::f32));
-  Tensor none;
+  const Tensor lr = to_cuda(Tensor::from_floats({1}, {0.1f}));
+  Tensor sgd_step = to_cuda(Tensor::zeros({2}, DType::i32));
   const auto step = [&] {
     const Tensor x = to_cuda(random_tensor({256, 784}, DType::f32, generator));
     const Tensor labels = to_cuda(random_labels(256, 10, generator));
@@ -75,9 +76,7 @@ BOOST_AUTO_TEST_CASE(a_steady_training_step_calls_no_cudaMalloc) {
     const SoftmaxCrossEntropyResult loss = softmax_cross_entropy_forward(y, labels);
     const Tensor dy = softmax_cross_entropy_backward(loss.probabilities, labels, 1.0f, DType::f32);
     linear_backward(x, w, relu_backward(y, dy), dw, db, false);
-    SgdHyper hyper;
-    sgd_update(w, dw, none, hyper, false);
-    sgd_update(b, db, none, hyper, false);
+    sgd_update({{&w, &dw, nullptr}, {&b, &db, nullptr}}, SgdHyper{}, lr, sgd_step);
   };
   step();
   step();

@@ -1,7 +1,14 @@
+// The multi-tensor SGD and AdamW updates on the CPU: against float64 references of PyTorch's
+// formulas, bit for bit against the per-parameter updates they replaced, the step count and
+// learning rate read from tensors, found_inf skipping a step (step count included), and
+// argument checks.
 #include "core/ops/optimizer_update.h"
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -14,40 +21,186 @@ using namespace alloy::test;
 
 namespace {
 
-// Small, and large enough for the thread pool and several blocks.
-const std::int64_t kSizes[] = {7, 50001};
 constexpr int kSteps = 4;
 
-std::string describe(const char* what, DType grad_dtype, std::int64_t size, int step) {
-  return std::string(what) + " grad " + dtype_name(grad_dtype) + " size " + std::to_string(size) +
-         " step " + std::to_string(step);
+// One parameter with its gradient and two state tensors (momentum, or exp_avg and exp_avg_sq).
+struct Param {
+  Tensor value, grad, state0, state1;
+};
+
+// Parameters of mixed sizes (one element, block edges at 1024, more than the thread pool's
+// threshold), dtypes and gradient dtypes: what one multi-tensor call updates together.
+std::vector<Param> mixed_params(Generator& generator, float state_low = 0.0f,
+                                float state_high = 0.0f) {
+  const std::int64_t sizes[] = {1, 7, 1023, 1025, 4096, 50001, 300};
+  const DType param_types[] = {DType::f32,  DType::f32, DType::f16, DType::f32,
+                               DType::bf16, DType::f32, DType::f32};
+  std::vector<Param> params;
+  for (std::size_t i = 0; i < std::size(sizes); ++i) {
+    Param p;
+    p.value = random_tensor({sizes[i]}, param_types[i], generator);
+    p.state0 = state_high > state_low
+                   ? random_tensor({sizes[i]}, DType::f32, generator, state_low, state_high)
+                   : Tensor::zeros({sizes[i]}, DType::f32);
+    p.state1 = p.state0.clone();
+    params.push_back(p);
+  }
+  return params;
 }
 
-// torch.optim.SGD in float64.
+// Fresh gradients, their dtypes cycling through f32, f16 and bf16.
+void new_gradients(std::vector<Param>& params, Generator& generator, float range) {
+  const DType grad_types[] = {DType::f32, DType::f16, DType::bf16};
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].grad =
+        random_tensor(params[i].value.shape(), grad_types[i % 3], generator, -range, range);
+  }
+}
+
+std::vector<Param> clone_all(const std::vector<Param>& params) {
+  std::vector<Param> copy;
+  for (const Param& p : params)
+    copy.push_back({p.value.clone(), p.grad, p.state0.clone(), p.state1.clone()});
+  return copy;
+}
+
+std::vector<SgdTensors> sgd_list(std::vector<Param>& params) {
+  std::vector<SgdTensors> list;
+  for (Param& p : params)
+    list.push_back({&p.value, &p.grad, &p.state0});
+  return list;
+}
+
+std::vector<AdamWTensors> adamw_list(std::vector<Param>& params) {
+  std::vector<AdamWTensors> list;
+  for (Param& p : params)
+    list.push_back({&p.value, &p.grad, &p.state0, &p.state1});
+  return list;
+}
+
+// The optimizer's device scalars, here on the host.
+struct Scalars {
+  explicit Scalars(float rate) : lr(Tensor::from_floats({1}, {rate})) {}
+  void set_lr(float rate) { lr.data<float>()[0] = rate; }
+  std::int32_t count() const { return step.data<std::int32_t>()[0]; }
+  Tensor lr;
+  Tensor step = Tensor::zeros({2}, DType::i32);
+};
+
+// The stored bits of a tensor: equal vectors mean bitwise-equal tensors.
+std::vector<std::uint32_t> bits(const Tensor& tensor) {
+  std::vector<std::uint32_t> out;
+  if (tensor.dtype() == DType::f32) {
+    for (const float value : tensor.to_floats()) {
+      std::uint32_t word;
+      std::memcpy(&word, &value, sizeof word);
+      out.push_back(word);
+    }
+  } else {
+    const std::uint16_t* half = tensor.half_data();
+    out.assign(half, half + tensor.numel());
+  }
+  return out;
+}
+
+void check_same_bits(const std::vector<Param>& actual, const std::vector<Param>& expected,
+                     bool state1, const std::string& what) {
+  for (std::size_t i = 0; i < actual.size(); ++i) {
+    const std::string where = what + ", parameter " + std::to_string(i) + " (" +
+                              actual[i].value.str() + ", grad " +
+                              dtype_name(actual[i].grad.dtype()) + ")";
+    BOOST_TEST((bits(actual[i].value) == bits(expected[i].value)), where << ": value");
+    BOOST_TEST((bits(actual[i].state0) == bits(expected[i].state0)), where << ": state 0");
+    if (state1) {
+      BOOST_TEST((bits(actual[i].state1) == bits(expected[i].state1)), where << ": state 1");
+    }
+  }
+}
+
+// The per-parameter updates the multi-tensor pass replaced, verbatim in their float arithmetic
+// and its order (core/ops/cpu/optimizer_update.cpp before it), as the optimizers called them:
+// SGD with first_step false and dampening 0, AdamW with the 1-based step count. A half
+// parameter was widened whole, updated and rounded once.
+struct OldSgdHyper {
+  float lr, momentum, dampening, weight_decay;
+  bool nesterov;
+  float grad_scale;
+};
+
+void old_sgd_update(Param& param, const OldSgdHyper& h) {
+  std::vector<float> p = param.value.to_floats();
+  const std::vector<float> g = param.grad.to_floats();
+  std::vector<float> buf = param.state0.to_floats();
+  const bool first_step = false;
+  const float damped = 1.0f - h.dampening;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    if (h.momentum == 0.0f) {
+      const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
+      p[i] -= h.lr * d;
+      continue;
+    }
+    const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
+    buf[i] = first_step ? d : h.momentum * buf[i] + damped * d;
+    const float step = h.nesterov ? d + h.momentum * buf[i] : buf[i];
+    p[i] -= h.lr * step;
+  }
+  param.value.copy_from(Tensor::from_floats(param.value.shape(), p, param.value.dtype()));
+  param.state0.copy_from(Tensor::from_floats(param.state0.shape(), buf));
+}
+
+struct OldAdamWHyper {
+  float lr, beta1, beta2, eps, weight_decay, grad_scale;
+};
+
+void old_adamw_update(Param& param, const OldAdamWHyper& h, std::int64_t step) {
+  std::vector<float> p = param.value.to_floats();
+  const std::vector<float> g = param.grad.to_floats();
+  std::vector<float> m = param.state0.to_floats();
+  std::vector<float> v = param.state1.to_floats();
+  const double correction1 = 1.0 - std::pow(static_cast<double>(h.beta1), step);
+  const double correction2 = 1.0 - std::pow(static_cast<double>(h.beta2), step);
+  const float step_size = static_cast<float>(h.lr / correction1);
+  const float correction2_sqrt = static_cast<float>(std::sqrt(correction2));
+  const float decay = 1.0f - h.lr * h.weight_decay;
+  const float one_minus_beta1 = 1.0f - h.beta1;
+  const float one_minus_beta2 = 1.0f - h.beta2;
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const float gi = g[i] * h.grad_scale;
+    m[i] += one_minus_beta1 * (gi - m[i]);
+    v[i] = h.beta2 * v[i] + one_minus_beta2 * gi * gi;
+    const float denom = std::sqrt(v[i]) / correction2_sqrt + h.eps;
+    p[i] = p[i] * decay - step_size * (m[i] / denom);
+  }
+  param.value.copy_from(Tensor::from_floats(param.value.shape(), p, param.value.dtype()));
+  param.state0.copy_from(Tensor::from_floats(param.state0.shape(), m));
+  param.state1.copy_from(Tensor::from_floats(param.state1.shape(), v));
+}
+
+// torch.optim.SGD (dampening 0) in float64.
 void sgd_reference(std::vector<double>& param, const std::vector<double>& grad,
-                   std::vector<double>& buffer, const SgdHyper& h, bool first_step) {
+                   std::vector<double>& buffer, const SgdHyper& h, double lr) {
   for (std::size_t i = 0; i < param.size(); ++i) {
     double g = h.grad_scale * grad[i] + h.weight_decay * param[i];
     if (h.momentum != 0.0f) {
-      buffer[i] = first_step ? g : h.momentum * buffer[i] + (1.0 - h.dampening) * g;
+      buffer[i] = h.momentum * buffer[i] + g;
       g = h.nesterov ? g + h.momentum * buffer[i] : buffer[i];
     }
-    param[i] -= h.lr * g;
+    param[i] -= lr * g;
   }
 }
 
 // torch.optim.AdamW in float64.
 void adamw_reference(std::vector<double>& param, const std::vector<double>& grad,
-                     std::vector<double>& m, std::vector<double>& v, const AdamWHyper& h,
+                     std::vector<double>& m, std::vector<double>& v, const AdamWHyper& h, double lr,
                      int step) {
   const double c1 = 1.0 - std::pow(static_cast<double>(h.beta1), step);
   const double c2 = 1.0 - std::pow(static_cast<double>(h.beta2), step);
   for (std::size_t i = 0; i < param.size(); ++i) {
     const double g = h.grad_scale * grad[i];
-    param[i] *= 1.0 - static_cast<double>(h.lr) * h.weight_decay;
+    param[i] *= 1.0 - lr * h.weight_decay;
     m[i] = h.beta1 * m[i] + (1.0 - h.beta1) * g;
     v[i] = h.beta2 * v[i] + (1.0 - h.beta2) * g * g;
-    param[i] -= h.lr / c1 * m[i] / (std::sqrt(v[i]) / std::sqrt(c2) + h.eps);
+    param[i] -= lr / c1 * m[i] / (std::sqrt(v[i]) / std::sqrt(c2) + h.eps);
   }
 }
 
@@ -59,43 +212,65 @@ struct TwoThreads {
   TwoThreads() { set_cpu_threads(2); }
 };
 
+SgdHyper sgd_hyper(float momentum, float weight_decay, bool nesterov, float grad_scale) {
+  SgdHyper h;
+  h.momentum = momentum;
+  h.weight_decay = weight_decay;
+  h.nesterov = nesterov;
+  h.grad_scale = grad_scale;
+  return h;
+}
+
+const SgdHyper kSgdHypers[] = {
+    sgd_hyper(0.0f, 0.0f, false, 1.0f), sgd_hyper(0.9f, 1e-2f, false, 1.0f),
+    sgd_hyper(0.8f, 5e-4f, true, 1.0f / 1024.0f),  // unscaling folded into the update
+};
+
+AdamWHyper adamw_scaled() {
+  AdamWHyper h;
+  h.beta1 = 0.8f;
+  h.beta2 = 0.99f;
+  h.eps = 1e-6f;
+  h.weight_decay = 0.1f;
+  h.grad_scale = 1.0f / 4096.0f;  // grads up to 4096: within f16
+  return h;
+}
+
+const AdamWHyper kAdamWHypers[] = {AdamWHyper{}, adamw_scaled()};
+
+// The rate of each step; it changes between steps, as set_lr changes it.
+float lr_at(int step, float base) {
+  return step < 2 ? base : base * 0.5f;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(optimizer_update, TwoThreads)
 
 BOOST_AUTO_TEST_CASE(sgd_matches_float64_pytorch_semantics) {
   Generator generator(1);
-  SgdHyper plain;
-  SgdHyper momentum;
-  momentum.momentum = 0.9f;
-  momentum.dampening = 0.1f;
-  momentum.weight_decay = 1e-2f;
-  SgdHyper nesterov;
-  nesterov.lr = 0.05f;
-  nesterov.momentum = 0.8f;
-  nesterov.nesterov = true;
-  nesterov.weight_decay = 5e-4f;
-  nesterov.grad_scale = 1.0f / 1024.0f;  // unscaling folded into the update
-  const SgdHyper* hypers[] = {&plain, &momentum, &nesterov};
-  for (const SgdHyper* h : hypers) {
-    for (const DType grad_dtype : {DType::f32, DType::f16, DType::bf16}) {
-      for (const std::int64_t size : kSizes) {
-        Tensor param = random_tensor({size}, DType::f32, generator);
-        Tensor buffer = h->momentum != 0.0f ? Tensor::zeros({size}, DType::f32) : Tensor();
-        auto expected_param = to_doubles(param);
-        std::vector<double> expected_buffer(static_cast<std::size_t>(size), 0.0);
-        for (int step = 0; step < kSteps; ++step) {
-          const Tensor grad = random_tensor({size}, grad_dtype, generator, -h->lr / h->grad_scale,
-                                            h->lr / h->grad_scale);
-          sgd_reference(expected_param, to_doubles(grad), expected_buffer, *h, step == 0);
-          sgd_update(param, grad, buffer, *h, step == 0);
-          check_close(param, expected_param, kRtol, kAtol,
-                      describe("sgd param", grad_dtype, size, step));
-          if (h->momentum != 0.0f) {
-            check_close(buffer, expected_buffer, kRtol, kAtol,
-                        describe("sgd momentum", grad_dtype, size, step));
-          }
-        }
+  for (const SgdHyper& h : kSgdHypers) {
+    std::vector<Param> params = mixed_params(generator);
+    for (Param& p : params)  // the float64 reference sees fp32 parameters
+      p.value = random_tensor(p.value.shape(), DType::f32, generator);
+    std::vector<std::vector<double>> expected, buffers;
+    for (const Param& p : params) {
+      expected.push_back(to_doubles(p.value));
+      buffers.emplace_back(static_cast<std::size_t>(p.value.numel()), 0.0);
+    }
+    Scalars scalars(0.1f);
+    for (int step = 0; step < kSteps; ++step) {
+      const float lr = lr_at(step, 0.1f);
+      scalars.set_lr(lr);
+      new_gradients(params, generator, lr / h.grad_scale);
+      sgd_update(sgd_list(params), h, scalars.lr, scalars.step);
+      BOOST_TEST(scalars.count() == step + 1);
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        sgd_reference(expected[i], to_doubles(params[i].grad), buffers[i], h, lr);
+        const std::string what = "sgd momentum " + std::to_string(h.momentum) + " parameter " +
+                                 std::to_string(i) + " step " + std::to_string(step);
+        check_close(params[i].value, expected[i], kRtol, kAtol, what);
+        if (h.momentum != 0.0f) check_close(params[i].state0, buffers[i], kRtol, kAtol, what);
       }
     }
   }
@@ -103,98 +278,228 @@ BOOST_AUTO_TEST_CASE(sgd_matches_float64_pytorch_semantics) {
 
 BOOST_AUTO_TEST_CASE(adamw_matches_float64_pytorch_semantics) {
   Generator generator(2);
-  AdamWHyper defaults;
-  AdamWHyper scaled;
-  scaled.lr = 3e-3f;
-  scaled.beta1 = 0.8f;
-  scaled.beta2 = 0.99f;
-  scaled.eps = 1e-6f;
-  scaled.weight_decay = 0.1f;
-  scaled.grad_scale = 1.0f / 4096.0f;  // grads up to 4096: within f16
-  for (const AdamWHyper* h : {&defaults, &scaled}) {
-    for (const DType grad_dtype : {DType::f32, DType::f16, DType::bf16}) {
-      for (const std::int64_t size : kSizes) {
-        Tensor param = random_tensor({size}, DType::f32, generator);
-        Tensor m = Tensor::zeros({size}, DType::f32);
-        Tensor v = Tensor::zeros({size}, DType::f32);
-        auto expected_param = to_doubles(param);
-        std::vector<double> expected_m(static_cast<std::size_t>(size), 0.0);
-        std::vector<double> expected_v(expected_m.size(), 0.0);
-        for (int step = 1; step <= kSteps; ++step) {
-          const Tensor grad = random_tensor({size}, grad_dtype, generator, -1.0f / h->grad_scale,
-                                            1.0f / h->grad_scale);
-          adamw_reference(expected_param, to_doubles(grad), expected_m, expected_v, *h, step);
-          adamw_update(param, grad, m, v, *h, step);
-          check_close(param, expected_param, kRtol, kAtol,
-                      describe("adamw param", grad_dtype, size, step));
-          check_close(m, expected_m, kRtol, kAtol, describe("adamw m", grad_dtype, size, step));
-          check_close(v, expected_v, kRtol, kAtol, describe("adamw v", grad_dtype, size, step));
-        }
+  for (const AdamWHyper& h : kAdamWHypers) {
+    std::vector<Param> params = mixed_params(generator);
+    for (Param& p : params)
+      p.value = random_tensor(p.value.shape(), DType::f32, generator);
+    std::vector<std::vector<double>> expected, m, v;
+    for (const Param& p : params) {
+      expected.push_back(to_doubles(p.value));
+      m.emplace_back(static_cast<std::size_t>(p.value.numel()), 0.0);
+      v.emplace_back(static_cast<std::size_t>(p.value.numel()), 0.0);
+    }
+    Scalars scalars(3e-3f);
+    for (int step = 1; step <= kSteps; ++step) {
+      const float lr = lr_at(step - 1, 3e-3f);
+      scalars.set_lr(lr);
+      new_gradients(params, generator, 1.0f / h.grad_scale);
+      adamw_update(adamw_list(params), h, scalars.lr, scalars.step);
+      BOOST_TEST(scalars.count() == step);
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        adamw_reference(expected[i], to_doubles(params[i].grad), m[i], v[i], h, lr, step);
+        const std::string what = "adamw beta1 " + std::to_string(h.beta1) + " parameter " +
+                                 std::to_string(i) + " step " + std::to_string(step);
+        check_close(params[i].value, expected[i], kRtol, kAtol, what + " param");
+        check_close(params[i].state0, m[i], kRtol, kAtol, what + " exp_avg");
+        check_close(params[i].state1, v[i], kRtol, kAtol, what + " exp_avg_sq");
       }
     }
   }
 }
 
-BOOST_AUTO_TEST_CASE(found_inf_skips_the_step_and_zero_does_not) {
+BOOST_AUTO_TEST_CASE(multi_tensor_sgd_is_bit_identical_to_the_per_parameter_update) {
+  Generator generator(4);
+  for (const SgdHyper& h : kSgdHypers) {
+    // Nonzero buffers, as after earlier steps.
+    std::vector<Param> params = mixed_params(generator, -0.1f, 0.1f);
+    std::vector<Param> expected = clone_all(params);
+    Scalars scalars(0.05f);
+    for (int step = 0; step < kSteps; ++step) {
+      const float lr = lr_at(step, 0.05f);
+      scalars.set_lr(lr);
+      new_gradients(params, generator, 1.0f / h.grad_scale);
+      sgd_update(sgd_list(params), h, scalars.lr, scalars.step);
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        expected[i].grad = params[i].grad;
+        old_sgd_update(expected[i],
+                       {lr, h.momentum, 0.0f, h.weight_decay, h.nesterov, h.grad_scale});
+      }
+      check_same_bits(
+          params, expected, false,
+          "sgd momentum " + std::to_string(h.momentum) + " step " + std::to_string(step));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(multi_tensor_adamw_is_bit_identical_to_the_per_parameter_update) {
+  Generator generator(5);
+  for (const AdamWHyper& h : kAdamWHypers) {
+    std::vector<Param> params = mixed_params(generator);
+    std::vector<Param> expected = clone_all(params);
+    Scalars scalars(1e-3f);
+    for (int step = 1; step <= kSteps; ++step) {
+      const float lr = lr_at(step - 1, 1e-3f);
+      scalars.set_lr(lr);
+      new_gradients(params, generator, 1.0f / h.grad_scale);
+      adamw_update(adamw_list(params), h, scalars.lr, scalars.step);
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        expected[i].grad = params[i].grad;
+        old_adamw_update(expected[i], {lr, h.beta1, h.beta2, h.eps, h.weight_decay, h.grad_scale},
+                         step);
+      }
+      check_same_bits(params, expected, true,
+                      "adamw beta1 " + std::to_string(h.beta1) + " step " + std::to_string(step));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(found_inf_skips_the_step_and_its_count_and_zero_does_not) {
   Generator generator(3);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  SgdHyper sgd;
-  sgd.momentum = 0.9f;
-  AdamWHyper adamw;
+  const SgdHyper& sgd = kSgdHypers[1];
   for (const float flag : {1.0f, nan, 0.0f}) {
     const bool skipped = flag != 0.0f;
     const Tensor found_inf = Tensor::from_floats({1}, {flag});
-    // A gradient with an inf in it: what makes the scaler raise the flag.
-    Tensor grad = random_tensor({100}, DType::f16, generator);
-    if (skipped) grad.half_data()[5] = 0x7c00;
+    std::vector<Param> params = mixed_params(generator, 0.0f, 1.0f);
+    new_gradients(params, generator, 1.0f);
+    // An inf in a gradient: what makes the scaler raise the flag.
+    if (skipped) params[1].grad.half_data()[5] = 0x7c00;  // f16
+    const std::vector<Param> before = clone_all(params);
+    const std::string what = "flag " + std::to_string(flag);
 
-    Tensor param = random_tensor({100}, DType::f32, generator);
-    Tensor buffer = random_tensor({100}, DType::f32, generator);
-    const auto param_before = param.to_floats();
-    const auto buffer_before = buffer.to_floats();
-    sgd_update(param, grad, buffer, sgd, false, found_inf);
-    BOOST_TEST((param.to_floats() == param_before) == skipped, "sgd param, flag " << flag);
-    BOOST_TEST((buffer.to_floats() == buffer_before) == skipped, "sgd buffer, flag " << flag);
+    Scalars scalars(0.1f);
+    scalars.step.data<std::int32_t>()[0] = 3;
+    sgd_update(sgd_list(params), sgd, scalars.lr, scalars.step, found_inf);
+    BOOST_TEST(scalars.count() == (skipped ? 3 : 4), "sgd step count, " << what);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      BOOST_TEST((bits(params[i].value) == bits(before[i].value)) == skipped, "sgd, " << what);
+      BOOST_TEST((bits(params[i].state0) == bits(before[i].state0)) == skipped, "sgd, " << what);
+    }
 
-    Tensor m = random_tensor({100}, DType::f32, generator);
-    Tensor v = random_tensor({100}, DType::f32, generator, 0.0f, 1.0f);
-    const auto m_before = m.to_floats();
-    const auto v_before = v.to_floats();
-    const auto adam_param_before = param.to_floats();
-    adamw_update(param, grad, m, v, adamw, 3, found_inf);
-    BOOST_TEST((param.to_floats() == adam_param_before) == skipped, "adamw param, flag " << flag);
-    BOOST_TEST((m.to_floats() == m_before) == skipped, "adamw m, flag " << flag);
-    BOOST_TEST((v.to_floats() == v_before) == skipped, "adamw v, flag " << flag);
+    const std::vector<Param> before_adamw = clone_all(params);
+    adamw_update(adamw_list(params), AdamWHyper{}, scalars.lr, scalars.step, found_inf);
+    BOOST_TEST(scalars.count() == (skipped ? 3 : 5), "adamw step count, " << what);
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      BOOST_TEST((bits(params[i].value) == bits(before_adamw[i].value)) == skipped,
+                 "adamw, " << what);
+      BOOST_TEST((bits(params[i].state0) == bits(before_adamw[i].state0)) == skipped,
+                 "adamw m, " << what);
+      BOOST_TEST((bits(params[i].state1) == bits(before_adamw[i].state1)) == skipped,
+                 "adamw v, " << what);
+    }
   }
+}
+
+BOOST_AUTO_TEST_CASE(adamw_after_a_skipped_step_continues_as_if_it_had_not_happened) {
+  // Run A: steps 1, 2 (skipped: found_inf set), 3. Run B: steps 1 and 3 only. The skipped step
+  // keeps the step count, so step 3 has the bias correction of t = 2 in both runs.
+  Generator generator(6);
+  const AdamWHyper h = adamw_scaled();
+  std::vector<Param> a = mixed_params(generator);
+  std::vector<Param> b = clone_all(a);
+  std::vector<Param> counted = clone_all(a);  // as A, if a skipped step counted
+  Scalars scalars_a(1e-2f), scalars_b(1e-2f), scalars_counted(1e-2f);
+  const Tensor clean = Tensor::from_floats({1}, {0.0f});
+  const Tensor overflow = Tensor::from_floats({1}, {1.0f});
+
+  const auto step = [&](std::vector<Param>& params, Scalars& scalars, const Tensor& found_inf) {
+    adamw_update(adamw_list(params), h, scalars.lr, scalars.step, found_inf);
+  };
+  const auto set_gradients = [&](std::uint64_t seed) {
+    Generator g(seed);
+    new_gradients(a, g, 1000.0f);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      b[i].grad = counted[i].grad = a[i].grad;
+  };
+
+  set_gradients(61);
+  step(a, scalars_a, clean);
+  step(b, scalars_b, clean);
+  step(counted, scalars_counted, clean);
+  BOOST_TEST(scalars_a.count() == 1);
+
+  set_gradients(62);
+  a[3].grad.data<float>()[17] = std::numeric_limits<float>::infinity();
+  step(a, scalars_a, overflow);
+  BOOST_TEST(scalars_a.count() == 1);  // the count before the skipped step
+  scalars_counted.step.data<std::int32_t>()[0] += 1;
+
+  set_gradients(63);
+  step(a, scalars_a, clean);
+  step(b, scalars_b, clean);
+  step(counted, scalars_counted, clean);
+  BOOST_TEST(scalars_a.count() == 2);
+  BOOST_TEST(scalars_b.count() == 2);
+  check_same_bits(a, b, true, "with and without the skipped step");
+
+  // The test can tell: counting the skipped step (t = 3 at the last step) changes the result.
+  bool any_differs = false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    any_differs |= bits(a[i].value) != bits(counted[i].value);
+  BOOST_TEST(any_differs);
+}
+
+BOOST_AUTO_TEST_CASE(an_empty_list_changes_nothing) {
+  Scalars scalars(0.1f);
+  sgd_update({}, SgdHyper{}, scalars.lr, scalars.step);
+  adamw_update({}, AdamWHyper{}, scalars.lr, scalars.step);
+  BOOST_TEST(scalars.count() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
   Tensor param = Tensor::zeros({4}, DType::f32);
-  const Tensor grad = Tensor::zeros({4}, DType::f32);
+  Tensor grad = Tensor::zeros({4}, DType::f32);
+  Tensor wrong_grad = Tensor::zeros({5}, DType::f32);
   Tensor buffer = Tensor::zeros({4}, DType::f32);
-  Tensor none;
-  SgdHyper momentum;
-  momentum.momentum = 0.9f;
-  BOOST_CHECK_THROW(sgd_update(param, grad, none, momentum, true), Error);
-  BOOST_CHECK_THROW(sgd_update(param, Tensor::zeros({5}, DType::f32), buffer, {}, true), Error);
+  Tensor half_state = Tensor::zeros({4}, DType::f16);
+  Tensor labels = Tensor::zeros({4}, DType::i32);
+  Scalars scalars(0.1f);
+  const SgdHyper momentum = kSgdHypers[1];
+  const std::vector<SgdTensors> good{{&param, &grad, &buffer}};
+
+  BOOST_CHECK_THROW(sgd_update({{&param, &grad, nullptr}}, momentum, scalars.lr, scalars.step),
+                    Error);
+  BOOST_CHECK_THROW(
+      sgd_update({{&param, &wrong_grad, &buffer}}, momentum, scalars.lr, scalars.step), Error);
+  BOOST_CHECK_THROW(sgd_update({{&labels, &grad, &buffer}}, momentum, scalars.lr, scalars.step),
+                    Error);
   SgdHyper bad_nesterov;
   bad_nesterov.nesterov = true;
-  BOOST_CHECK_THROW(sgd_update(param, grad, buffer, bad_nesterov, true), Error);
-  SgdHyper negative_lr;
-  negative_lr.lr = -1.0f;
-  BOOST_CHECK_THROW(sgd_update(param, grad, buffer, negative_lr, true), Error);
-  BOOST_CHECK_THROW(sgd_update(param, grad, buffer, momentum, true, Tensor::zeros({2}, DType::f32)),
+  BOOST_CHECK_THROW(sgd_update(good, bad_nesterov, scalars.lr, scalars.step), Error);
+  SgdHyper negative;
+  negative.weight_decay = -1.0f;
+  BOOST_CHECK_THROW(sgd_update(good, negative, scalars.lr, scalars.step), Error);
+  BOOST_CHECK_THROW(
+      sgd_update(good, momentum, scalars.lr, scalars.step, Tensor::zeros({2}, DType::f32)), Error);
+  // The scalars: lr f32 [1], step i32 [2].
+  Tensor step_f32 = Tensor::zeros({2}, DType::f32);
+  Tensor step_short = Tensor::zeros({1}, DType::i32);
+  BOOST_CHECK_THROW(sgd_update(good, momentum, scalars.lr, step_f32), Error);
+  BOOST_CHECK_THROW(sgd_update(good, momentum, scalars.lr, step_short), Error);
+  BOOST_CHECK_THROW(sgd_update(good, momentum, Tensor::zeros({2}, DType::f32), scalars.step),
                     Error);
+  BOOST_CHECK_THROW(sgd_update(good, momentum, Tensor(), scalars.step), Error);
+
   Tensor m = Tensor::zeros({4}, DType::f32), v = Tensor::zeros({4}, DType::f32);
-  Tensor half_state = Tensor::zeros({4}, DType::f16);
-  BOOST_CHECK_THROW(adamw_update(param, grad, m, v, {}, 0), Error);
-  BOOST_CHECK_THROW(adamw_update(param, grad, half_state, v, {}, 1), Error);
+  BOOST_CHECK_THROW(
+      adamw_update({{&param, &grad, &half_state, &v}}, AdamWHyper{}, scalars.lr, scalars.step),
+      Error);
+  BOOST_CHECK_THROW(
+      adamw_update({{&param, &grad, &m, nullptr}}, AdamWHyper{}, scalars.lr, scalars.step), Error);
   AdamWHyper bad_beta;
   bad_beta.beta2 = 1.0f;
-  BOOST_CHECK_THROW(adamw_update(param, grad, m, v, bad_beta, 1), Error);
-  // Failed calls changed nothing.
+  BOOST_CHECK_THROW(adamw_update({{&param, &grad, &m, &v}}, bad_beta, scalars.lr, scalars.step),
+                    Error);
+  // A bad entry anywhere in the list fails the call before anything is updated.
+  Tensor other = Tensor::zeros({4}, DType::f32);
+  grad.fill(1.0f);
+  BOOST_CHECK_THROW(sgd_update({{&other, &grad, &buffer}, {&param, &wrong_grad, &buffer}}, momentum,
+                               scalars.lr, scalars.step),
+                    Error);
+  BOOST_TEST(other.to_floats() == std::vector<float>(4, 0.0f));
   BOOST_TEST(param.to_floats() == std::vector<float>(4, 0.0f));
   BOOST_TEST(m.to_floats() == std::vector<float>(4, 0.0f));
+  BOOST_TEST(scalars.count() == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
