@@ -44,6 +44,7 @@ void TrainObserver::on_warning(const std::string& message) {
 Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair data)
     : options_(options),
       device_(device),
+      stager_(device),
       data_(std::move(data)),
       model_(build_model(options, device)),
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
@@ -107,17 +108,30 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     const EpochProgress progress = epoch_progress();
     return progress.images ? progress.loss_sum / static_cast<double>(progress.images) : 0.0;
   };
+  // Batches reach the device through pinned, double-buffered staging: the next batch's
+  // upload is queued before the step that runs meanwhile (core/data/batch_stager.h).
+  stager_.clear();  // a stopped epoch's next batch
+  RoundTrips epoch_round_trips;
+  RoundTrips step_start = round_trips();
   data::Batch batch;
-  while (loader.next(batch)) {
-    step(batch);
-    images += batch.labels.numel();
+  bool more = loader.next(batch);
+  if (more) stager_.prefetch(batch);
+  while (more) {
+    const data::Batch staged = stager_.take();
+    more = loader.next(batch);
+    if (more) stager_.prefetch(batch);
+    step(staged);
+    images += staged.labels.numel();
     ++batches;
     if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
+    last_step_round_trips_ = round_trips() - step_start;
+    epoch_round_trips += last_step_round_trips_;
     observer.on_step(batches, images, seconds_since(start), mean_loss);
     if (step_hook_ && step_hook_()) {
       stopped_ = true;
       return {};
     }
+    step_start = round_trips();
   }
   const EpochProgress sums = epoch_progress();
   tally_ = Tensor();
@@ -147,6 +161,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.loss_scale = scaler.scale;
   stats.skipped_steps = scaler.skipped_steps;
   stats.peak_memory_bytes = memory_stats(device_).snapshot().total_peak;
+  stats.round_trips = epoch_round_trips;
   epochs_done_ = epoch + 1;
   last_test_acc_ = stats.test_acc;
   return stats;
@@ -155,8 +170,8 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 void Trainer::step(const data::Batch& batch) {
   // O1's half copies of the weights are valid for one step: the update changes the weights.
   nn::clear_weight_cast_cache();
-  const Tensor labels = to_device(batch.labels);
-  const Tensor logits = forward(to_device(batch.images));
+  const Tensor& labels = batch.labels;
+  const Tensor logits = forward(batch.images);
   const SoftmaxCrossEntropyResult result = loss(logits, labels);
   add_to_step_tally(tally_, result.loss, logits, labels);
   backward(result, labels, logits.dtype());

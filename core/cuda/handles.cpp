@@ -1,5 +1,7 @@
 #include "core/cuda/handles.h"
 
+#include "core/round_trips.h"
+
 namespace alloy::cuda {
 
 DeviceGuard::DeviceGuard(int device) {
@@ -55,6 +57,7 @@ Stream::Stream(int device) : stream_(create_stream(device)), device_(device) {}
 
 void Stream::synchronize(const char* why) const {
   ALLOY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()), why, " on cuda:", device_);
+  count_host_wait();
 }
 
 Event::Event(int device, bool timing) : event_(create_event(device, timing)) {}
@@ -70,6 +73,14 @@ void Event::wait(cudaStream_t stream) const {
 
 void Event::synchronize() const {
   ALLOY_CUDA_CHECK(cudaEventSynchronize(event_.get()), "waiting for an event");
+  count_host_wait();
+}
+
+bool Event::done() const {
+  const cudaError_t status = cudaEventQuery(event_.get());
+  if (status == cudaErrorNotReady) return false;
+  ALLOY_CUDA_CHECK(status, "querying an event");
+  return true;
 }
 
 float Event::elapsed_ms_since(const Event& start) const {

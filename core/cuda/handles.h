@@ -63,7 +63,7 @@ class Stream {
   explicit Stream(int device);
   cudaStream_t get() const { return stream_.get(); }
   int device() const { return device_; }
-  void synchronize(const char* why) const;
+  void synchronize(const char* why) const;  // the host waits: counted (core/round_trips.h)
 
  private:
   Owned<cudaStream_t, cudaStreamDestroy> stream_;
@@ -77,7 +77,8 @@ class Event {
   cudaEvent_t get() const { return event_.get(); }
   void record(cudaStream_t stream);
   void wait(cudaStream_t stream) const;  // the stream waits; the host does not
-  void synchronize() const;              // the host waits
+  void synchronize() const;              // the host waits: counted (core/round_trips.h)
+  bool done() const;                     // whether the recorded work is complete; no wait
   // Milliseconds from `start` to this event; both recorded with timing on.
   float elapsed_ms_since(const Event& start) const;
 
