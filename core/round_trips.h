@@ -6,14 +6,16 @@
 //    host-to-device: cuda_copy_bytes (pageable, followed by a host wait) and
 //    cuda::upload_async (pinned, no wait). On the CPU the device is the host: a training batch
 //    handed to the step by data::BatchStager counts as one upload per tensor although nothing
-//    is copied (core/data/batch_stager.h).
+//    is copied (core/data/batch_stager.h). Other copies between host tensors on the CPU are
+//    not counted (writing a host value into device state, as LossScaler::restore does, is
+//    an upload on CUDA only).
 //  - downloads: device contents handed to host code: on CUDA each cudaMemcpy* device-to-host
 //    (cuda_copy_bytes); on the CPU each read of tensor contents by the host
 //    (Tensor::to_floats, Tensor::download_to, count_correct). A download is synchronous: the
 //    host waits for it, and that wait counts as a host wait, on the CPU too.
 //  - host_waits: the host blocking until a device has done queued work: a stream synchronise
-//    (cuda::Stream::synchronize), an event synchronise (cuda::Event::synchronize), and the wait
-//    that ends every download and every synchronous upload (counted on the CPU as well).
+//    (cuda::Stream::synchronize), an event synchronise (cuda::Event::synchronize): among them
+//    the wait that ends every download (counted on the CPU as well) and every pageable upload.
 //  - device_allocations: memory the allocator could not serve from its cache. On CUDA each
 //    cudaMalloc of the caching allocator (core/cuda/allocator.h). On the CPU each system
 //    allocation of a block the host cache manages (64 KiB and more, core/memory.h); smaller

@@ -32,10 +32,9 @@ void check_host_batch(const Batch& host) {
 struct BatchStager::CudaState {
   struct Slot {
     explicit Slot(int device) : uploaded(device) {}
-    cuda::PinnedBuffer pinned;  // images, then labels at labels_offset
-    std::size_t labels_offset = 0;
-    cuda::Event uploaded;  // recorded on the copy stream after the slot's uploads
-    Tensor images;         // device buffers, reused while the batch shape stays
+    cuda::PinnedBuffer pinned;  // images, then labels from the next 64-byte boundary
+    cuda::Event uploaded;       // recorded on the copy stream after the slot's uploads
+    Tensor images;              // device buffers, reused while the batch shape stays
     Tensor labels;
   };
 
@@ -114,7 +113,6 @@ void BatchStager::prefetch(const Batch& host) {
   if (slot.pinned.bytes() < labels_offset + label_bytes) {
     slot.pinned = cuda::PinnedBuffer(labels_offset + label_bytes);
   }
-  slot.labels_offset = labels_offset;
   auto* pinned = static_cast<unsigned char*>(slot.pinned.get());
   std::memcpy(pinned, host.images.raw(), image_bytes);
   std::memcpy(pinned + labels_offset, host.labels.raw(), label_bytes);
