@@ -69,7 +69,7 @@ bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
     captured_ = capture_(device_, [&] { work.run(images_, labels_); });
   } catch (const Error& error) {
     // The device ran none of the captured work: only the host's state needs putting back.
-    work.undo_host();
+    if (work.undo_host) work.undo_host();
     if (required_) {
       fail("--cuda-graph on: the training step cannot be captured as a CUDA graph: ", error.what());
     }
@@ -89,7 +89,7 @@ bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
 
 void StepGraph::launch(const StepWork& work, bool redo_host) {
   captured_->replay();
-  if (redo_host) work.redo_host();
+  if (redo_host && work.redo_host) work.redo_host();
   ++launches_;
   // A launch allocates nothing, yet it uses the pool's memory as the captured step used it:
   // the statistics (the epoch's peak_memory_bytes) see the step's peak as for an eager step.

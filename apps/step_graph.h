@@ -44,9 +44,10 @@ struct StepWork {
   // The step's work on a batch already on the device: run eagerly, or under capture (then its
   // host code runs but the device does nothing until the graph is launched).
   std::function<void(const Tensor& images, const Tensor& labels)> run;
-  // What run() changes on the host besides device memory (the optimizer's step count):
-  // undo_host puts it back after a failed capture, before the step runs again eagerly;
-  // redo_host advances it after a replay, which runs no host code.
+  // Optional: what run() changes on the host besides device memory, if anything (the
+  // trainer's step keeps none: the optimizer's step count lives on the device). undo_host puts
+  // it back after a failed capture, before the step runs again eagerly; redo_host advances it
+  // after a replay, which runs no host code.
   std::function<void()> undo_host;
   std::function<void()> redo_host;
 };

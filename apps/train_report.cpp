@@ -17,6 +17,10 @@ std::string format(const char* pattern, double value) {
   return text;
 }
 
+std::int64_t counter(std::uint64_t count) {
+  return static_cast<std::int64_t>(count);
+}
+
 std::string mebibytes(std::int64_t bytes) {
   return format("%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
 }
@@ -100,7 +104,11 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("images_per_second", s.images_per_second)
       .add("loss_scale", s.loss_scale)
       .add("skipped_steps", s.skipped_steps)
-      .add("peak_memory_bytes", s.peak_memory_bytes);
+      .add("peak_memory_bytes", s.peak_memory_bytes)
+      .add("uploads", counter(s.round_trips.uploads))
+      .add("downloads", counter(s.round_trips.downloads))
+      .add("host_waits", counter(s.round_trips.host_waits))
+      .add("device_allocations", counter(s.round_trips.device_allocations));
   log_->write(event);
 }
 

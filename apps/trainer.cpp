@@ -44,6 +44,7 @@ void TrainObserver::on_warning(const std::string& message) {
 Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair data)
     : options_(options),
       device_(device),
+      stager_(device),
       data_(std::move(data)),
       model_(build_model(options, device)),
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
@@ -126,12 +127,24 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     const EpochProgress progress = epoch_progress();
     return progress.images ? progress.loss_sum / static_cast<double>(progress.images) : 0.0;
   };
+  // Batches reach the device through pinned, double-buffered staging: the next batch's
+  // upload is queued before the step that runs meanwhile (core/data/batch_stager.h).
+  stager_.clear();  // a stopped epoch's next batch
+  RoundTrips epoch_round_trips;
+  RoundTrips step_start = round_trips();
   data::Batch batch;
-  while (loader.next(batch)) {
-    step(batch);
-    images += batch.labels.numel();
+  bool more = loader.next(batch);
+  if (more) stager_.prefetch(batch);
+  while (more) {
+    const data::Batch staged = stager_.take();
+    more = loader.next(batch);
+    if (more) stager_.prefetch(batch);
+    step(staged);
+    images += staged.labels.numel();
     ++batches;
     if (auto warning = overflow_.after_step(steps_)) observer.on_warning(*warning);
+    last_step_round_trips_ = round_trips() - step_start;
+    epoch_round_trips += last_step_round_trips_;
     if (auto notice = step_graph_ ? step_graph_->take_notice() : std::nullopt) {
       observer.on_warning(*notice);
     }
@@ -140,6 +153,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
       stopped_ = true;
       return {};
     }
+    step_start = round_trips();
   }
   const EpochProgress sums = epoch_progress();
   tally_in_epoch_ = false;
@@ -169,6 +183,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.loss_scale = scaler.scale;
   stats.skipped_steps = scaler.skipped_steps;
   stats.peak_memory_bytes = memory_stats(device_).snapshot().total_peak;
+  stats.round_trips = epoch_round_trips;
   epochs_done_ = epoch + 1;
   last_test_acc_ = stats.test_acc;
   return stats;
@@ -177,21 +192,17 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 void Trainer::step(const data::Batch& batch) {
   // --- CUDA graph (apps/step_graph.h): after warm-up, full batches replay one captured step.
   if (step_graph_) {
-    optim::Optimizer& optimizer = precision_->optimizer();
-    const std::int64_t optimizer_steps = optimizer.steps();
+    // The step keeps no host-side state of its own: the optimizer's step count lives on the
+    // device, so a replay advances it and a failed capture leaves it as it was.
     StepWork work;
     work.run = [this](const Tensor& images, const Tensor& labels) { device_step(images, labels); };
-    // The step's host-side state besides device memory: the optimizer's step count, which a
-    // replay does not advance and a failed capture advanced without a step.
-    work.undo_host = [&] { optimizer.set_steps(optimizer_steps); };
-    work.redo_host = [&] { optimizer.set_steps(optimizer_steps + 1); };
     if (step_graph_->step(batch, work)) {
       ++steps_;
       return;
     }
   }
   // --- end CUDA graph
-  device_step(to_device(batch.images), to_device(batch.labels));
+  device_step(batch.images, batch.labels);  // already on the device (the stager's)
   ++steps_;
 }
 

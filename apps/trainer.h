@@ -15,11 +15,13 @@
 #include "apps/overflow_monitor.h"
 #include "apps/step_graph.h"
 #include "apps/train_options.h"
+#include "core/data/batch_stager.h"
 #include "core/data/dataset.h"
 #include "core/data/loader.h"
 #include "core/data/sampler.h"
 #include "core/nn/module.h"
 #include "core/ops/softmax_cross_entropy.h"
+#include "core/round_trips.h"
 
 namespace alloy::app {
 
@@ -35,6 +37,9 @@ struct EpochStats {
   double loss_scale = 1;
   std::int64_t skipped_steps = 0;
   std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
+  // Host round trips of the epoch's training steps (core/round_trips.h), summed over
+  // Trainer::last_step_round_trips(); evaluation and checkpoints are not counted.
+  RoundTrips round_trips;
 };
 
 // Where training stands inside the epoch in progress: the sampler position and the sums
@@ -117,16 +122,23 @@ class Trainer {
   amp::MixedPrecision& precision() { return *precision_; }
   // The epoch in progress, its sums read from the device (a wait for the device).
   EpochProgress epoch_progress();
+  // Host round trips of the latest training step: from the end of the step before (the start
+  // of the epoch for its first) to the overflow monitor's check after it, leaving out the
+  // observer's on_step and the step hook. A step's window holds the upload of the batch after
+  // it (the first also its own; the last none), queued while it runs.
+  const RoundTrips& last_step_round_trips() const { return last_step_round_trips_; }
   // Steps taken in the epoch in progress; known on the host, no wait.
   std::int64_t epoch_batches_done() const { return progress_.batches; }
   // Batches of the epoch in progress, counting those done before a resume.
   std::int64_t epoch_batches() const { return epoch_batches_; }
+  // The staging of training batches (its busy_waits() among others).
+  const data::BatchStager& stager() const { return stager_; }
   // Puts the trainer where a checkpoint left off: `epochs_done` complete epochs, `steps`
   // optimizer steps, and `progress` into the next epoch.
   void set_position(std::int64_t epochs_done, std::int64_t steps, const EpochProgress& progress);
 
  private:
-  void step(const data::Batch& batch);
+  void step(const data::Batch& batch);  // a batch on the training device
   // The step's device work, eager or under capture: forward, loss, backward, update.
   void device_step(const Tensor& images, const Tensor& labels);
   Tensor forward(const Tensor& images);
@@ -134,11 +146,12 @@ class Trainer {
   void backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels, DType logits_dtype);
   void update();
 
-  Tensor to_device(const Tensor& host) const;
-  std::int64_t local_batch_size() const;  // this rank's share of options_.batch_size
+  Tensor to_device(const Tensor& host) const;  // evaluation's synchronous upload
+  std::int64_t local_batch_size() const;       // this rank's share of options_.batch_size
 
   TrainOptions options_;
   Device device_;
+  data::BatchStager stager_;  // training batches to the device
   data::DatasetPair data_;
   std::unique_ptr<nn::Module> model_;
   std::unique_ptr<amp::MixedPrecision> precision_;
@@ -152,6 +165,7 @@ class Trainer {
   Tensor tally_;                 // core/ops/step_tally.h, on the training device; one per trainer
   bool tally_in_epoch_ = false;  // whether tally_ holds the sums of an epoch in progress
   std::int64_t epoch_batches_ = 0;
+  RoundTrips last_step_round_trips_;
   StopHook step_hook_;
   StopHook epoch_hook_;
   bool stopped_ = false;

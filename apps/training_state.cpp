@@ -23,20 +23,12 @@ constexpr const char* kEpochImages = "epoch_images";
 constexpr const char* kEpochCorrect = "epoch_correct";
 constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bits, exact
 
-Tensor to_host(const Tensor& tensor) {
-  if (tensor.device().is_cpu()) return tensor;
-  Tensor host =
-      Tensor::empty(tensor.shape(), tensor.dtype(), Device::cpu(), MemoryCategory::workspace);
-  host.copy_from(tensor);
-  return host;
-}
-
 // Floating tensors are saved as f32 whatever the run's storage (fp16 at O3, for one), so a
 // checkpoint's weights are the same canonical fp32 values at every opt level; widening a half
 // value is exact.
 ckpt::NamedTensor save_tensor(const std::string& name, const Tensor& tensor) {
   if (!is_half(tensor.dtype())) return ckpt::make_named_tensor(name, tensor);
-  const std::vector<float> values = to_host(tensor).to_floats();
+  const std::vector<float> values = tensor.to_floats();
   ckpt::NamedTensor saved{name, DType::f32, tensor.shape(), {}};
   saved.data.resize(values.size() * sizeof(float));
   if (!values.empty()) std::memcpy(saved.data.data(), values.data(), saved.data.size());

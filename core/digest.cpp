@@ -38,15 +38,6 @@ class Fnv1a {
   std::uint64_t state_ = kFnvOffset;
 };
 
-// The parameter's values as host floats, whatever its device and floating dtype.
-std::vector<float> host_values(const Tensor& value) {
-  if (value.device().is_cpu()) return value.to_floats();
-  Tensor host =
-      Tensor::empty(value.shape(), value.dtype(), Device::cpu(), MemoryCategory::workspace);
-  host.copy_from(value);
-  return host.to_floats();
-}
-
 }  // namespace
 
 std::uint64_t params_hash(const std::vector<nn::Parameter*>& params) {
@@ -57,7 +48,7 @@ std::uint64_t params_hash(const std::vector<nn::Parameter*>& params) {
     hash.u64(shape.size());
     for (const std::int64_t extent : shape)
       hash.u64(static_cast<std::uint64_t>(extent));
-    for (const float v : host_values(param->value)) {
+    for (const float v : param->value.to_floats()) {
       std::uint32_t bits;
       std::memcpy(&bits, &v, sizeof bits);
       hash.u32(bits);

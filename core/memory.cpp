@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "core/error.h"
 #include "core/forever.h"
+#include "core/round_trips.h"
 
 // AddressSanitizer sees a cached block as live memory; poisoning it while it waits in the cache
 // keeps use-after-free of large tensors detectable in sanitizer builds.
@@ -100,15 +101,21 @@ class CpuAllocator final : public Allocator {
  public:
   void* allocate(std::size_t bytes, MemoryCategory category) override {
     const std::size_t size = host_block_size(bytes);
-    void* pointer = size >= kCachedFrom ? take_cached(size) : nullptr;
-    if (pointer == nullptr) pointer = allocate_new(size);
+    const bool cached = size >= kCachedFrom;
+    void* pointer = cached ? take_cached(size) : nullptr;
     if (pointer == nullptr) {
-      release_cached();  // cached blocks of other sizes may make room
       pointer = allocate_new(size);
-    }
-    if (pointer == nullptr) {
-      fail("out of host memory: could not allocate ", bytes, " bytes for ",
-           memory_category_name(category));
+      if (pointer == nullptr) {
+        release_cached();  // cached blocks of other sizes may make room
+        pointer = allocate_new(size);
+      }
+      if (pointer == nullptr) {
+        fail("out of host memory: could not allocate ", bytes, " bytes for ",
+             memory_category_name(category));
+      }
+      // The CPU's device allocation (core/round_trips.h): a block the cache manages but could
+      // not serve. Small blocks come from malloc every time and are left out.
+      if (cached) count_device_allocation();
     }
     stats().on_allocate(category, bytes);
     return pointer;

@@ -74,6 +74,8 @@ MemoryStats& memory_stats(Device device);
 
 // The host allocator's block cache (blocks of 64 KiB and more are reused by size; smaller ones
 // go back to malloc). The memory statistics above count what callers hold, not the cache.
+// Each system allocation of a cached size is also the CPU's device allocation in
+// core/round_trips.h.
 struct HostCacheStatistics {
   std::uint64_t system_allocations = 0;  // blocks taken from the system allocator
   std::uint64_t reuses = 0;              // requests served from the cache

@@ -5,7 +5,8 @@
 
 #include "core/backend.h"
 #include "core/half.h"
-#include "core/host_reads.h"
+#include "core/ops/fill.h"
+#include "core/round_trips.h"
 
 namespace alloy {
 
@@ -113,8 +114,28 @@ Tensor Tensor::clone(MemoryCategory category) const {
 }
 
 std::vector<float> Tensor::to_floats() const {
-  ALLOY_CHECK(device().is_cpu(), "to_floats() needs a host tensor, got ", str());
-  note_host_read();
+  if (!device().is_cpu()) {
+    Tensor host = empty(shape_, dtype_, Device::cpu(), MemoryCategory::workspace);
+    host.copy_from(*this);  // the download, counted by the copy
+    return host.host_floats();
+  }
+  // The device is the host: the read in place is this backend's download.
+  count_download();
+  count_host_wait();
+  return host_floats();
+}
+
+void Tensor::download_to(void* destination) const {
+  if (device().is_cpu()) {
+    count_download();
+    count_host_wait();
+    std::memcpy(destination, raw(), nbytes());
+    return;
+  }
+  cuda_copy_bytes(destination, Device::cpu(), raw(), device(), nbytes());
+}
+
+std::vector<float> Tensor::host_floats() const {
   std::vector<float> values(static_cast<std::size_t>(numel_));
   const void* source = raw();
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -181,13 +202,7 @@ void Tensor::copy_from_floats(const std::vector<float>& values) {
 }
 
 void Tensor::fill(float value) {
-  if (device().is_cpu()) {
-    copy_from_floats(std::vector<float>(static_cast<std::size_t>(numel_), value));
-    return;
-  }
-  Tensor host = empty(shape_, dtype_, Device::cpu(), MemoryCategory::workspace);
-  host.fill(value);
-  copy_from(host);
+  alloy::fill(*this, value);
 }
 
 void Tensor::copy_from(const Tensor& source) {
@@ -197,7 +212,6 @@ void Tensor::copy_from(const Tensor& source) {
     std::memcpy(raw(), source.raw(), nbytes());
     return;
   }
-  if (device().is_cpu()) note_host_read();
   cuda_copy_bytes(raw(), device(), source.raw(), source.device(), nbytes());
 }
 

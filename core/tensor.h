@@ -95,16 +95,24 @@ class Tensor {
   Tensor clone() const;
   Tensor clone(MemoryCategory category) const;
 
-  // Host-side element access as float, for tests, logging and small reductions. CPU only.
+  // The contents as host floats, for tests, logging and small reductions; on any device.
+  // Each call is one download (core/round_trips.h), on the CPU too.
   std::vector<float> to_floats() const;
+  // The raw contents (nbytes() bytes) into host memory; one download, on any device.
+  void download_to(void* destination) const;
+  // Host tensors only.
   void copy_from_floats(const std::vector<float>& values);
+  // Device work on every backend (core/ops/fill.h): no host buffer, no upload, no wait.
   void fill(float value);
-  void copy_from(const Tensor& source);  // same shape and dtype; any devices
+  // Same shape and dtype; any devices. A copy between the host and a device is an upload or a
+  // download (cuda_copy_bytes counts it); one between host tensors is not.
+  void copy_from(const Tensor& source);
 
   std::string str() const;  // "f16[256, 1, 28, 28] on cpu"
 
  private:
   void check_element_type(std::size_t size, DType expected) const;
+  std::vector<float> host_floats() const;  // to_floats() of a host tensor, uncounted
 
   std::shared_ptr<Storage> storage_;
   Shape shape_;

@@ -14,6 +14,7 @@
 #include "core/cuda/context.h"
 #include "core/cuda/handles.h"
 #include "core/forever.h"
+#include "core/round_trips.h"
 
 namespace alloy::cuda {
 
@@ -253,6 +254,7 @@ class CachingAllocator final : public Allocator {
                                memory_category_name(category), " on cuda:", device_, "; ",
                                in_use.total_current, " bytes in use by tensors"));
     }
+    count_device_allocation();  // core/round_trips.h: one per cudaMalloc
     std::lock_guard<std::mutex> lock(mutex_);
     ++cache_.malloc_calls;
     cache_.reserved_bytes += static_cast<std::int64_t>(size);

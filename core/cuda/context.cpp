@@ -8,6 +8,7 @@
 
 #include "core/backend.h"
 #include "core/forever.h"
+#include "core/round_trips.h"
 
 namespace alloy::cuda {
 
@@ -95,6 +96,16 @@ void synchronize(Device device, const char* why) {
   context(device).stream.synchronize(why);
 }
 
+void upload_async(void* destination, Device device, const void* pinned_source, std::size_t bytes,
+                  cudaStream_t stream) {
+  if (bytes == 0) return;
+  const DeviceGuard guard(device.index);
+  ALLOY_CUDA_CHECK(
+      cudaMemcpyAsync(destination, pinned_source, bytes, cudaMemcpyHostToDevice, stream),
+      "uploading ", bytes, " bytes from pinned memory to ", device.str());
+  count_upload();
+}
+
 }  // namespace alloy::cuda
 
 namespace alloy {
@@ -117,12 +128,14 @@ void cuda_copy_bytes(void* destination, Device destination_device, const void* s
     return;
   }
   // Copies touching the host wait for completion: the host buffer may be reused or freed as
-  // soon as this returns, and a device-to-host copy must be readable at once.
+  // soon as this returns, and a device-to-host copy must be readable at once. Each is an
+  // upload or a download, and its wait a host wait (core/round_trips.h).
   if (source_device.is_cpu()) {
     cuda::DeviceContext& ctx = cuda::context(destination_device);
     ALLOY_CUDA_CHECK(
         cudaMemcpyAsync(destination, source, bytes, cudaMemcpyHostToDevice, ctx.stream.get()),
         what());
+    count_upload();
     ctx.stream.synchronize("waiting for a host-to-device copy");
     return;
   }
@@ -131,6 +144,7 @@ void cuda_copy_bytes(void* destination, Device destination_device, const void* s
     ALLOY_CUDA_CHECK(
         cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToHost, ctx.stream.get()),
         what());
+    count_download();
     ctx.stream.synchronize("waiting for a device-to-host copy");
     return;
   }

@@ -5,6 +5,8 @@
 // graph. Contexts are created on first use and live until the process exits.
 #pragma once
 
+#include <cstddef>
+
 #include "core/cuda/handles.h"
 #include "core/device.h"
 
@@ -30,6 +32,14 @@ inline cudaStream_t stream_of(Device device) {
 }
 
 // Blocks the host until the device's stream has finished its work; `why` names the caller.
+// A host wait (core/round_trips.h).
 void synchronize(Device device, const char* why);
+
+// Queues a copy of `bytes` from pinned host memory (cudaHostAlloc) to `destination` on
+// `device`'s memory on `stream`, and returns at once: an upload without a host wait. The
+// source must stay unchanged until the copy is done; record an event on `stream` after this
+// call and wait for it before reusing the source. Synchronous copies: cuda_copy_bytes.
+void upload_async(void* destination, Device device, const void* pinned_source, std::size_t bytes,
+                  cudaStream_t stream);
 
 }  // namespace alloy::cuda

@@ -1,5 +1,7 @@
 #include "core/cuda/handles.h"
 
+#include "core/round_trips.h"
+
 namespace alloy::cuda {
 
 bool event_status_done(cudaError_t status, const char* what) {
@@ -72,6 +74,7 @@ Stream::Stream(int device) : stream_(create_stream(device)), device_(device) {}
 
 void Stream::synchronize(const char* why) const {
   ALLOY_CUDA_CHECK(cudaStreamSynchronize(stream_.get()), why, " on cuda:", device_);
+  count_host_wait();
 }
 
 Event::Event(int device, bool timing) : event_(create_event(device, timing)) {}
@@ -87,6 +90,7 @@ void Event::wait(cudaStream_t stream) const {
 
 void Event::synchronize() const {
   ALLOY_CUDA_CHECK(cudaEventSynchronize(event_.get()), "waiting for an event");
+  count_host_wait();
 }
 
 float Event::elapsed_ms_since(const Event& start) const {

@@ -71,7 +71,7 @@ class Stream {
   explicit Stream(int device);
   cudaStream_t get() const { return stream_.get(); }
   int device() const { return device_; }
-  void synchronize(const char* why) const;
+  void synchronize(const char* why) const;  // the host waits: counted (core/round_trips.h)
 
  private:
   Owned<cudaStream_t, cudaStreamDestroy> stream_;
@@ -85,8 +85,8 @@ class Event {
   cudaEvent_t get() const { return event_.get(); }
   void record(cudaStream_t stream);
   void wait(cudaStream_t stream) const;  // the stream waits; the host does not
-  void synchronize() const;              // the host waits
-  // Polls without waiting (see event_done).
+  void synchronize() const;              // the host waits: counted (core/round_trips.h)
+  // Polls without waiting; clears the not-ready status (see event_done).
   bool done(const char* what = "querying an event") const { return event_done(event_.get(), what); }
   // Milliseconds from `start` to this event; both recorded with timing on.
   float elapsed_ms_since(const Event& start) const;

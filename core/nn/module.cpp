@@ -69,11 +69,15 @@ Tensor& Module::grad_of(Parameter& parameter) {
 }
 
 void Module::zero_grad() {
-  for (Parameter* parameter : parameters()) {
+  // Walks the tree in place (parameters() would build a vector): every step calls this, and
+  // it allocates nothing once the gradients exist.
+  for (auto& parameter : parameters_) {
     const bool fresh = !parameter->grad.defined();
     Tensor& grad = grad_of(*parameter);
-    if (!fresh) grad.fill(0.0f);
+    if (!fresh) grad.fill(0.0f);  // device work: a memset on CUDA
   }
+  for (auto& child : children_)
+    child.module->zero_grad();
 }
 
 void Module::cast_parameters(DType dtype, bool keep_norm_fp32) {

@@ -56,7 +56,8 @@ class Module {
   // Whether backward must produce the input's gradient (false for a network's first layer).
   void set_needs_input_grad(bool needed) { needs_input_grad_ = needed; }
 
-  // Sets every parameter gradient to zero, allocating gradients on first use.
+  // Sets every parameter gradient to zero, allocating gradients on first use; after that it
+  // allocates nothing, on the host or the device.
   void zero_grad();
 
   // Converts every parameter (and its gradient) and every buffer to `dtype`; with

@@ -1,9 +1,7 @@
 #include "core/ops/softmax_cross_entropy.h"
 
-#include <cstring>
-
-#include "core/host_reads.h"
 #include "core/ops/dispatch.h"
+#include "core/round_trips.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
@@ -125,13 +123,14 @@ std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
       cuda::count_correct(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
                           static_cast<unsigned long long*>(counter.raw()), logits.dim(0), classes,
                           cuda::stream_of(device));
-      Tensor host = Tensor::empty({2}, DType::i32, Device::cpu(), MemoryCategory::workspace);
-      host.copy_from(counter);
       std::uint64_t correct = 0;
-      std::memcpy(&correct, host.raw(), sizeof correct);
+      counter.download_to(&correct);
       return static_cast<std::int64_t>(correct);
     });
-  note_host_read();  // on a device, the copy above counted itself
+  // The host computes the count from device memory: this backend's download (on a GPU, the
+  // download above).
+  count_download();
+  count_host_wait();
   return cpu::count_correct(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
                             logits.dim(0), classes);
 }

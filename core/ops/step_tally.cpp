@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "core/host_reads.h"
 #include "core/ops/dispatch.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -57,14 +56,8 @@ void add_to_step_tally(Tensor& tally, const Tensor& loss, const Tensor& logits,
 StepTally read_step_tally(const Tensor& tally) {
   check_tally("read_step_tally", tally);
   StepTally value;
-  if (tally.device().is_cpu()) {
-    note_host_read();  // a copy from a device counts itself
-    std::memcpy(&value, tally.raw(), sizeof value);
-    return value;
-  }
-  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
-  host.copy_from(tally);
-  std::memcpy(&value, host.raw(), sizeof value);
+  static_assert(sizeof value == 4 * sizeof(std::int32_t), "the tally is four i32 elements");
+  tally.download_to(&value);
   return value;
 }
 

@@ -1,0 +1,57 @@
+// Host round trips: what the host and a device wait on each other for. Four kinds, each
+// counted where it happens, on every backend, so a CPU run shows what the same code costs on a
+// GPU (tests read the counts around training steps; the JSON log's epoch event reports them):
+//
+//  - uploads: copies from host memory into a device tensor. On CUDA each cudaMemcpy*
+//    host-to-device: cuda_copy_bytes (pageable, followed by a host wait) and
+//    cuda::upload_async (pinned, no wait). On the CPU the device is the host: a training batch
+//    handed to the step by data::BatchStager counts as one upload per tensor although nothing
+//    is copied (core/data/batch_stager.h). Other copies between host tensors on the CPU are
+//    not counted (writing a host value into device state, as LossScaler::restore does, is
+//    an upload on CUDA only).
+//  - downloads: device contents handed to host code: on CUDA each cudaMemcpy* device-to-host
+//    (cuda_copy_bytes); on the CPU each read of tensor contents by the host
+//    (Tensor::to_floats, Tensor::download_to, count_correct). A download is synchronous: the
+//    host waits for it, and that wait counts as a host wait, on the CPU too.
+//  - host_waits: the host blocking until a device has done queued work: a stream synchronise
+//    (cuda::Stream::synchronize), an event synchronise (cuda::Event::synchronize): among them
+//    the wait that ends every download (counted on the CPU as well) and every pageable upload.
+//  - device_allocations: memory the allocator could not serve from its cache. On CUDA each
+//    cudaMalloc of the caching allocator (core/cuda/allocator.h). On the CPU each system
+//    allocation of a block the host cache manages (64 KiB and more, core/memory.h); smaller
+//    blocks go to malloc every time and are not counted. Pinned host staging buffers
+//    (cudaHostAlloc) are host memory and do not count.
+//
+// Counts are process-wide totals (every device, every thread) since the process started.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+
+namespace alloy {
+
+struct RoundTrips {
+  std::uint64_t uploads = 0;
+  std::uint64_t downloads = 0;
+  std::uint64_t host_waits = 0;
+  std::uint64_t device_allocations = 0;
+
+  RoundTrips& operator+=(const RoundTrips& other);
+  bool operator==(const RoundTrips& other) const;
+  bool operator!=(const RoundTrips& other) const { return !(*this == other); }
+};
+// The round trips between two readings of round_trips(): `later - earlier`.
+RoundTrips operator-(const RoundTrips& later, const RoundTrips& earlier);
+// "uploads 2, downloads 0, host_waits 0, device_allocations 0"
+std::ostream& operator<<(std::ostream& out, const RoundTrips& counts);
+
+// The totals so far.
+RoundTrips round_trips();
+
+// Called by the entry points listed above, once per round trip, and by nothing else.
+void count_upload();
+void count_download();
+void count_host_wait();
+void count_device_allocation();
+
+}  // namespace alloy
