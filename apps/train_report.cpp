@@ -23,9 +23,10 @@ std::string mebibytes(std::int64_t bytes) {
 
 }  // namespace
 
-TrainReport::TrainReport(const TrainOptions& options)
+TrainReport::TrainReport(const TrainOptions& options, bool append_log)
     : options_(options),
-      log_(options.log_json.empty() ? nullptr : std::make_unique<JsonLog>(options.log_json)),
+      log_(options.log_json.empty() ? nullptr
+                                    : std::make_unique<JsonLog>(options.log_json, append_log)),
       human_(log_ && log_->to_stdout() ? std::cerr : std::cout) {}
 
 void TrainReport::start(Trainer& trainer) {
@@ -117,6 +118,16 @@ void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests)
     event.add("world_size", static_cast<std::int64_t>(digests.size()))
         .add("params_digests", digests);
   }
+  log_->write(event);
+}
+
+void TrainReport::restart(int generation, const std::string& cause, const std::string& checkpoint) {
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "restart")
+      .add("generation", generation)
+      .add("cause", cause)
+      .add("checkpoint", checkpoint);
   log_->write(event);
 }
 
