@@ -37,8 +37,9 @@ class OverflowMonitor {
 
   // name_of maps a gradient index (the scaler's first_overflow) to its parameter's name.
   // max_consecutive_skips: nothing for the default rule, 0 for none, N for N skips in a row at
-  // any scale; the scaler is then polled every min(interval, N) steps, so the stop comes at
-  // the N-th overflow in a row.
+  // any scale. The scaler is then polled every min(interval, N) steps (the step itself reads
+  // nothing back), so training stops at the first poll that finds N or more overflows in a
+  // row: at most N - 1 steps after the N-th.
   OverflowMonitor(amp::LossScaler& scaler, std::function<std::string(int)> name_of,
                   std::int64_t interval = kDefaultInterval,
                   std::optional<std::int64_t> max_consecutive_skips = std::nullopt);
