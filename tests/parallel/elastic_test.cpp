@@ -32,7 +32,7 @@ BOOST_AUTO_TEST_SUITE(elastic)
 BOOST_AUTO_TEST_CASE(every_node_succeeding_finishes) {
   const auto verdict =
       judge_generation({report(0, Outcome::succeeded), report(1, Outcome::succeeded)});
-  BOOST_TEST(verdict.action == Action::finish);
+  BOOST_TEST((verdict.action == Action::finish));
 }
 
 BOOST_AUTO_TEST_CASE(the_cause_is_the_worker_killed_by_a_signal_not_the_one_that_lost_it) {
@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(the_cause_is_the_worker_killed_by_a_signal_not_the_one_that
       judge_generation({report(0, Outcome::failed, "rank 0 (pid 10) exited with status 1"),
                         report(1, Outcome::failed, "rank 1 (pid 11) was killed by SIGKILL", true),
                         report(2, Outcome::stopped, "the workers were stopped on request")});
-  BOOST_TEST(verdict.action == Action::restart);
+  BOOST_TEST((verdict.action == Action::restart));
   BOOST_TEST(verdict.cause == "node 1: rank 1 (pid 11) was killed by SIGKILL");
   BOOST_TEST(!verdict.usage_error);
 }
@@ -56,11 +56,11 @@ BOOST_AUTO_TEST_CASE(one_node_names_no_node_and_the_first_failure_wins_a_tie) {
 BOOST_AUTO_TEST_CASE(an_interrupt_or_a_usage_error_gives_up) {
   const auto interrupted = judge_generation(
       {report(0, Outcome::failed, "x", true), report(1, Outcome::interrupted, "by SIGTERM")});
-  BOOST_TEST(interrupted.action == Action::give_up);
+  BOOST_TEST((interrupted.action == Action::give_up));
   BOOST_TEST(interrupted.cause == "node 1: by SIGTERM");
   const auto usage =
       judge_generation({report(0, Outcome::failed, "rank 0 exited with status 2", false, true)});
-  BOOST_TEST(usage.action == Action::give_up);
+  BOOST_TEST((usage.action == Action::give_up));
   BOOST_TEST(usage.usage_error);
 }
 
