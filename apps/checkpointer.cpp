@@ -1,5 +1,6 @@
 #include "apps/checkpointer.h"
 
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 #include <utility>
@@ -12,6 +13,12 @@
 namespace alloy::app {
 
 namespace ckpt = alloy::checkpoint;
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
 
 Checkpointer::Checkpointer(std::string dir, int keep, Saved saved, bool async)
     : dir_(std::move(dir)), keep_(keep), saved_(std::move(saved)), async_(async) {
@@ -59,18 +66,23 @@ void Checkpointer::write(const Job& job) const {
 
 std::string Checkpointer::save(Trainer& trainer) {
   if (trainer.steps() == last_step_) return ckpt::checkpoint_path(dir_, last_step_);
-  Job job{ckpt::checkpoint_path(dir_, trainer.steps()), trainer.steps(), {}};
+  const auto start = std::chrono::steady_clock::now();
+  Job job{ckpt::checkpoint_path(dir_, trainer.steps()), trainer.steps(), {}, {}};
   if (!async_) {
     job.state = capture_training_state(trainer);
+    const auto writing = std::chrono::steady_clock::now();
     write(job);
+    job.timing.write_seconds = seconds_since(writing);
+    job.timing.stall_seconds = seconds_since(start);
     last_step_ = job.step;
     last_path_ = job.path;
-    if (saved_) saved_(job.path, job.step);
+    if (saved_) saved_(job.path, job.step, job.timing);
     return job.path;
   }
   finish();  // one save in flight at most
   // The snapshot: host copies of every tensor, so training may change the originals at once.
   job.state = capture_training_state(trainer);
+  job.timing.stall_seconds = seconds_since(start);
   last_step_ = job.step;
   const std::string path = job.path;
   {
@@ -91,6 +103,7 @@ void Checkpointer::writer_loop() {
     writing_ = true;
     lock.unlock();
     std::string failure;
+    const auto writing = std::chrono::steady_clock::now();
     try {
       write(job);
     } catch (const Error& error) {
@@ -103,6 +116,8 @@ void Checkpointer::writer_loop() {
     done_ = true;
     done_path_ = job.path;
     done_step_ = job.step;
+    done_timing_ = job.timing;
+    done_timing_.write_seconds = seconds_since(writing);
     failure_ = std::move(failure);
     changed_.notify_all();
   }
@@ -115,10 +130,11 @@ void Checkpointer::report_finished(std::unique_lock<std::mutex>& lock) {
   failure_.clear();
   const std::string path = done_path_;
   const std::int64_t step = done_step_;
+  const Timing timing = done_timing_;
   lock.unlock();
   if (!failure.empty()) throw Error(failure);
   last_path_ = path;
-  if (saved_) saved_(path, step);
+  if (saved_) saved_(path, step, timing);
 }
 
 void Checkpointer::poll() {

@@ -25,7 +25,14 @@ namespace alloy::app {
 
 class Checkpointer {
  public:
-  using Saved = std::function<void(const std::string& path, std::int64_t step)>;
+  // What one save cost: the seconds the training thread was held up by it (the snapshot, and
+  // the write when synchronous, or the wait for the previous save), and the seconds the
+  // serialization, write, fsync, rename and pruning took, on whichever thread ran them.
+  struct Timing {
+    double stall_seconds = 0;
+    double write_seconds = 0;
+  };
+  using Saved = std::function<void(const std::string& path, std::int64_t step, const Timing&)>;
 
   // Creates `dir` when it does not exist. `saved` hears of each checkpoint once it is durable,
   // on the thread that calls save(), poll() or finish().
@@ -57,6 +64,7 @@ class Checkpointer {
     std::string path;
     std::int64_t step = 0;
     checkpoint::CheckpointState state;
+    Timing timing;
   };
   // Writes the file atomically and prunes; throws Error naming the file and the cause.
   void write(const Job& job) const;
@@ -79,6 +87,7 @@ class Checkpointer {
   bool done_ = false;           // a job finished and its outcome was not reported yet
   std::string done_path_;
   std::int64_t done_step_ = 0;
+  Timing done_timing_;
   std::string failure_;  // of the finished job; empty when it succeeded
   bool quit_ = false;
   std::thread writer_;  // last: started once everything it uses exists

@@ -94,8 +94,8 @@ int run_train(const std::vector<std::string>& args) {
   if (!options.checkpoint_dir.empty() && rank0) {
     checkpointer = std::make_unique<Checkpointer>(
         options.checkpoint_dir, options.keep_checkpoints,
-        [&report](const std::string& path, std::int64_t step) {
-          report->on_checkpoint(path, step);
+        [&report](const std::string& path, std::int64_t step, const Checkpointer::Timing& timing) {
+          report->on_checkpoint(path, step, timing.stall_seconds, timing.write_seconds);
         },
         options.async_checkpoint);
   }

@@ -131,11 +131,16 @@ void TrainReport::restart(int generation, const std::string& cause, const std::s
   log_->write(event);
 }
 
-void TrainReport::on_checkpoint(const std::string& path, std::int64_t step) {
+void TrainReport::on_checkpoint(const std::string& path, std::int64_t step, double stall_seconds,
+                                double write_seconds) {
   if (!progress_ || !ProgressBar::enabled()) human_ << "checkpoint " << path << std::endl;
   if (!log_) return;
   JsonObject event;
-  event.add("event", "checkpoint").add("path", path).add("step", step);
+  event.add("event", "checkpoint")
+      .add("path", path)
+      .add("step", step)
+      .add("stall_seconds", stall_seconds)
+      .add("write_seconds", write_seconds);
   log_->write(event);
 }
 

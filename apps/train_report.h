@@ -29,7 +29,9 @@ class TrainReport : public TrainObserver {
   void end(Trainer& trainer, const std::vector<std::string>& digests = {});
   // A checkpoint was written: the JSON log's checkpoint event, and a line for people when no
   // progress bar is being drawn.
-  void on_checkpoint(const std::string& path, std::int64_t step);
+  // `stall_seconds` and `write_seconds` as apps/checkpointer.h's Timing.
+  void on_checkpoint(const std::string& path, std::int64_t step, double stall_seconds = 0,
+                     double write_seconds = 0);
   // A restarted job's workers (apps/elastic.h): the JSON log's restart event, before start.
   // `checkpoint` is the file resumed from, empty for a fresh start.
   void restart(int generation, const std::string& cause, const std::string& checkpoint);
