@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "apps/data_parallel.h"
+#include "apps/training_state.h"
 #include "core/error.h"
 #include "parallel/elastic.h"
 #include "parallel/launcher.h"
@@ -119,13 +120,7 @@ std::optional<ckpt::LoadedCheckpoint> newest_readable_checkpoint(const std::stri
 std::optional<ckpt::LoadedCheckpoint> load_resume(const TrainOptions& o,
                                                   const ckpt::WarningSink& warn) {
   if (o.resume.empty()) return std::nullopt;
-  if (o.resume != "auto") {
-    std::error_code error;
-    if (std::filesystem::is_directory(o.resume, error)) {
-      return ckpt::find_latest_valid(o.resume, warn);
-    }
-    return ckpt::LoadedCheckpoint{o.resume, ckpt::read_checkpoint(o.resume)};
-  }
+  if (o.resume != "auto") return load_resume_checkpoint(o.resume, warn);
   auto found = newest_readable_checkpoint(o.checkpoint_dir, warn);
   if (!found && warn) {
     warn("--resume auto: no readable checkpoint in " + o.checkpoint_dir + "; starting fresh");

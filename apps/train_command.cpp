@@ -43,8 +43,7 @@ int run_train(const std::vector<std::string>& args) {
   check_elastic_options(options, placement);
   make_elastic_launcher(options, placement);
   const WorkerRestart restart = worker_restart_from_environment();
-  std::optional<checkpoint::LoadedCheckpoint> resume;
-  resume = load_resume(options, warn);
+  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(options, warn);
   if (resume) {
     apply_checkpoint_defaults(resume->state, options);
     // Checked again in full once the model is built; this fails before any data is loaded.
