@@ -22,6 +22,7 @@ LossScaler::LossScaler(const LossScaleConfig& config, Device device) : config_(c
   state_.clean_steps = scalar(DType::i32, device, 0);
   state_.skipped_steps = scalar(DType::i32, device, 0);
   state_.at_min_streak = scalar(DType::i32, device, 0);
+  state_.overflow_streak = scalar(DType::i32, device, 0);
   state_.found_inf = scalar(DType::f32, device, 0);
   state_.first_overflow = scalar(DType::i32, device, -1);
   state_.unreported_overflow = scalar(DType::i32, device, -1);
@@ -43,6 +44,7 @@ ScalerSnapshot LossScaler::snapshot() const {
   snapshot.clean_steps = static_cast<std::int32_t>(read(state_.clean_steps));
   snapshot.skipped_steps = static_cast<std::int32_t>(read(state_.skipped_steps));
   snapshot.at_min_streak = static_cast<std::int32_t>(read(state_.at_min_streak));
+  snapshot.overflow_streak = static_cast<std::int32_t>(read(state_.overflow_streak));
   snapshot.first_overflow = static_cast<std::int32_t>(read(state_.first_overflow));
   return snapshot;
 }
@@ -55,6 +57,7 @@ void LossScaler::restore(const ScalerSnapshot& snapshot) {
   set(state_.clean_steps, static_cast<float>(snapshot.clean_steps));
   set(state_.skipped_steps, static_cast<float>(snapshot.skipped_steps));
   set(state_.at_min_streak, static_cast<float>(snapshot.at_min_streak));
+  set(state_.overflow_streak, static_cast<float>(snapshot.overflow_streak));
   set(state_.first_overflow, static_cast<float>(snapshot.first_overflow));
 }
 

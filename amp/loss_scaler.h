@@ -17,6 +17,7 @@ struct ScalerSnapshot {
   std::int32_t skipped_steps = 0;
   std::int32_t at_min_streak = 0;
   std::int32_t first_overflow = -1;  // of the last step
+  std::int32_t overflow_streak = 0;  // consecutive overflowing steps at any scale
 };
 
 class LossScaler {

@@ -100,9 +100,9 @@ JsonObject& JsonObject::add(const std::string& name, const std::vector<std::stri
   return *this;
 }
 
-JsonLog::JsonLog(const std::string& path) : path_(path) {
+JsonLog::JsonLog(const std::string& path, bool append) : path_(path) {
   if (to_stdout()) return;
-  file_.open(path, std::ios::out | std::ios::trunc);
+  file_.open(path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
   if (!file_) fail("cannot open the JSON log ", path, ": ", std::strerror(errno));
 }
 

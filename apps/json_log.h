@@ -38,7 +38,8 @@ std::string json_number(double value);
 // write are alloy::Errors naming the path.
 class JsonLog {
  public:
-  explicit JsonLog(const std::string& path);
+  // `append`: add to the file instead of starting it anew (a restarted worker's log).
+  explicit JsonLog(const std::string& path, bool append = false);
   JsonLog(const JsonLog&) = delete;
   JsonLog& operator=(const JsonLog&) = delete;
 

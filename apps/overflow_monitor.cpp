@@ -1,13 +1,23 @@
 #include "apps/overflow_monitor.h"
 
-#include "core/error.h"
+#include <algorithm>
 
 namespace alloy::app {
 
 OverflowMonitor::OverflowMonitor(amp::LossScaler& scaler, std::function<std::string(int)> name_of,
-                                 std::int64_t interval)
-    : scaler_(scaler), name_of_(std::move(name_of)), interval_(interval) {
+                                 std::int64_t interval,
+                                 std::optional<std::int64_t> max_consecutive_skips)
+    : scaler_(scaler),
+      name_of_(std::move(name_of)),
+      interval_(interval),
+      max_consecutive_skips_(max_consecutive_skips) {
   ALLOY_CHECK(interval > 0, "OverflowMonitor: interval must be positive, got ", interval);
+  ALLOY_CHECK(!max_consecutive_skips || *max_consecutive_skips >= 0,
+              "OverflowMonitor: max_consecutive_skips must not be negative, got ",
+              *max_consecutive_skips);
+  if (max_consecutive_skips && *max_consecutive_skips > 0) {
+    interval_ = std::min(interval_, *max_consecutive_skips);
+  }
 }
 
 std::optional<std::string> OverflowMonitor::after_step(std::int64_t /*step*/) {
@@ -28,10 +38,21 @@ std::optional<std::string> OverflowMonitor::poll() {
 
   const std::int32_t first = scaler_.take_unreported_overflow();
   const std::string where = first >= 0 ? " (first in " + name_of_(first) + ")" : "";
-  if (state.at_min_streak >= kMaxStepsAtMinimum) {
-    fail("training diverged: the last ", state.at_min_streak,
-         " steps all overflowed with the loss scale at its minimum ", state.scale, where,
-         "; lower --lr, or check the data and the model");
+  const std::string advice = "; lower --lr, or check the data and the model";
+  if (!max_consecutive_skips_ && state.at_min_streak >= kMaxStepsAtMinimum) {
+    throw TrainingDiverged(
+        detail::concat("training diverged: the last ", state.at_min_streak,
+                       " steps all overflowed with the loss scale at its minimum ", state.scale,
+                       where, advice),
+        state.overflow_streak);
+  }
+  if (max_consecutive_skips_ && *max_consecutive_skips_ > 0 &&
+      state.overflow_streak >= *max_consecutive_skips_) {
+    throw TrainingDiverged(
+        detail::concat("training diverged: the last ", state.overflow_streak,
+                       " steps all overflowed (--max-consecutive-skips ", *max_consecutive_skips_,
+                       "; loss scale now ", state.scale, ")", where, advice),
+        state.overflow_streak);
   }
   return detail::concat("gradient overflow: ", new_skips, " of the last ", steps, " steps skipped",
                         where, "; loss scale now ", state.scale);

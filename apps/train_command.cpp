@@ -5,9 +5,11 @@
 #include <optional>
 
 #include "apps/availability.h"
+#include "apps/checkpointer.h"
 #include "apps/commands.h"
 #include "apps/data_parallel.h"
 #include "apps/device_choice.h"
+#include "apps/elastic.h"
 #include "apps/exit_codes.h"
 #include "apps/stop_signals.h"
 #include "apps/train_options.h"
@@ -36,9 +38,13 @@ int run_train(const std::vector<std::string>& args) {
       usage_fail("--", flag, " needs --checkpoint-dir");
     }
   }
-  std::optional<checkpoint::LoadedCheckpoint> resume;
-  if (!options.resume.empty()) {
-    resume = load_resume_checkpoint(options.resume, warn);
+  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
+  parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  check_elastic_options(options, placement);
+  make_elastic_launcher(options, placement);
+  const WorkerRestart restart = worker_restart_from_environment();
+  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(options, warn);
+  if (resume) {
     apply_checkpoint_defaults(resume->state, options);
     // Checked again in full once the model is built; this fails before any data is loaded.
     if (resume->state.model != options.model) {
@@ -47,12 +53,14 @@ int run_train(const std::vector<std::string>& args) {
     }
   }
   check_train_features_available(options);
-  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
-  const parallel::Rendezvous placement = resolve_train_rendezvous(options);
   const bool data_parallel = joins_process_group(options, placement);
   if (data_parallel) check_distributed_options(options, placement);
   if (placement.is_launcher()) {
-    run_launcher(options, placement, args);
+    if (options.max_restarts > 0) {
+      run_elastic_launcher(options, placement, args);
+    } else {
+      run_launcher(options, placement, args);
+    }
     return kExitSuccess;
   }
   set_cpu_threads(options.threads);
@@ -64,6 +72,7 @@ int run_train(const std::vector<std::string>& args) {
     options.dist_backend = dist_backend(options, device);  // resolved, for the log
     group = join_process_group(placement, device.device, options.dist_backend);
   }
+  if (group) check_ranks_agree(*group, restart, resume);
   const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
   if (rank0) {
     std::cerr << "alloy: " << device.explanation;
@@ -72,7 +81,7 @@ int run_train(const std::vector<std::string>& args) {
   }
 
   std::optional<TrainReport> report;
-  if (rank0) report.emplace(options);
+  if (rank0) report.emplace(options, /*append_log=*/restart.generation > 0);
   TrainObserver silent;
   TrainObserver& observer = report ? static_cast<TrainObserver&>(*report) : silent;
   Trainer trainer(options, device.device, load_training_data(options));
@@ -81,20 +90,23 @@ int run_train(const std::vector<std::string>& args) {
     ddp.allreduce_fp32 = options.allreduce_fp32;
     trainer.join_data_parallel(*group, ddp);
   }
+  std::string resume_path;
   if (resume) {
     restore_training_state(trainer, resume->state, resume->path, warn);
     std::cerr << "alloy: resuming from " << resume->path << " at epoch "
               << trainer.epochs_done() + 1 << ", step " << trainer.steps() << std::endl;
+    resume_path = resume->path;
     resume.reset();  // the weights are in the model now
   }
 
   std::unique_ptr<Checkpointer> checkpointer;
   if (!options.checkpoint_dir.empty() && rank0) {
-    checkpointer =
-        std::make_unique<Checkpointer>(options.checkpoint_dir, options.keep_checkpoints,
-                                       [&report](const std::string& path, std::int64_t step) {
-                                         report->on_checkpoint(path, step);
-                                       });
+    checkpointer = std::make_unique<Checkpointer>(
+        options.checkpoint_dir, options.keep_checkpoints,
+        [&report](const std::string& path, std::int64_t step, const Checkpointer::Timing& timing) {
+          report->on_checkpoint(path, step, timing.stall_seconds, timing.write_seconds);
+        },
+        options.async_checkpoint);
   }
   const StopSignals signals;
   trainer.set_step_hook([&] {
@@ -103,6 +115,7 @@ int run_train(const std::vector<std::string>& args) {
     const bool epoch_ends = trainer.epoch_batches_done() == trainer.epoch_batches();
     const bool due = options.checkpoint_every > 0 &&
                      trainer.steps() % options.checkpoint_every == 0 && !epoch_ends;
+    if (checkpointer) checkpointer->poll();  // an asynchronous save that ended: log or fail
     if (checkpointer && (stop || due)) checkpointer->save(trainer);
     return stop;
   });
@@ -111,8 +124,25 @@ int run_train(const std::vector<std::string>& args) {
     return signals.requested();
   });
 
+  if (report && restart.generation > 0) {
+    report->restart(restart.generation, restart.cause, resume_path);
+  }
   if (report) report->start(trainer);
-  trainer.run(observer);
+  try {
+    trainer.run(observer);
+  } catch (const TrainingDiverged& diverged) {
+    // The file to go back to: the newest saved before the overflows began.
+    if (!checkpointer) throw;
+    checkpointer->finish();
+    const std::string good = checkpointer->newest_at_or_before(trainer.steps() - diverged.streak());
+    if (good.empty()) {
+      fail(diverged.what(), "; no checkpoint from before the overflows is left in ",
+           checkpointer->dir());
+    }
+    fail(diverged.what(), "; the last checkpoint before the overflows began is ", good,
+         ": continue from it with --resume ", good);
+  }
+  if (checkpointer) checkpointer->finish();  // the last save is durable and logged
   if (trainer.stopped()) {
     // Preemption: the contract's failure status (1), since the run did not finish.
     if (report) report->interrupted();

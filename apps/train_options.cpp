@@ -127,6 +127,10 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 
   check_at_least<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0);
   check_at_least("--keep-checkpoints", o.keep_checkpoints, 1);
+  check_at_least("--max-restarts", o.max_restarts, 0);
+  if (o.was_given("max-consecutive-skips")) {
+    check_at_least<std::int64_t>("--max-consecutive-skips", o.max_consecutive_skips, 0);
+  }
 
   if (values.count("nproc-per-node")) {
     const int alias = values["nproc-per-node"].as<int>();
@@ -200,7 +204,10 @@ po::options_description train_options_description(TrainOptions& o) {
       "keep-batchnorm-fp32", value<std::string>()->value_name("true|false"),
       "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")(
       "master-weights", value<std::string>()->value_name("true|false"),
-      "keep fp32 master weights for a half model (default: true at O2, false at O3)");
+      "keep fp32 master weights for a half model (default: true at O2, false at O3)")(
+      "max-consecutive-skips", value(&o.max_consecutive_skips)->value_name("N"),
+      "stop (exit 1) after N overflowing steps in a row at any scale; 0: never (default: stop "
+      "after 20 in a row at the minimum scale)");
 
   auto optimizer = make_group("Optimizer");
   optimizer.add_options()("optimizer",
@@ -224,8 +231,16 @@ po::options_description train_options_description(TrainOptions& o) {
       "also checkpoint every N steps (0: only at each epoch end)")(
       "keep-checkpoints",
       value(&o.keep_checkpoints)->default_value(o.keep_checkpoints)->value_name("K"),
-      "keep the newest K checkpoints")("resume", value(&o.resume)->value_name("FILE|DIR"),
-                                       "continue from a checkpoint file, or the newest one in DIR");
+      "keep the newest K checkpoints")(
+      "resume", value(&o.resume)->value_name("FILE|DIR|auto"),
+      "continue from a checkpoint file, or the newest one in DIR; auto: the newest readable one "
+      "in --checkpoint-dir if there is one, else start fresh")(
+      "async-checkpoint",
+      value(&o.async_checkpoint)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "write checkpoints on a background thread from a snapshot while training goes on");
 
   auto distributed = make_group("Distributed");
   distributed.add_options()("nodes", value(&o.nodes)->default_value(o.nodes)->value_name("N"),
@@ -247,7 +262,10 @@ po::options_description train_options_description(TrainOptions& o) {
       "dist-backend", value(&o.dist_backend)->value_name("nccl|gloo"),
       "collectives: nccl (GPU tensors, one rank per device) or gloo (CPU, or GPU buckets "
       "staged through host memory; ranks may share a device). Default: nccl on a CUDA device, "
-      "gloo on the CPU. Given, a world of one rank joins a process group too");
+      "gloo on the CPU. Given, a world of one rank joins a process group too")(
+      "max-restarts", value(&o.max_restarts)->default_value(o.max_restarts)->value_name("N"),
+      "restart this node's workers up to N times after a failure, from the newest readable "
+      "checkpoint in --checkpoint-dir (needed with N > 0)");
 
   auto output = make_group("Output");
   output.add_options()(

@@ -38,7 +38,8 @@ struct TrainOptions {
   std::string checkpoint_dir;         // empty: no checkpoints
   std::int64_t checkpoint_every = 0;  // steps; 0: at epoch ends only
   int keep_checkpoints = 3;
-  std::string resume;  // empty: start fresh
+  std::string resume;  // empty: start fresh; "auto": the newest readable in checkpoint_dir, if any
+  bool async_checkpoint = false;  // save on a writer thread (apps/checkpointer.h)
 
   // Distributed.
   int nodes = 1;
@@ -50,6 +51,12 @@ struct TrainOptions {
   // nccl | gloo (PyTorch's names); empty: nccl on a CUDA device, gloo on the CPU. Given
   // explicitly, it also makes a world of one rank join a process group (DDP at world size 1).
   std::string dist_backend;
+
+  int max_restarts = 0;  // restarts of this node's workers after a failure (apps/elastic.h)
+
+  // Divergence: overflowing steps in a row that stop training; -1: the default rule (the scale
+  // stuck at its minimum, apps/overflow_monitor.h), 0: never.
+  std::int64_t max_consecutive_skips = -1;
 
   // Output.
   std::string log_json;  // empty: no JSON log; "-": standard output

@@ -27,9 +27,10 @@ std::string mebibytes(std::int64_t bytes) {
 
 }  // namespace
 
-TrainReport::TrainReport(const TrainOptions& options)
+TrainReport::TrainReport(const TrainOptions& options, bool append_log)
     : options_(options),
-      log_(options.log_json.empty() ? nullptr : std::make_unique<JsonLog>(options.log_json)),
+      log_(options.log_json.empty() ? nullptr
+                                    : std::make_unique<JsonLog>(options.log_json, append_log)),
       human_(log_ && log_->to_stdout() ? std::cerr : std::cout) {}
 
 void TrainReport::start(Trainer& trainer) {
@@ -131,11 +132,26 @@ void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests)
   log_->write(event);
 }
 
-void TrainReport::on_checkpoint(const std::string& path, std::int64_t step) {
+void TrainReport::restart(int generation, const std::string& cause, const std::string& checkpoint) {
+  if (!log_) return;
+  JsonObject event;
+  event.add("event", "restart")
+      .add("generation", generation)
+      .add("cause", cause)
+      .add("checkpoint", checkpoint);
+  log_->write(event);
+}
+
+void TrainReport::on_checkpoint(const std::string& path, std::int64_t step, double stall_seconds,
+                                double write_seconds) {
   if (!progress_ || !ProgressBar::enabled()) human_ << "checkpoint " << path << std::endl;
   if (!log_) return;
   JsonObject event;
-  event.add("event", "checkpoint").add("path", path).add("step", step);
+  event.add("event", "checkpoint")
+      .add("path", path)
+      .add("step", step)
+      .add("stall_seconds", stall_seconds)
+      .add("write_seconds", write_seconds);
   log_->write(event);
 }
 

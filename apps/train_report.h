@@ -16,7 +16,8 @@ namespace alloy::app {
 class TrainReport : public TrainObserver {
  public:
   // Opens the JSON log (if any) right away, so a bad path fails before any work.
-  explicit TrainReport(const TrainOptions& options);
+  // `append_log`: continue the JSON log of an earlier generation of a restarted job.
+  explicit TrainReport(const TrainOptions& options, bool append_log = false);
 
   void start(Trainer& trainer);
   void on_epoch_begin(std::int64_t epoch, std::int64_t batches) override;
@@ -29,7 +30,12 @@ class TrainReport : public TrainObserver {
   void end(Trainer& trainer, const std::vector<std::string>& digests = {});
   // A checkpoint was written: the JSON log's checkpoint event, and a line for people when no
   // progress bar is being drawn.
-  void on_checkpoint(const std::string& path, std::int64_t step);
+  // `stall_seconds` and `write_seconds` as apps/checkpointer.h's Timing.
+  void on_checkpoint(const std::string& path, std::int64_t step, double stall_seconds = 0,
+                     double write_seconds = 0);
+  // A restarted job's workers (apps/elastic.h): the JSON log's restart event, before start.
+  // `checkpoint` is the file resumed from, empty for a fresh start.
+  void restart(int generation, const std::string& cause, const std::string& checkpoint);
   // Training stopped mid-epoch: clears the progress bar.
   void interrupted() { progress_.reset(); }
 

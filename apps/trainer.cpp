@@ -49,8 +49,12 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
       model_(build_model(options, device)),
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
                                                        optimizer_config(options))),
-      overflow_(precision_->scaler(),
-                [this](int index) { return precision_->parameter_name(index); }),
+      overflow_(
+          precision_->scaler(), [this](int index) { return precision_->parameter_name(index); },
+          OverflowMonitor::kDefaultInterval,
+          options.max_consecutive_skips < 0
+              ? std::nullopt
+              : std::optional<std::int64_t>(options.max_consecutive_skips)),
       sampler_(data_.train.size(), static_cast<std::uint64_t>(options.seed), /*shuffle=*/true) {
   ALLOY_CHECK(data_.train.size() > 0, "the training set ", data_.train.name, " is empty");
   nn::CastPolicy policy;

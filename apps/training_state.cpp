@@ -1,5 +1,6 @@
 #include "apps/training_state.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -22,6 +23,9 @@ constexpr const char* kThreads = "threads";
 constexpr const char* kEpochImages = "epoch_images";
 constexpr const char* kEpochCorrect = "epoch_correct";
 constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bits, exact
+// The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
+// version stays and older files (without it) resume with 0.
+constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
 
 // Floating tensors are saved as f32 whatever the run's storage (fp16 at O3, for one), so a
 // checkpoint's weights are the same canonical fp32 values at every opt level; widening a half
@@ -180,6 +184,7 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.scaler.clean_steps = scaler.clean_steps;
   state.scaler.skipped_steps = scaler.skipped_steps;
   state.scaler.at_min_streak = scaler.at_min_streak;
+  state.extra[kScalerOverflowStreak] = std::to_string(scaler.overflow_streak);
 
   optim::Optimizer& optimizer = precision.optimizer();
   const optim::OptimizerConfig& config = optimizer.config();
@@ -264,6 +269,8 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     snapshot.clean_steps = state.scaler.clean_steps;
     snapshot.skipped_steps = state.scaler.skipped_steps;
     snapshot.at_min_streak = state.scaler.at_min_streak;
+    snapshot.overflow_streak = static_cast<std::int32_t>(std::min<std::int64_t>(
+        extra_i64(state, kScalerOverflowStreak, path), std::numeric_limits<std::int32_t>::max()));
     scaler.restore(snapshot);
   }
 
@@ -342,41 +349,6 @@ std::string stored_params_digest(const checkpoint::CheckpointState& state) {
     pointers.push_back(&params[i]);
   }
   return params_digest(pointers);
-}
-
-Checkpointer::Checkpointer(std::string dir, int keep,
-                           std::function<void(const std::string&, std::int64_t)> saved)
-    : dir_(std::move(dir)), keep_(keep), saved_(std::move(saved)) {
-  std::error_code error;
-  std::filesystem::create_directories(dir_, error);
-  if (error) fail("cannot create checkpoint directory ", dir_, ": ", error.message());
-}
-
-std::string Checkpointer::save(Trainer& trainer) {
-  if (trainer.steps() == last_step_) return last_path_;
-  const std::string path = ckpt::checkpoint_path(dir_, trainer.steps());
-  ckpt::write_checkpoint(path, capture_training_state(trainer));
-  last_step_ = trainer.steps();
-  last_path_ = path;
-  prune();
-  if (saved_) saved_(path, last_step_);
-  return path;
-}
-
-void Checkpointer::prune() const {
-  // Checkpoints past this one are another run's (this one resumed from an earlier file of the
-  // same directory): they are neither counted nor removed, so pruning never takes the file
-  // just written.
-  std::vector<ckpt::CheckpointEntry> ours;
-  for (const auto& entry : ckpt::list_checkpoints(dir_)) {
-    if (entry.step <= last_step_) ours.push_back(entry);
-  }
-  const std::size_t keep = static_cast<std::size_t>(keep_);
-  for (std::size_t i = 0; i + keep < ours.size(); ++i) {
-    std::error_code error;
-    std::filesystem::remove(ours[i].path, error);
-    if (error) fail("cannot remove old checkpoint ", ours[i].path, ": ", error.message());
-  }
 }
 
 }  // namespace alloy::app

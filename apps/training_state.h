@@ -1,7 +1,7 @@
 // Between a Trainer and a checkpoint::CheckpointState: what `alloy train` saves (the
 // canonical fp32 weights, buffers, optimizer and loss-scaler state, opt-level properties,
 // position, seed and the epoch's partial sums) and how a run resumes from it, at the same or
-// another opt level. Also the periodic saving, pruning and --resume lookup of `alloy train`.
+// another opt level. Also the --resume lookup of `alloy train` (saving: apps/checkpointer.h).
 #pragma once
 
 #include <cstdint>
@@ -44,31 +44,5 @@ TrainOptions options_from_checkpoint(const checkpoint::CheckpointState& state);
 
 // The hex params_digest of the parameters stored in `state` (recomputed, not the stored field).
 std::string stored_params_digest(const checkpoint::CheckpointState& state);
-
-// Writes DIR/step-%08d.ckpt files and keeps the newest K (files of steps past the newest save,
-// left by another run, are not touched). Only rank 0 of a run saves.
-class Checkpointer {
- public:
-  // Creates `dir` when it does not exist. `saved` hears of each checkpoint written.
-  Checkpointer(std::string dir, int keep,
-               std::function<void(const std::string& path, std::int64_t step)> saved);
-
-  // Saves the trainer's state at its current step; returns the path. A second save at the
-  // same step (a stop right after a scheduled save) writes nothing and returns the same path.
-  std::string save(Trainer& trainer);
-
-  const std::string& dir() const { return dir_; }
-  const std::string& last_path() const { return last_path_; }
-
- private:
-  std::string dir_;
-  int keep_;
-  // Keeps the newest keep_ checkpoints up to the one just written.
-  void prune() const;
-
-  std::function<void(const std::string&, std::int64_t)> saved_;
-  std::int64_t last_step_ = -1;
-  std::string last_path_;
-};
 
 }  // namespace alloy::app

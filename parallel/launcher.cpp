@@ -186,7 +186,9 @@ class Workers {
   std::vector<bool> running_;
 };
 
-std::vector<std::string> worker_environment(const Rendezvous& placement, int local_rank) {
+std::vector<std::string> worker_environment(
+    const Rendezvous& placement, int local_rank,
+    const std::vector<std::pair<std::string, std::string>>& extra) {
   const std::vector<std::pair<std::string, std::string>> ours{
       {kWorkerMarker, "1"},
       {"RANK", std::to_string(placement.rank + local_rank)},
@@ -198,6 +200,8 @@ std::vector<std::string> worker_environment(const Rendezvous& placement, int loc
   };
   Environment environment = process_environment();
   for (const auto& [name, value] : ours)
+    environment[name] = value;
+  for (const auto& [name, value] : extra)
     environment[name] = value;
   std::vector<std::string> variables;
   for (const auto& [name, value] : environment)
@@ -226,6 +230,7 @@ std::string LaunchResult::message() const {
     text =
         workers[static_cast<std::size_t>(first_failure)].str() + "; the other workers were stopped";
   }
+  if (stopped && first_failure < 0) text = "the workers were stopped on request";
   if (interrupted_by != 0) {
     text += (text.empty() ? "" : "; ") + std::string("interrupted by ") +
             signal_name(interrupted_by) + ", which was passed on to the workers";
@@ -248,7 +253,7 @@ LaunchResult launch_workers(const Rendezvous& placement, const std::vector<std::
   Workers workers;
   for (int local_rank = 0; local_rank < placement.local_workers; ++local_rank) {
     workers.start(placement.rank + local_rank, options.executable, arguments,
-                  worker_environment(placement, local_rank));
+                  worker_environment(placement, local_rank, options.environment));
   }
 
   LaunchResult result;
@@ -259,7 +264,12 @@ LaunchResult launch_workers(const Rendezvous& placement, const std::vector<std::
     if (!kill_at) kill_at = Clock::now() + options.grace;
   };
   while (workers.any_running()) {
-    for (const int signal : signals.wait(killed ? -1 : poll_timeout(kill_at))) {
+    int timeout = killed ? -1 : poll_timeout(kill_at);
+    if (options.should_stop && !kill_at) {
+      const int interval = static_cast<int>(options.poll_interval.count());
+      timeout = timeout < 0 ? interval : std::min(timeout, interval);
+    }
+    for (const int signal : signals.wait(timeout)) {
       if (signal == SIGINT || signal == SIGTERM) {
         if (result.interrupted_by == 0) result.interrupted_by = signal;
         stop_all(signal);
@@ -268,10 +278,15 @@ LaunchResult launch_workers(const Rendezvous& placement, const std::vector<std::
     for (const int index : workers.reap()) {
       // After an interrupt, workers dying of it are expected, not the failure to report.
       if (workers.exits()[index].failed() && result.first_failure < 0 &&
-          result.interrupted_by == 0) {
+          result.interrupted_by == 0 && !result.stopped) {
         result.first_failure = index;
         stop_all(SIGTERM);
       }
+    }
+    // Only while nothing else stops them: a failure or an interrupt is the result to report.
+    if (options.should_stop && !kill_at && options.should_stop()) {
+      result.stopped = true;
+      stop_all(SIGTERM);
     }
     if (kill_at && !killed && Clock::now() >= *kill_at) {
       workers.signal_all(SIGKILL);

@@ -6,7 +6,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parallel/rendezvous.h"
@@ -18,6 +20,13 @@ struct LauncherOptions {
   std::string executable = "/proc/self/exe";
   // How long a worker asked to stop (SIGTERM) may take before it is killed (SIGKILL).
   std::chrono::milliseconds grace = std::chrono::seconds(10);
+
+  // For restarts (apps/elastic.h): variables added to every worker's environment, and a check
+  // polled every `poll_interval` while the workers run; when it returns true they are stopped
+  // as after a failure (SIGTERM, then SIGKILL after `grace`), and LaunchResult::stopped says so.
+  std::vector<std::pair<std::string, std::string>> environment;
+  std::function<bool()> should_stop;
+  std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200);
 };
 
 // How one worker ended.
@@ -35,8 +44,9 @@ struct LaunchResult {
   std::vector<WorkerExit> workers;  // indexed by local rank
   int first_failure = -1;           // index into `workers` of the first to fail, or -1
   int interrupted_by = 0;           // the SIGINT or SIGTERM the launcher received and passed on
+  bool stopped = false;             // LauncherOptions::should_stop asked the workers to stop
 
-  bool ok() const { return first_failure < 0 && interrupted_by == 0; }
+  bool ok() const { return first_failure < 0 && interrupted_by == 0 && !stopped; }
   // "rank 1 (pid 4242) exited with status 3; the other workers were stopped", or
   // "interrupted by SIGINT; ...": for the launcher's error message.
   std::string message() const;

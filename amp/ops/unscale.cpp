@@ -43,6 +43,7 @@ void unscale_pass(const std::vector<const Tensor*>& grads, const std::vector<Ten
         step = cuda::scaler_step_of(s.scale.data<float>(), s.clean_steps.data<std::int32_t>(),
                                     s.skipped_steps.data<std::int32_t>(),
                                     s.at_min_streak.data<std::int32_t>(),
+                                    s.overflow_streak.data<std::int32_t>(),
                                     s.unreported_overflow.data<std::int32_t>(), *config);
       }
       alloy::cuda::DeviceContext& ctx = alloy::cuda::context(device);
@@ -78,11 +79,13 @@ void unscale_check_and_update(const std::vector<const Tensor*>& grads,
   check_dtype("unscale_check_and_update", "clean_steps", state.clean_steps, DType::i32);
   check_dtype("unscale_check_and_update", "skipped_steps", state.skipped_steps, DType::i32);
   check_dtype("unscale_check_and_update", "at_min_streak", state.at_min_streak, DType::i32);
+  check_dtype("unscale_check_and_update", "overflow_streak", state.overflow_streak, DType::i32);
   check_dtype("unscale_check_and_update", "unreported_overflow", state.unreported_overflow,
               DType::i32);
   common_device("unscale_check_and_update",
                 {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
-                 &state.found_inf, &state.first_overflow, &state.unreported_overflow});
+                 &state.overflow_streak, &state.found_inf, &state.first_overflow,
+                 &state.unreported_overflow});
   unscale_pass(grads, outputs, state.scale, state.found_inf, state.first_overflow, &state, &config);
 }
 

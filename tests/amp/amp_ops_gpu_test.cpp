@@ -39,13 +39,15 @@ amp::ScalerState make_state(Device device) {
   state.clean_steps = Tensor::zeros({1}, DType::i32);
   state.skipped_steps = Tensor::zeros({1}, DType::i32);
   state.at_min_streak = Tensor::zeros({1}, DType::i32);
+  state.overflow_streak = Tensor::zeros({1}, DType::i32);
   state.found_inf = Tensor::zeros({1}, DType::f32);
   state.first_overflow = Tensor::zeros({1}, DType::i32);
   state.unreported_overflow = Tensor::zeros({1}, DType::i32);
   state.unreported_overflow.fill(-1.0f);
   if (device.is_cuda()) {
     for (Tensor* t : {&state.scale, &state.clean_steps, &state.skipped_steps, &state.at_min_streak,
-                      &state.found_inf, &state.first_overflow, &state.unreported_overflow}) {
+                      &state.overflow_streak, &state.found_inf, &state.first_overflow,
+                      &state.unreported_overflow}) {
       *t = to_cuda(*t);
     }
   }
@@ -58,6 +60,7 @@ void check_states_equal(const amp::ScalerState& gpu, const amp::ScalerState& cpu
   check_gpu_equal(gpu.clean_steps, cpu.clean_steps, "clean_steps " + what);
   check_gpu_equal(gpu.skipped_steps, cpu.skipped_steps, "skipped_steps " + what);
   check_gpu_equal(gpu.at_min_streak, cpu.at_min_streak, "at_min_streak " + what);
+  check_gpu_equal(gpu.overflow_streak, cpu.overflow_streak, "overflow_streak " + what);
   check_gpu_equal(gpu.found_inf, cpu.found_inf, "found_inf " + what);
   check_gpu_equal(gpu.first_overflow, cpu.first_overflow, "first_overflow " + what);
   check_gpu_equal(gpu.unreported_overflow, cpu.unreported_overflow, "unreported_overflow " + what);
@@ -129,6 +132,7 @@ BOOST_AUTO_TEST_CASE(update_scale_follows_the_cpu_state_machine) {
     check_gpu_equal(gpu.clean_steps, cpu.clean_steps, "clean_steps " + what);
     check_gpu_equal(gpu.skipped_steps, cpu.skipped_steps, "skipped_steps " + what);
     check_gpu_equal(gpu.at_min_streak, cpu.at_min_streak, "at_min_streak " + what);
+    check_gpu_equal(gpu.overflow_streak, cpu.overflow_streak, "overflow_streak " + what);
     check_gpu_equal(gpu.unreported_overflow, cpu.unreported_overflow,
                     "unreported_overflow " + what);
   }

@@ -15,10 +15,10 @@ using namespace alloy::app;
 
 namespace {
 
-// The loss scaler's state (scale, clean_steps, skipped_steps, at_min_streak, found_inf,
-// first_overflow, unreported_overflow) and the optimizer's (lr, and the step count with its
-// block tickets): ten 4-byte scalars in optimizer_state at every level.
-constexpr std::int64_t kScalerBytes = 7 * 4 + 3 * 4;
+// The loss scaler's state (scale, clean_steps, skipped_steps, at_min_streak, overflow_streak,
+// found_inf, first_overflow, unreported_overflow) and the optimizer's (lr, and the step count
+// with its block tickets): eleven 4-byte scalars in optimizer_state at every level.
+constexpr std::int64_t kScalerBytes = 8 * 4 + 3 * 4;
 
 LevelReport measure(const std::string& model, amp::OptLevel level, std::int64_t batch,
                     std::int64_t steps = 2) {

@@ -86,6 +86,39 @@ BOOST_AUTO_TEST_CASE(overflows_at_the_minimum_scale_stop_training) {
   BOOST_TEST(stopped);
 }
 
+// --max-consecutive-skips N: overflows in a row at any scale, far above the minimum.
+BOOST_AUTO_TEST_CASE(max_consecutive_skips_stops_at_any_scale) {
+  amp::LossScaler scaler(dynamic_config(1e30f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, OverflowMonitor::kDefaultInterval, 8);
+  int stopped_at = 0;
+  for (int step = 1; step <= 40 && stopped_at == 0; ++step) {
+    simulated_step(scaler, step == 3 ? -1 : 2);  // one finite step breaks the streak
+    try {
+      monitor.after_step(step);
+    } catch (const TrainingDiverged& error) {
+      stopped_at = step;
+      BOOST_TEST(error.streak() >= 8);
+      const std::string message = error.what();
+      BOOST_TEST(message.find("training diverged: the last ") == 0u, message);
+      BOOST_TEST(message.find("--max-consecutive-skips 8") != std::string::npos, message);
+      BOOST_TEST(message.find("layer2.weight") != std::string::npos, message);
+    }
+  }
+  // Polled every 8 steps: at step 8 the streak is 5 (steps 4-8), at step 16 it is 13.
+  BOOST_TEST(stopped_at == 16);
+  BOOST_TEST(scaler.snapshot().overflow_streak == 13);
+}
+
+BOOST_AUTO_TEST_CASE(zero_consecutive_skips_never_stops) {
+  amp::LossScaler scaler(dynamic_config(4.0f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, 10, 0);
+  for (int step = 1; step <= 100; ++step) {
+    simulated_step(scaler, 0);
+    BOOST_CHECK_NO_THROW(monitor.after_step(step));
+  }
+  BOOST_TEST(scaler.snapshot().at_min_streak == 98);
+}
+
 BOOST_AUTO_TEST_CASE(an_interval_must_be_positive) {
   amp::LossScaler scaler(dynamic_config(4.0f, 1.0f), Device::cpu());
   BOOST_CHECK_THROW(OverflowMonitor(scaler, name_of, 0), Error);

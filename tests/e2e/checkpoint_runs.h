@@ -131,6 +131,7 @@ class BackgroundAlloy {
   BackgroundAlloy& operator=(const BackgroundAlloy&) = delete;
 
   void signal(int number) const { ::kill(pid_, number); }
+  pid_t pid() const { return pid_; }
   // The exit status, or 128 + signal.
   int wait() {
     int status = 0;

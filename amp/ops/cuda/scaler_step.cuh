@@ -15,12 +15,14 @@ __device__ __forceinline__ void run_scaler_step(const ScalerStep& s, bool found_
   if (found_inf) {
     if (*s.unreported_overflow < 0) *s.unreported_overflow = first_overflow;
     *s.at_min_streak = *s.scale <= s.min_scale ? *s.at_min_streak + 1 : 0;
+    *s.overflow_streak += 1;
     *s.scale = fmaxf(*s.scale * s.backoff_factor, s.min_scale);
     *s.clean_steps = 0;
     *s.skipped_steps += 1;
     return;
   }
   *s.at_min_streak = 0;
+  *s.overflow_streak = 0;
   *s.clean_steps += 1;
   if (*s.clean_steps >= s.window) {
     *s.scale = fminf(*s.scale * s.growth_factor, s.max_scale);

@@ -14,6 +14,7 @@ struct ScalerStep {
   std::int32_t* clean_steps;
   std::int32_t* skipped_steps;
   std::int32_t* at_min_streak;
+  std::int32_t* overflow_streak;
   std::int32_t* unreported_overflow;
   float min_scale, max_scale, growth_factor, backoff_factor;
   std::int64_t window;
@@ -21,11 +22,13 @@ struct ScalerStep {
 
 inline ScalerStep scaler_step_of(float* scale, std::int32_t* clean_steps,
                                  std::int32_t* skipped_steps, std::int32_t* at_min_streak,
-                                 std::int32_t* unreported_overflow, const LossScaleConfig& config) {
+                                 std::int32_t* overflow_streak, std::int32_t* unreported_overflow,
+                                 const LossScaleConfig& config) {
   return {scale,
           clean_steps,
           skipped_steps,
           at_min_streak,
+          overflow_streak,
           unreported_overflow,
           config.min_scale,
           config.max_scale,
