@@ -43,10 +43,6 @@ std::string gloo_cause(const std::string& message) {
   return message.rfind('[', 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
 }
 
-std::string describe(const char* operation, const Tensor& tensor) {
-  return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
-}
-
 // Gloo's reduction function for bf16 bit patterns: c = round_bf16(a + b), elementwise.
 void sum_bf16(void* c, const void* a, const void* b, std::size_t n) {
   auto* out = static_cast<std::uint16_t*>(c);
@@ -302,36 +298,12 @@ void GlooProcessGroup::staged(const std::string& what, const Tensor& tensor,
 #endif
 }
 
-namespace {
-
-std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
-  const std::string what =
-      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
-  ALLOY_CHECK(is_floating(tensor.dtype()), what, ": only f32, f16 and bf16 can be reduced");
-  return what;
-}
-
-std::string half_sum_what(const Tensor& tensor) {
-  const std::string what = describe("allreduce_half_sum", tensor);
-  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
-              ": only f16 and bf16 tensors are summed in half precision");
-  return what;
-}
-
-std::string broadcast_what(const Tensor& tensor, int root, int size) {
-  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
-  ALLOY_CHECK(root >= 0 && root < size, what, ": no such rank in a world of size ", size);
-  return what;
-}
-
-}  // namespace
-
 void GlooProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
   allreduce_async(tensor, op, nullptr);
 }
 
 void GlooProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) {
-  const std::string what = allreduce_what(tensor, op);
+  const std::string what = allreduce_description(tensor, op);
   const auto count = static_cast<std::size_t>(tensor.numel());
   if (count == 0) return;
   if (tensor.device().is_cpu()) {
@@ -347,7 +319,7 @@ void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
 }
 
 void GlooProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) {
-  const std::string what = half_sum_what(tensor);
+  const std::string what = half_sum_description(tensor);
   const auto count = static_cast<std::size_t>(tensor.numel());
   if (count == 0) return;
   if (tensor.device().is_cpu()) {
@@ -363,7 +335,7 @@ void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
 }
 
 void GlooProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle stream) {
-  const std::string what = broadcast_what(tensor, root, size_);
+  const std::string what = broadcast_description(tensor, root, size_);
   if (tensor.nbytes() == 0) return;
   if (tensor.device().is_cpu()) {
     broadcast_host(what, tensor.raw(), tensor.nbytes(), root);

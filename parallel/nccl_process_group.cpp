@@ -26,10 +26,6 @@ constexpr const char* kUniqueIdKey = "alloy/nccl/unique_id";
 // How often a waiting host thread polls an event or NCCL's state.
 constexpr auto kPoll = std::chrono::microseconds(100);
 
-std::string describe(const char* operation, const Tensor& tensor) {
-  return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
-}
-
 std::string joined_key(int rank) {
   return "alloy/joined/" + std::to_string(rank);
 }
@@ -302,24 +298,11 @@ void NcclProcessGroup::run(const std::string& what, const Tensor& tensor, const 
 
 namespace {
 
+// NCCL reduces f32 here; half tensors go through the half sum.
 std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
-  const std::string what =
-      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
+  const std::string what = allreduce_description(tensor, op);
   ALLOY_CHECK(tensor.dtype() == DType::f32, what,
               ": the NCCL group reduces f32 here; half tensors go through allreduce_half_sum");
-  return what;
-}
-
-std::string half_sum_what(const Tensor& tensor) {
-  const std::string what = describe("allreduce_half_sum", tensor);
-  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
-              ": only f16 and bf16 tensors are summed in half precision");
-  return what;
-}
-
-std::string broadcast_what(const Tensor& tensor, int root, int size) {
-  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
-  ALLOY_CHECK(root >= 0 && root < size, what, ": no such rank in a world of size ", size);
   return what;
 }
 
@@ -358,21 +341,21 @@ ncclResult_t broadcast_bytes(const Tensor& tensor, int root, ncclComm_t comm, cu
 }  // namespace
 
 void NcclProcessGroup::allreduce_half_sum(const Tensor& tensor) {
-  const std::string what = half_sum_what(tensor);
+  const std::string what = half_sum_description(tensor);
   if (tensor.numel() == 0) return;
   run(what, tensor,
       [&](ncclComm_t comm, cudaStream_t stream) { return half_sum(tensor, comm, stream); });
 }
 
 void NcclProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) {
-  const std::string what = half_sum_what(tensor);
+  const std::string what = half_sum_description(tensor);
   if (tensor.numel() == 0) return;
   enqueue(what, tensor, stream,
           [&](ncclComm_t comm, cudaStream_t on) { return half_sum(tensor, comm, on); });
 }
 
 void NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
-  const std::string what = broadcast_what(tensor, root, size_);
+  const std::string what = broadcast_description(tensor, root, size_);
   if (tensor.nbytes() == 0) return;
   run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
     return broadcast_bytes(tensor, root, comm, stream);
@@ -380,7 +363,7 @@ void NcclProcessGroup::broadcast(const Tensor& tensor, int root) {
 }
 
 void NcclProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle stream) {
-  const std::string what = broadcast_what(tensor, root, size_);
+  const std::string what = broadcast_description(tensor, root, size_);
   if (tensor.nbytes() == 0) return;
   enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
     return broadcast_bytes(tensor, root, comm, on);

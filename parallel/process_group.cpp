@@ -11,7 +11,32 @@ void require_cpu(const char* operation, const Tensor& tensor) {
               ": this process group reaches CPU tensors only");
 }
 
+std::string describe(const char* operation, const Tensor& tensor) {
+  return detail::concat(operation, " of ", dtype_name(tensor.dtype()), shape_str(tensor.shape()));
+}
+
 }  // namespace
+
+std::string allreduce_description(const Tensor& tensor, ReduceOp op) {
+  const std::string what =
+      describe(op == ReduceOp::sum ? "allreduce_sum" : "allreduce_average", tensor);
+  ALLOY_CHECK(is_floating(tensor.dtype()), what, ": only f32, f16 and bf16 can be reduced");
+  return what;
+}
+
+std::string half_sum_description(const Tensor& tensor) {
+  const std::string what = describe("allreduce_half_sum", tensor);
+  ALLOY_CHECK(tensor.dtype() == DType::f16 || tensor.dtype() == DType::bf16, what,
+              ": only f16 and bf16 tensors are summed in half precision");
+  return what;
+}
+
+std::string broadcast_description(const Tensor& tensor, int root, int world_size) {
+  const std::string what = describe("broadcast", tensor) + " from rank " + std::to_string(root);
+  ALLOY_CHECK(root >= 0 && root < world_size, what, ": no such rank in a world of size ",
+              world_size);
+  return what;
+}
 
 void ProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle) {
   require_cpu("allreduce", tensor);

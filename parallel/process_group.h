@@ -32,6 +32,13 @@ struct ProcessGroupOptions {
 
 enum class ReduceOp { sum, average };
 
+// What a collective's errors call it ("allreduce_sum of f16[1024]"), after the checks every
+// backend shares: a floating dtype for allreduce, a half dtype for allreduce_half_sum, an
+// existing root for broadcast. Backends add their own checks.
+std::string allreduce_description(const Tensor& tensor, ReduceOp op);
+std::string half_sum_description(const Tensor& tensor);
+std::string broadcast_description(const Tensor& tensor, int root, int world_size);
+
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;

@@ -1,38 +1,12 @@
 #include <cstring>
 
-#include "core/half.h"
+#include "core/ops/cpu/element_access.h"
 #include "parallel/ops/bucket.h"
 
 namespace alloy::parallel::cpu {
 
-namespace {
-
-float load(const void* data, DType dtype, std::int64_t i) {
-  switch (dtype) {
-    case DType::f16:
-      return half_bits_to_float(static_cast<const std::uint16_t*>(data)[i]);
-    case DType::bf16:
-      return bf16_bits_to_float(static_cast<const std::uint16_t*>(data)[i]);
-    default:
-      return static_cast<const float*>(data)[i];
-  }
-}
-
-void store(void* data, DType dtype, std::int64_t i, float value) {
-  switch (dtype) {
-    case DType::f16:
-      static_cast<std::uint16_t*>(data)[i] = float_to_half_bits(value);
-      break;
-    case DType::bf16:
-      static_cast<std::uint16_t*>(data)[i] = float_to_bf16_bits(value);
-      break;
-    default:
-      static_cast<float*>(data)[i] = value;
-      break;
-  }
-}
-
-}  // namespace
+using alloy::cpu::load_element;
+using alloy::cpu::store_element;
 
 void scaled_copy(const void* from, DType from_dtype, void* to, DType to_dtype, std::int64_t count,
                  float factor) {
@@ -46,7 +20,7 @@ void scaled_copy(const void* from, DType from_dtype, void* to, DType to_dtype, s
     return;
   }
   for (std::int64_t i = 0; i < count; ++i)
-    store(to, to_dtype, i, load(from, from_dtype, i) * factor);
+    store_element(to, to_dtype, i, load_element(from, from_dtype, i) * factor);
 }
 
 }  // namespace alloy::parallel::cpu
