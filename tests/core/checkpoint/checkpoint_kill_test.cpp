@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
   // The child is killed at a random moment within a few saves' time, measured here, so that
   // saves complete on a loaded machine too (a fixed window failed when fsync or the CPU were
   // slow).
-  std::int64_t window_ms = 250;
+  std::int64_t window_ms = 250;  // widened below after rounds that complete no save
   {
     alloy::test::TempDir scratch;
     const auto before = std::chrono::steady_clock::now();
@@ -109,6 +109,10 @@ BOOST_AUTO_TEST_CASE(sigkill_during_saves_never_damages_earlier_checkpoints) {
     if (!steps.empty()) {
       newest_reported = steps.back();
       ++rounds_with_new_saves;
+    } else {
+      // The machine is slower than the measured save suggested (a loaded CI machine): give
+      // the next child longer, so that kills keep landing between and inside saves.
+      window_ms = std::min<std::int64_t>(2 * window_ms, 5000);
     }
 
     const std::vector<CheckpointEntry> entries = list_checkpoints(dir.path());
