@@ -42,11 +42,12 @@ Checkpointer::~Checkpointer() {
   if (done_ && !failure_.empty()) std::cerr << "alloy: error: " << failure_ << std::endl;
 }
 
-void Checkpointer::write(const Job& job) const {
+void Checkpointer::write(const std::string& path, std::int64_t step,
+                         const checkpoint::CheckpointState& state) const {
   try {
-    ckpt::write_checkpoint(job.path, job.state);
+    ckpt::write_checkpoint(path, state);
   } catch (const Error& error) {
-    fail("cannot save checkpoint ", job.path, ": ", error.what(),
+    fail("cannot save checkpoint ", path, ": ", error.what(),
          " (no file was left under that name; the earlier checkpoints are intact)");
   }
   // Checkpoints past this one are another run's (this one resumed from an earlier file of the
@@ -54,7 +55,7 @@ void Checkpointer::write(const Job& job) const {
   // just written, the newest complete one.
   std::vector<ckpt::CheckpointEntry> ours;
   for (const auto& entry : ckpt::list_checkpoints(dir_)) {
-    if (entry.step <= job.step) ours.push_back(entry);
+    if (entry.step <= step) ours.push_back(entry);
   }
   const std::size_t keep = static_cast<std::size_t>(keep_);
   for (std::size_t i = 0; i + keep < ours.size(); ++i) {
@@ -67,22 +68,29 @@ void Checkpointer::write(const Job& job) const {
 std::string Checkpointer::save(Trainer& trainer) {
   if (trainer.steps() == last_step_) return ckpt::checkpoint_path(dir_, last_step_);
   const auto start = std::chrono::steady_clock::now();
+  RoundTrips trips = round_trips();
   Job job{ckpt::checkpoint_path(dir_, trainer.steps()), trainer.steps(), {}, {}};
   if (!async_) {
-    job.state = capture_training_state(trainer);
+    const ckpt::CheckpointState state = capture_training_state(trainer);
     const auto writing = std::chrono::steady_clock::now();
-    write(job);
+    write(job.path, job.step, state);
     job.timing.write_seconds = seconds_since(writing);
     job.timing.stall_seconds = seconds_since(start);
+    job.timing.stall_round_trips = round_trips() - trips;
     last_step_ = job.step;
     last_path_ = job.path;
     if (saved_) saved_(job.path, job.step, job.timing);
     return job.path;
   }
-  finish();  // one save in flight at most
-  // The snapshot: host copies of every tensor, so training may change the originals at once.
-  job.state = capture_training_state(trainer);
+  finish();  // one save in flight at most; the arena is free again
+  // From here the writer is idle until the hand-over below: these round trips are the training
+  // thread's alone.
+  trips = round_trips();
+  // The snapshot: training may change the originals at once (on a GPU, in stream order after
+  // the copies).
+  job.snapshot = snapshot_training_state(trainer, arena_);
   job.timing.stall_seconds = seconds_since(start);
+  job.timing.stall_round_trips = round_trips() - trips;
   last_step_ = job.step;
   const std::string path = job.path;
   {
@@ -105,7 +113,7 @@ void Checkpointer::writer_loop() {
     std::string failure;
     const auto writing = std::chrono::steady_clock::now();
     try {
-      write(job);
+      write(job.path, job.step, job.snapshot.take());
     } catch (const Error& error) {
       failure = error.what();
     } catch (const std::exception& error) {

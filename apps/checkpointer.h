@@ -2,8 +2,11 @@
 // steps past the newest save, left by another run, are not touched). Only rank 0 saves.
 //
 // Synchronously, save() writes the file before training goes on. With --async-checkpoint it
-// takes a snapshot of the state (host copies of every tensor) and hands it to a writer thread,
-// which serializes, writes, fsyncs, renames and prunes while the next steps run. One save is in
+// takes a snapshot of the state and hands it to a writer thread, which serializes, writes,
+// fsyncs, renames and prunes while the next steps run. On the CPU the snapshot is a copy of
+// every tensor; on a GPU it is a copy of each into pinned memory queued on the device's stream
+// with one event after them (apps/training_state.h): the training thread queues the next steps
+// at once, and the writer thread waits for the event before it reads the copies. One save is in
 // flight at most: the next save, a stop and the end of training wait for it. A file is
 // reported (the JSON log's checkpoint event) only once it is durable, and a failed write is an
 // error naming the file at the next poll() (every step) or finish(), with the earlier
@@ -19,7 +22,9 @@
 #include <thread>
 
 #include "apps/trainer.h"
+#include "apps/training_state.h"
 #include "core/checkpoint/checkpoint.h"
+#include "core/round_trips.h"
 
 namespace alloy::app {
 
@@ -27,10 +32,14 @@ class Checkpointer {
  public:
   // What one save cost: the seconds the training thread was held up by it (the snapshot, and
   // the write when synchronous, or the wait for the previous save), and the seconds the
-  // serialization, write, fsync, rename and pruning took, on whichever thread ran them.
+  // serialization, write, fsync, rename and pruning took, on whichever thread ran them (for an
+  // asynchronous save on a GPU, with the wait for the snapshot's copies). `stall_round_trips`:
+  // the host round trips the training thread made for the save (core/round_trips.h); for an
+  // asynchronous save on a GPU, one queued download per tensor and no host wait.
   struct Timing {
     double stall_seconds = 0;
     double write_seconds = 0;
+    RoundTrips stall_round_trips;
   };
   using Saved = std::function<void(const std::string& path, std::int64_t step, const Timing&)>;
 
@@ -63,11 +72,12 @@ class Checkpointer {
   struct Job {
     std::string path;
     std::int64_t step = 0;
-    checkpoint::CheckpointState state;
+    StateSnapshot snapshot;  // asynchronous saves
     Timing timing;
   };
-  // Writes the file atomically and prunes; throws Error naming the file and the cause.
-  void write(const Job& job) const;
+  // Writes `state` to `path` atomically and prunes; throws Error naming the file and the cause.
+  void write(const std::string& path, std::int64_t step,
+             const checkpoint::CheckpointState& state) const;
   void writer_loop();
   // Under mutex_: hands over a finished job's outcome.
   void report_finished(std::unique_lock<std::mutex>& lock);
@@ -78,6 +88,9 @@ class Checkpointer {
   bool async_;
   std::int64_t last_step_ = -1;  // of the newest save started
   std::string last_path_;
+  // Where asynchronous snapshots on a GPU are copied to; the save in flight's until it is
+  // written (the next save starts after it).
+  SnapshotArena arena_;
 
   // The writer thread and what it shares with the training thread.
   std::mutex mutex_;

@@ -103,6 +103,17 @@ EpochProgress Trainer::epoch_progress() {
   return progress_;
 }
 
+EpochProgress Trainer::epoch_progress_on_device(Tensor& tally) const {
+  EpochProgress progress = progress_;
+  tally = Tensor();
+  if (tally_in_epoch_) {
+    tally = tally_;
+    progress.loss_sum = 0;
+    progress.correct = 0;
+  }
+  return progress;
+}
+
 EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   cuda_graph();
   memory_stats(device_).reset_peaks();

@@ -122,6 +122,10 @@ class Trainer {
   amp::MixedPrecision& precision() { return *precision_; }
   // The epoch in progress, its sums read from the device (a wait for the device).
   EpochProgress epoch_progress();
+  // epoch_progress() without the wait: while an epoch runs, its loss_sum and correct stay on the
+  // training device in `tally` (core/ops/step_tally.h), for the caller to copy, and are zero in
+  // the result; otherwise `tally` is left undefined and the result is complete.
+  EpochProgress epoch_progress_on_device(Tensor& tally) const;
   // Host round trips of the latest training step: from the end of the step before (the start
   // of the epoch for its first) to the overflow monitor's check after it, leaving out the
   // observer's on_step and the step hook. A step's window holds the upload of the batch after

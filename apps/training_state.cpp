@@ -8,7 +8,15 @@
 
 #include "core/digest.h"
 #include "core/error.h"
+#include "core/half.h"
+#include "core/ops/step_tally.h"
 #include "core/random.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/cuda/handles.h"
+#include "core/cuda/pinned_buffer.h"
+#endif
 
 namespace alloy::app {
 
@@ -27,16 +35,43 @@ constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bi
 // version stays and older files (without it) resume with 0.
 constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
 
+// `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
+// widening a half value is exact.
+void widen(const unsigned char* bytes, DType dtype, std::size_t count, float* out) {
+  if (dtype == DType::f32) {
+    if (count > 0) std::memcpy(out, bytes, count * sizeof(float));
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint16_t bits;
+    std::memcpy(&bits, bytes + 2 * i, sizeof bits);
+    out[i] = dtype == DType::f16 ? half_bits_to_float(bits) : bf16_bits_to_float(bits);
+  }
+}
+
 // Floating tensors are saved as f32 whatever the run's storage (fp16 at O3, for one), so a
 // checkpoint's weights are the same canonical fp32 values at every opt level; widening a half
-// value is exact.
+// value is exact. `bytes`: a host copy of a tensor's contents.
+ckpt::NamedTensor saved_from_bytes(const std::string& name, DType dtype, const Shape& shape,
+                                   const unsigned char* bytes) {
+  const std::size_t count = static_cast<std::size_t>(shape_numel(shape));
+  ckpt::NamedTensor saved{name, is_half(dtype) ? DType::f32 : dtype, shape, {}};
+  saved.data.resize(count * dtype_size(saved.dtype));
+  if (is_half(dtype)) {
+    std::vector<float> values(count);
+    widen(bytes, dtype, count, values.data());
+    if (count > 0) std::memcpy(saved.data.data(), values.data(), saved.data.size());
+  } else if (!saved.data.empty()) {
+    std::memcpy(saved.data.data(), bytes, saved.data.size());
+  }
+  return saved;
+}
+
 ckpt::NamedTensor save_tensor(const std::string& name, const Tensor& tensor) {
   if (!is_half(tensor.dtype())) return ckpt::make_named_tensor(name, tensor);
-  const std::vector<float> values = tensor.to_floats();
-  ckpt::NamedTensor saved{name, DType::f32, tensor.shape(), {}};
-  saved.data.resize(values.size() * sizeof(float));
-  if (!values.empty()) std::memcpy(saved.data.data(), values.data(), saved.data.size());
-  return saved;
+  std::vector<unsigned char> bytes(tensor.nbytes());
+  tensor.download_to(bytes.data());
+  return saved_from_bytes(name, tensor.dtype(), tensor.shape(), bytes.data());
 }
 
 // Copies `saved` into `target`, rounding f32 to the target's half type where the run stores
@@ -156,9 +191,9 @@ bool any_given(const TrainOptions& o, std::initializer_list<const char*> flags) 
   return false;
 }
 
-}  // namespace
-
-checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
+// The fields of a checkpoint the host knows without reading the device: everything but the
+// tensors, the loss scaler, the optimizer's step count, params_digest and the epoch's sums.
+ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progress) {
   const TrainOptions& o = trainer.options();
   amp::MixedPrecision& precision = trainer.precision();
   ckpt::CheckpointState state;
@@ -167,7 +202,6 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.model_description = trainer.model().describe();
   state.amp = amp_fields(precision.properties());
 
-  const EpochProgress& progress = trainer.epoch_progress();
   state.epoch = trainer.epochs_done();
   state.step = trainer.steps();
   state.step_in_epoch = progress.batches;
@@ -179,15 +213,7 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   // seed and the epoch restore them; no generator advances during training.
   state.rng_states.push_back({"init", Generator(state.seed).state()});
 
-  const amp::ScalerSnapshot scaler = precision.scaler().snapshot();
-  state.scaler.scale = scaler.scale;
-  state.scaler.clean_steps = scaler.clean_steps;
-  state.scaler.skipped_steps = scaler.skipped_steps;
-  state.scaler.at_min_streak = scaler.at_min_streak;
-  state.extra[kScalerOverflowStreak] = std::to_string(scaler.overflow_streak);
-
-  optim::Optimizer& optimizer = precision.optimizer();
-  const optim::OptimizerConfig& config = optimizer.config();
+  const optim::OptimizerConfig& config = precision.optimizer().config();
   state.optimizer.kind = config.kind;
   state.optimizer.lr = config.lr;
   state.optimizer.momentum = config.momentum;
@@ -196,11 +222,42 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.optimizer.beta1 = config.beta1;
   state.optimizer.beta2 = config.beta2;
   state.optimizer.eps = config.eps;
+
+  state.extra[kDataset] = o.dataset;
+  state.extra[kDataDir] = o.data_dir;
+  state.extra[kThreads] = std::to_string(o.threads);
+  state.extra[kEpochImages] = std::to_string(progress.images);
+  return state;
+}
+
+void set_epoch_sums(ckpt::CheckpointState& state, std::int64_t correct, double loss_sum) {
+  state.extra[kEpochCorrect] = std::to_string(correct);
+  std::uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof loss_sum);
+  std::memcpy(&bits, &loss_sum, sizeof bits);
+  state.extra[kEpochLossSum] = std::to_string(bits);
+}
+
+}  // namespace
+
+checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
+  const EpochProgress progress = trainer.epoch_progress();
+  ckpt::CheckpointState state = host_fields(trainer, progress);
+  set_epoch_sums(state, progress.correct, progress.loss_sum);
+  amp::MixedPrecision& precision = trainer.precision();
+
+  const amp::ScalerSnapshot scaler = precision.scaler().snapshot();
+  state.scaler.scale = scaler.scale;
+  state.scaler.clean_steps = scaler.clean_steps;
+  state.scaler.skipped_steps = scaler.skipped_steps;
+  state.scaler.at_min_streak = scaler.at_min_streak;
+  state.extra[kScalerOverflowStreak] = std::to_string(scaler.overflow_streak);
+
+  optim::Optimizer& optimizer = precision.optimizer();
   state.optimizer.steps = optimizer.steps();
   for (const optim::StateTensor& tensor : optimizer.state()) {
     state.optimizer_state.push_back(save_tensor(tensor.name, *tensor.value));
   }
-
   for (const nn::Parameter* p : precision.canonical_parameters()) {
     state.parameters.push_back(save_tensor(p->name, p->value));
   }
@@ -208,17 +265,140 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
     state.buffers.push_back(save_tensor(b->name, b->value));
   }
   state.params_digest = trainer.params_digest();
-
-  state.extra[kDataset] = o.dataset;
-  state.extra[kDataDir] = o.data_dir;
-  state.extra[kThreads] = std::to_string(o.threads);
-  state.extra[kEpochImages] = std::to_string(progress.images);
-  state.extra[kEpochCorrect] = std::to_string(progress.correct);
-  std::uint64_t bits = 0;
-  static_assert(sizeof bits == sizeof progress.loss_sum);
-  std::memcpy(&bits, &progress.loss_sum, sizeof bits);
-  state.extra[kEpochLossSum] = std::to_string(bits);
   return state;
+}
+
+#ifdef ALLOY_HAVE_CUDA
+struct SnapshotArena::Impl {
+  explicit Impl(Device on) : device(on), copied(on.index) {}
+  // The pinned memory must outlive the copies into it. Never throws (a failure here means the
+  // driver is going away, and there is nothing left to protect).
+  ~Impl() {
+    if (cudaEventQuery(copied.get()) == cudaErrorNotReady) {
+      static_cast<void>(cudaEventSynchronize(copied.get()));
+      count_host_wait();
+    }
+  }
+
+  Device device;
+  cuda::PinnedBuffer pinned;
+  cuda::Event copied;  // recorded on the device's stream after the latest snapshot's copies
+};
+#else
+struct SnapshotArena::Impl {};
+#endif
+
+SnapshotArena::SnapshotArena() = default;
+SnapshotArena::~SnapshotArena() = default;
+
+struct StateSnapshot::Queued {
+  // Where the copy goes in the checkpoint.
+  enum class Role {
+    parameter,
+    buffer,
+    optimizer_state,
+    scale,
+    clean_steps,
+    skipped_steps,
+    at_min_streak,
+    overflow_streak,
+    optimizer_steps,
+    epoch_sums,
+  };
+  Role role;
+  std::string name;
+  DType dtype;
+  Shape shape;
+  std::size_t offset;  // in the arena
+};
+
+StateSnapshot::StateSnapshot() = default;
+StateSnapshot::~StateSnapshot() = default;
+StateSnapshot::StateSnapshot(StateSnapshot&& other) noexcept = default;
+StateSnapshot& StateSnapshot::operator=(StateSnapshot&& other) noexcept = default;
+
+StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
+  StateSnapshot snapshot;
+  const Device device = trainer.device();
+  if (!device.is_cuda()) {
+    snapshot.state_ = capture_training_state(trainer);  // the host's tensors: a plain copy
+    return snapshot;
+  }
+#ifndef ALLOY_HAVE_CUDA
+  static_cast<void>(arena);
+  fail("a checkpoint snapshot on ", device.str(), ": this build of Alloy has no CUDA backend");
+#else
+  using Role = StateSnapshot::Queued::Role;
+  Tensor tally;
+  const EpochProgress progress = trainer.epoch_progress_on_device(tally);
+  snapshot.state_ = host_fields(trainer, progress);
+  if (!tally.defined()) set_epoch_sums(snapshot.state_, progress.correct, progress.loss_sum);
+
+  // Every device tensor of the state, laid out in the arena at 64-byte boundaries.
+  std::vector<StateSnapshot::Queued>& queued = snapshot.queued_;
+  std::vector<Tensor> sources;
+  std::size_t size = 0;
+  const auto add = [&](Role role, const std::string& name, const Tensor& tensor) {
+    ALLOY_CHECK(tensor.defined() && tensor.device() == device, "checkpoint snapshot: ", name,
+                " is ", tensor.defined() ? tensor.str() : std::string("undefined"),
+                ", not a tensor on the training device ", device.str());
+    queued.push_back({role, name, tensor.dtype(), tensor.shape(), size});
+    sources.push_back(tensor);
+    size += (tensor.nbytes() + 63) / 64 * 64;
+  };
+  // The scalars take() reads as host values: their type and size are checked here.
+  const auto add_scalar = [&](Role role, const char* name, const Tensor& tensor, DType dtype,
+                              std::int64_t elements) {
+    ALLOY_CHECK(tensor.defined() && tensor.dtype() == dtype && tensor.numel() == elements,
+                "checkpoint snapshot: ", name, " is ",
+                tensor.defined() ? tensor.str() : std::string("undefined"), ", not ",
+                dtype_name(dtype), "[", elements, "]");
+    add(role, name, tensor);
+  };
+
+  amp::MixedPrecision& precision = trainer.precision();
+  const amp::ScalerState& scaler = precision.scaler().state();
+  add_scalar(Role::scale, "the loss scale", scaler.scale, DType::f32, 1);
+  add_scalar(Role::clean_steps, "the scaler's clean steps", scaler.clean_steps, DType::i32, 1);
+  add_scalar(Role::skipped_steps, "the scaler's skipped steps", scaler.skipped_steps, DType::i32,
+             1);
+  add_scalar(Role::at_min_streak, "the scaler's streak at the minimum", scaler.at_min_streak,
+             DType::i32, 1);
+  add_scalar(Role::overflow_streak, "the scaler's overflow streak", scaler.overflow_streak,
+             DType::i32, 1);
+  optim::Optimizer& optimizer = precision.optimizer();
+  add_scalar(Role::optimizer_steps, "the optimizer's step count", optimizer.step_count(),
+             DType::i32, 2);
+  if (tally.defined()) add_scalar(Role::epoch_sums, "the epoch's tally", tally, DType::i32, 4);
+  for (const optim::StateTensor& tensor : optimizer.state())
+    add(Role::optimizer_state, tensor.name, *tensor.value);
+  for (const nn::Parameter* p : precision.canonical_parameters())
+    add(Role::parameter, p->name, p->value);
+  for (const nn::Buffer* b : trainer.model().buffers())
+    add(Role::buffer, b->name, b->value);
+
+  // On the device's one stream: after the step just queued, before the next. Later steps
+  // change these tensors only after the copies have read them, and the host does not wait.
+  const cudaStream_t stream = cuda::stream_of(device);
+  if (!arena.impl_ || arena.impl_->device != device) {
+    arena.impl_ = std::make_unique<SnapshotArena::Impl>(device);
+  }
+  SnapshotArena::Impl& memory = *arena.impl_;
+  // take() waited for the previous snapshot's copies; only one dropped untaken (a save that
+  // failed before its write began) can still be running, and its memory is about to be reused.
+  if (!memory.copied.done("checking the previous checkpoint snapshot's copies")) {
+    memory.copied.synchronize();
+  }
+  if (memory.pinned.bytes() < size) memory.pinned = cuda::PinnedBuffer(size);
+  auto* base = static_cast<unsigned char*>(memory.pinned.get());
+  for (std::size_t i = 0; i < queued.size(); ++i) {
+    cuda::download_async(base + queued[i].offset, sources[i].raw(), device, sources[i].nbytes(),
+                         stream);
+  }
+  memory.copied.record(stream);
+  snapshot.arena_ = &arena;
+  return snapshot;
+#endif
 }
 
 void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState& state,
@@ -337,18 +517,83 @@ TrainOptions options_from_checkpoint(const checkpoint::CheckpointState& state) {
   return o;
 }
 
-std::string stored_params_digest(const checkpoint::CheckpointState& state) {
-  std::vector<nn::Parameter> params(state.parameters.size());
-  std::vector<nn::Parameter*> pointers;
-  for (std::size_t i = 0; i < state.parameters.size(); ++i) {
-    const ckpt::NamedTensor& saved = state.parameters[i];
-    params[i].name = saved.name;
-    params[i].value =
-        Tensor::empty(saved.shape, saved.dtype, Device::cpu(), MemoryCategory::workspace);
-    ckpt::restore_tensor(saved, saved.name, params[i].value);
-    pointers.push_back(&params[i]);
+checkpoint::CheckpointState StateSnapshot::take() {
+#ifdef ALLOY_HAVE_CUDA
+  if (arena_ != nullptr) {
+    using Role = Queued::Role;
+    SnapshotArena::Impl& memory = *arena_->impl_;
+    arena_ = nullptr;
+    memory.copied.synchronize();  // the snapshot's one host wait, on this thread
+    const auto* base = static_cast<const unsigned char*>(memory.pinned.get());
+    const auto i32 = [](const unsigned char* bytes) {
+      std::int32_t value;
+      std::memcpy(&value, bytes, sizeof value);
+      return value;
+    };
+    for (const Queued& q : queued_) {
+      const unsigned char* bytes = base + q.offset;
+      switch (q.role) {
+        case Role::parameter:
+          state_.parameters.push_back(saved_from_bytes(q.name, q.dtype, q.shape, bytes));
+          break;
+        case Role::buffer:
+          state_.buffers.push_back(saved_from_bytes(q.name, q.dtype, q.shape, bytes));
+          break;
+        case Role::optimizer_state:
+          state_.optimizer_state.push_back(saved_from_bytes(q.name, q.dtype, q.shape, bytes));
+          break;
+        case Role::scale:
+          std::memcpy(&state_.scaler.scale, bytes, sizeof state_.scaler.scale);
+          break;
+        case Role::clean_steps:
+          state_.scaler.clean_steps = i32(bytes);
+          break;
+        case Role::skipped_steps:
+          state_.scaler.skipped_steps = i32(bytes);
+          break;
+        case Role::at_min_streak:
+          state_.scaler.at_min_streak = i32(bytes);
+          break;
+        case Role::overflow_streak:
+          state_.extra[kScalerOverflowStreak] = std::to_string(i32(bytes));
+          break;
+        case Role::optimizer_steps:
+          state_.optimizer.steps = i32(bytes);
+          break;
+        case Role::epoch_sums: {
+          StepTally tally;
+          std::memcpy(&tally, bytes, sizeof tally);
+          set_epoch_sums(state_, static_cast<std::int64_t>(tally.correct), tally.loss_sum);
+          break;
+        }
+      }
+    }
+    queued_.clear();
+    // The canonical weights are all in state_.parameters now, as fp32.
+    state_.params_digest = stored_params_digest(state_);
   }
-  return params_digest(pointers);
+#endif
+  return std::move(state_);
+}
+
+std::string stored_params_digest(const checkpoint::CheckpointState& state) {
+  std::vector<std::vector<float>> values;
+  values.reserve(state.parameters.size());
+  std::vector<HostWeights> weights;
+  for (const ckpt::NamedTensor& saved : state.parameters) {
+    ALLOY_CHECK(saved.dtype == DType::f32 || is_half(saved.dtype), "checkpoint parameter ",
+                saved.name, " is ", dtype_name(saved.dtype), ", not floating-point");
+    const std::int64_t count = saved.numel();
+    ALLOY_CHECK(count >= 0 &&
+                    saved.data.size() == static_cast<std::size_t>(count) * dtype_size(saved.dtype),
+                "checkpoint parameter ", saved.name, " holds ", saved.data.size(),
+                " bytes, not the ", count, " ", dtype_name(saved.dtype), " values of its shape ",
+                shape_str(saved.shape));
+    values.emplace_back(static_cast<std::size_t>(count));
+    widen(saved.data.data(), saved.dtype, values.back().size(), values.back().data());
+    weights.push_back({&saved.name, &saved.shape, values.back().data()});
+  }
+  return params_digest(weights);
 }
 
 }  // namespace alloy::app

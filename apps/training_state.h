@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "apps/train_options.h"
 #include "apps/trainer.h"
@@ -17,8 +19,61 @@ namespace alloy::app {
 
 using WarningSink = std::function<void(const std::string&)>;
 
-// Everything needed to continue `trainer` bit-exactly from where it stands now.
+// Everything needed to continue `trainer` bit-exactly from where it stands now. On a GPU each
+// tensor is a synchronous download (the host waits for the device).
 checkpoint::CheckpointState capture_training_state(Trainer& trainer);
+
+class StateSnapshot;
+
+// Pinned host memory that asynchronous saves on a GPU copy the state's device tensors into:
+// one arena, reused from save to save and grown when the state outgrows it. It holds one
+// snapshot at a time, and is freed only once no copy into it is still running. On the CPU it
+// stays empty.
+class SnapshotArena {
+ public:
+  SnapshotArena();
+  ~SnapshotArena();
+  SnapshotArena(const SnapshotArena&) = delete;
+  SnapshotArena& operator=(const SnapshotArena&) = delete;
+
+  struct Impl;  // the CUDA path's pinned memory and event
+
+ private:
+  friend class StateSnapshot;
+  friend StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena);
+  std::unique_ptr<Impl> impl_;
+};
+
+// An asynchronous save's snapshot of a trainer at one step. On the CPU, the captured state
+// itself. On a GPU, the host fields and, for every device tensor, a copy into the arena queued
+// on the device's stream, then one event after them: the copies run before any work queued
+// later on that stream (the next steps), so they read this step's values, and the host waits
+// for them only in take(), on the thread that writes the file.
+class StateSnapshot {
+ public:
+  StateSnapshot();
+  ~StateSnapshot();
+  StateSnapshot(StateSnapshot&& other) noexcept;
+  StateSnapshot& operator=(StateSnapshot&& other) noexcept;
+
+  // The state. On a GPU, first waits for the copies (a host wait, on the calling thread) and
+  // reads them out of the arena, which the next snapshot may then reuse. Once per snapshot.
+  checkpoint::CheckpointState take();
+
+  struct Queued;  // a device tensor copied into the arena
+
+ private:
+  friend StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena);
+
+  checkpoint::CheckpointState state_;  // complete on the CPU; the host fields on a GPU
+  std::vector<Queued> queued_;         // on a GPU: what take() reads out of the arena
+  SnapshotArena* arena_ = nullptr;
+};
+
+// The snapshot of `trainer` where it stands now, for an asynchronous save: on a GPU without any
+// host wait (core/round_trips.h: one queued download per device tensor). The snapshot in
+// `arena` before it must have been taken.
+StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena);
 
 // Loads `state` (read from `path`, named in errors) into a freshly built `trainer`: the
 // weights into the canonical parameters and from there into the half model, buffers,

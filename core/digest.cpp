@@ -38,29 +38,46 @@ class Fnv1a {
   std::uint64_t state_ = kFnvOffset;
 };
 
+void add_weights(Fnv1a& hash, const std::string& name, const Shape& shape, const float* values,
+                 std::size_t count) {
+  hash.bytes(name.c_str(), name.size() + 1);  // with the NUL: names stay apart
+  hash.u64(shape.size());
+  for (const std::int64_t extent : shape)
+    hash.u64(static_cast<std::uint64_t>(extent));
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    hash.u32(bits);
+  }
+}
+
+std::string hex(std::uint64_t hash) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash));
+  return text;
+}
+
 }  // namespace
 
 std::uint64_t params_hash(const std::vector<nn::Parameter*>& params) {
   Fnv1a hash;
   for (const nn::Parameter* param : params) {
-    hash.bytes(param->name.c_str(), param->name.size() + 1);  // with the NUL: names stay apart
-    const Shape& shape = param->value.shape();
-    hash.u64(shape.size());
-    for (const std::int64_t extent : shape)
-      hash.u64(static_cast<std::uint64_t>(extent));
-    for (const float v : param->value.to_floats()) {
-      std::uint32_t bits;
-      std::memcpy(&bits, &v, sizeof bits);
-      hash.u32(bits);
-    }
+    const std::vector<float> values = param->value.to_floats();
+    add_weights(hash, param->name, param->value.shape(), values.data(), values.size());
   }
   return hash.value();
 }
 
 std::string params_digest(const std::vector<nn::Parameter*>& params) {
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(params_hash(params)));
-  return hex;
+  return hex(params_hash(params));
+}
+
+std::string params_digest(const std::vector<HostWeights>& weights) {
+  Fnv1a hash;
+  for (const HostWeights& w : weights) {
+    add_weights(hash, *w.name, *w.shape, w.values, static_cast<std::size_t>(shape_numel(*w.shape)));
+  }
+  return hex(hash.value());
 }
 
 }  // namespace alloy

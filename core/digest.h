@@ -20,4 +20,13 @@ std::uint64_t params_hash(const std::vector<nn::Parameter*>& params);
 // params_hash as 16 lowercase hexadecimal digits.
 std::string params_digest(const std::vector<nn::Parameter*>& params);
 
+// The same digest of weights already on the host as fp32 (a checkpoint's, say): no tensor is
+// read, so nothing counts as a download.
+struct HostWeights {
+  const std::string* name;
+  const Shape* shape;
+  const float* values;  // shape_numel(*shape) of them
+};
+std::string params_digest(const std::vector<HostWeights>& weights);
+
 }  // namespace alloy

@@ -9,10 +9,12 @@
 //    is copied (core/data/batch_stager.h). Other copies between host tensors on the CPU are
 //    not counted (writing a host value into device state, as LossScaler::restore does, is
 //    an upload on CUDA only).
-//  - downloads: device contents handed to host code: on CUDA each cudaMemcpy* device-to-host
-//    (cuda_copy_bytes); on the CPU each read of tensor contents by the host
-//    (Tensor::to_floats, Tensor::download_to, count_correct). A download is synchronous: the
-//    host waits for it, and that wait counts as a host wait, on the CPU too.
+//  - downloads: device contents handed to host code: on CUDA each cudaMemcpy* device-to-host,
+//    cuda_copy_bytes (pageable, followed by a host wait) and cuda::download_async (pinned, the
+//    wait left to whoever reads the copy: an asynchronous checkpoint's writer thread); on the
+//    CPU each read of tensor contents by the host (Tensor::to_floats, Tensor::download_to,
+//    count_correct). Apart from cuda::download_async a download is synchronous: the host waits
+//    for it, and that wait counts as a host wait, on the CPU too.
 //  - host_waits: the host blocking until a device has done queued work: a stream synchronise
 //    (cuda::Stream::synchronize), an event synchronise (cuda::Event::synchronize): among them
 //    the wait that ends every download (counted on the CPU as well) and every pageable upload.

@@ -106,6 +106,16 @@ void upload_async(void* destination, Device device, const void* pinned_source, s
   count_upload();
 }
 
+void download_async(void* pinned_destination, const void* source, Device device, std::size_t bytes,
+                    cudaStream_t stream) {
+  if (bytes == 0) return;
+  const DeviceGuard guard(device.index);
+  ALLOY_CUDA_CHECK(
+      cudaMemcpyAsync(pinned_destination, source, bytes, cudaMemcpyDeviceToHost, stream),
+      "downloading ", bytes, " bytes from ", device.str(), " to pinned memory");
+  count_download();
+}
+
 }  // namespace alloy::cuda
 
 namespace alloy {

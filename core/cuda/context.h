@@ -42,4 +42,11 @@ void synchronize(Device device, const char* why);
 void upload_async(void* destination, Device device, const void* pinned_source, std::size_t bytes,
                   cudaStream_t stream);
 
+// Queues a copy of `bytes` from `source` in `device`'s memory to pinned host memory on `stream`,
+// and returns at once: a download whose host wait comes later, where the host reads the copy
+// (record an event on `stream` after this call and synchronise it there). Work queued on
+// `stream` after this call cannot change what the copy reads.
+void download_async(void* pinned_destination, const void* source, Device device, std::size_t bytes,
+                    cudaStream_t stream);
+
 }  // namespace alloy::cuda

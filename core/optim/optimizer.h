@@ -49,6 +49,9 @@ class Optimizer {
   // checkpoints and logging, never inside a training step. set_steps takes 0 .. 2^31 - 2.
   std::int64_t steps() const;
   void set_steps(std::int64_t steps);
+  // The count where it lives: i32 [2] on the parameters' device, the count first. For a
+  // snapshot that copies it without waiting (steps() waits).
+  const Tensor& step_count() const { return step_; }
 
   const OptimizerConfig& config() const { return config_; }
   // Uploads the new rate (one float) for the following steps; UsageError unless lr > 0.
