@@ -1,12 +1,65 @@
 #include "core/models/models.h"
 
+#include <algorithm>
+#include <mutex>
+#include <utility>
+
 #include "core/error.h"
 #include "core/models/zoo.h"
 
 namespace alloy::models {
 
+namespace {
+
+const std::vector<std::string> kZooNames = {"lenet", "mlp", "resnet18"};
+
+struct Registered {
+  std::string name;
+  ModelFactory factory;
+};
+
+// Registration order is kept, so --model's list of choices is stable.
+struct Registry {
+  std::mutex mutex;
+  std::vector<Registered> models;
+};
+
+Registry& registry() {
+  static Registry instance;
+  return instance;
+}
+
+// The factory registered under `name`, or none. A copy, so that it runs outside the lock.
+ModelFactory registered_factory(const std::string& name) {
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const Registered& model : r.models) {
+    if (model.name == name) return model.factory;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::vector<std::string> model_names() {
-  return {"lenet", "mlp", "resnet18"};
+  std::vector<std::string> names = kZooNames;
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  for (const Registered& model : r.models)
+    names.push_back(model.name);
+  return names;
+}
+
+void register_model(const std::string& name, ModelFactory factory) {
+  if (name.empty()) usage_fail("register_model: a model needs a name");
+  ALLOY_CHECK(factory != nullptr, "register_model: model ", name, " has no factory");
+  Registry& r = registry();
+  const std::lock_guard<std::mutex> lock(r.mutex);
+  const bool taken = std::find(kZooNames.begin(), kZooNames.end(), name) != kZooNames.end() ||
+                     std::any_of(r.models.begin(), r.models.end(),
+                                 [&name](const Registered& model) { return model.name == name; });
+  if (taken) usage_fail("register_model: the name '", name, "' is taken");
+  r.models.push_back({name, std::move(factory)});
 }
 
 std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator, int classes) {
@@ -18,6 +71,9 @@ std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& gener
     model = make_mlp(generator, classes);
   } else if (name == "resnet18") {
     model = make_resnet18(generator, classes);
+  } else if (ModelFactory factory = registered_factory(name)) {
+    model = factory(generator, classes);
+    ALLOY_CHECK(model != nullptr, "model ", name, ": its factory returned no model");
   } else {
     std::string choices;
     for (const auto& known : model_names())

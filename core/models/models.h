@@ -1,6 +1,7 @@
 // The model zoo. Every model takes [N, 1, 28, 28] images and returns [N, classes] logits.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,10 +16,22 @@ namespace alloy::models {
 //          biases 0.
 // "mlp":   784 -> 256 -> relu -> 10.
 // "resnet18": CIFAR-style ResNet-18 (3x3 stem, no max-pool) adapted to 28x28x1 input.
+// Any other name: a model added with register_model.
 // Initialisation draws from `generator` in parameter registration order.
 std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator,
                                        int classes = 10);
 
+// The zoo's names, then the registered ones in registration order: the choices of --model.
 std::vector<std::string> model_names();
+
+// Builds a model of `classes` outputs, drawing its initial weights from `generator` only, so
+// that a seed fixes them (and a resumed or data-parallel run rebuilds the same model).
+using ModelFactory = std::function<std::unique_ptr<nn::Module>(Generator& generator, int classes)>;
+
+// Adds a model of the program's own to the zoo: from then on make_model builds it by `name`,
+// so the Trainer, checkpoints (which record the name), `alloy train --model NAME` and `alloy
+// mem --model NAME` of this program (apps/alloy_main.h) take it like a built-in model.
+// Throws UsageError when `name` is empty or already taken.
+void register_model(const std::string& name, ModelFactory factory);
 
 }  // namespace alloy::models
