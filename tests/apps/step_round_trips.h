@@ -19,7 +19,10 @@ struct StepCounts {
   RoundTrips measured;
   // The trainer's own count of the step (Trainer::last_step_round_trips()).
   RoundTrips reported;
-  std::int64_t bytes_in_use = 0;         // memory_stats(device) total_current at the step's hook
+  // memory_stats(device) in use at the step's hook, less the data category: the loader's
+  // thread assembles the next batch whenever it gets the CPU, so the batches it holds vary
+  // with timing (the step's own memory does not).
+  std::int64_t bytes_in_use = 0;
   std::uint64_t staging_busy_waits = 0;  // Trainer::stager().busy_waits() so far
   std::int64_t extra = 0;                // what `sample` returned at the step's hook
 };
@@ -69,7 +72,8 @@ inline std::vector<StepCounts> count_steps(Device device, const StepRunOptions& 
     StepCounts step;
     step.measured = now - last;
     step.reported = trainer.last_step_round_trips();
-    step.bytes_in_use = memory_stats(device).snapshot().total_current;
+    const MemorySnapshot memory = memory_stats(device).snapshot();
+    step.bytes_in_use = memory.total_current - memory.current_of(MemoryCategory::data);
     step.staging_busy_waits = trainer.stager().busy_waits();
     if (run.sample) step.extra = run.sample();
     counts.push_back(step);
