@@ -15,6 +15,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/alloy_main.h"
+#include "apps/checkpointer.h"
 #include "apps/device_choice.h"
 #include "apps/memory_report.h"
 #include "apps/trainer.h"
@@ -178,7 +179,8 @@ int train(const Args& args) {
     options.epochs = 1;
     app::Trainer first(options, device.device, data);
     app::Checkpointer checkpointer(
-        args.checkpoint_dir, 2, [](const std::string& path, std::int64_t step) {
+        args.checkpoint_dir, 2,
+        [](const std::string& path, std::int64_t step, const app::Checkpointer::Timing&) {
           std::cout << "saved " << path << " at step " << step << std::endl;
         });
     first.set_epoch_hook([&] {
