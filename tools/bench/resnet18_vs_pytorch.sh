@@ -46,13 +46,14 @@ mkdir -p "$out"
 
 echo "resnet18, fp32 SGD steps on the CPU: batch $batch_sizes, $steps steps each, $threads threads" >&2
 
-# Runs "$@" with its output in $out/alloy.log and prints its user + system CPU seconds (this
-# shell is a command substitution: $BASHPID, not $$, is the process that reaps it).
+# Runs "$@" with its output in $out/alloy.log and prints its user + system CPU seconds. Called
+# in a command substitution: the subshell running this function reaps the command, so its
+# children's times are read, by its $BASHPID taken before any nested substitution.
 cpu_seconds_of() {
-  local before after
-  before=$(awk '{print $14 + $15 + $16 + $17}' /proc/$BASHPID/stat)  # children so far
+  local self=$BASHPID before after
+  before=$(awk '{print $16 + $17}' "/proc/$self/stat")  # reaped children's user + system
   "$@" >>"$out/alloy.log" 2>&1 || { echo "resnet18_vs_pytorch.sh: $* failed:" >&2; cat "$out/alloy.log" >&2; exit 1; }
-  after=$(awk '{print $14 + $15 + $16 + $17}' /proc/$BASHPID/stat)
+  after=$(awk '{print $16 + $17}' "/proc/$self/stat")
   awk -v a="$after" -v b="$before" -v hz="$(getconf CLK_TCK)" 'BEGIN {print (a - b) / hz}'
 }
 
