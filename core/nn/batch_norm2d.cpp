@@ -26,13 +26,11 @@ std::string BatchNorm2d::options() const {
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
-  // Under O1 norms compute in fp32 and hand fp32 on. Otherwise the op takes f32 parameters
-  // with an input of any dtype (O2's keep_batchnorm_fp32: half in, half out), half
-  // parameters only with an input of their own dtype.
-  const DType dtype = weight_.value.dtype();
-  const bool follows_input = !cast_policy().enabled && dtype == DType::f32;
+  // fp32 parameters take an input of any dtype and keep it (half in, half out, with fp32
+  // statistics: O1 after a half convolution, O2's keep_batchnorm_fp32); half parameters (O3)
+  // take an input of their own dtype.
   Tensor input =
-      follows_input ? x : in_dtype(x, compute_dtype(OpClass::fp32_compute, x.dtype(), dtype));
+      in_dtype(x, compute_dtype(OpClass::fp32_statistics, x.dtype(), weight_.value.dtype()));
   input_dtype_ = x.dtype();
   if (!training()) {
     x_ = Tensor();

@@ -50,16 +50,14 @@ DType promote(DType a, DType b) {
 
 DType compute_dtype(OpClass op, DType input, DType parameters) {
   const CastPolicy& policy = current_policy();
-  if (!policy.enabled) {
-    return op == OpClass::follow_input ? input
-           : op == OpClass::promote    ? promote(input, parameters)
-                                       : parameters;
-  }
   switch (op) {
     case OpClass::half_compute:
-      return policy.half_dtype;
+      return policy.enabled ? policy.half_dtype : parameters;
     case OpClass::fp32_compute:
-      return DType::f32;
+      return policy.enabled ? DType::f32 : parameters;
+    case OpClass::fp32_statistics:
+      // The same with the policy on or off: the arithmetic is fp32 whatever the storage.
+      return parameters == DType::f32 ? input : parameters;
     case OpClass::follow_input:
       return input;
     case OpClass::promote:

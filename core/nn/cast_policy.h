@@ -10,7 +10,12 @@ namespace alloy::nn {
 // How an op treats precision under O1 (Apex's lists).
 enum class OpClass {
   half_compute,  // conv, linear, matmul: tensor-core work in half
-  fp32_compute,  // softmax, losses, norms, exp/log, reductions
+  fp32_compute,  // softmax, losses, exp/log, reductions
+  // Batch norm: statistics, parameters and arithmetic in fp32 on data stored in the input's
+  // dtype (half in, half out, as cuDNN and PyTorch autocast do), so a half convolution's output
+  // is normalised without an fp32 copy. The ops take that mix only with fp32 parameters; half
+  // parameters (O3) take their own dtype.
+  fp32_statistics,
   follow_input,  // relu, pooling, flatten: the input's dtype, whatever it is
   promote,       // several inputs (residual add): the widest of them
 };
@@ -24,7 +29,8 @@ struct CastPolicy {
 void set_cast_policy(const CastPolicy& policy);
 const CastPolicy& cast_policy();
 
-// The dtype an op of class `op` computes in, given its input's and parameters' dtypes.
+// The dtype an op of class `op` computes in (fp32_statistics: stores its input and output in),
+// given its input's and parameters' dtypes.
 DType compute_dtype(OpClass op, DType input, DType parameters);
 // For `promote`: the wider of two dtypes (f32 over half).
 DType promote(DType a, DType b);

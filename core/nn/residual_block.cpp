@@ -1,5 +1,6 @@
 #include "core/nn/residual_block.h"
 
+#include "core/nn/cast_policy.h"
 #include "core/nn/input_dtype.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/relu.h"
@@ -24,8 +25,10 @@ ResidualBlock::ResidualBlock(int in_channels, int out_channels, int stride)
 Tensor ResidualBlock::forward(const Tensor& x) {
   Tensor hidden = relu_forward(bn1_.forward(conv1_.forward(x)));
   const Tensor branch = bn2_.forward(conv2_.forward(hidden));
-  const Tensor skip = shortcut_ ? shortcut_->forward(x) : in_dtype(x, branch.dtype());
-  Tensor y = relu_forward(add(branch, skip));
+  const Tensor skip = shortcut_ ? shortcut_->forward(x) : x;
+  // Mixed dtypes promote: under O1 an fp32 input meets a half branch and adds in fp32.
+  const DType sum_dtype = compute_dtype(OpClass::promote, branch.dtype(), skip.dtype());
+  Tensor y = relu_forward(add(in_dtype(branch, sum_dtype), in_dtype(skip, sum_dtype)));
   input_dtype_ = x.dtype();
   hidden_ = training() ? std::move(hidden) : Tensor();
   y_ = training() ? y : Tensor();

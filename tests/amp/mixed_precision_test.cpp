@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(each_level_stores_the_dtypes_its_table_says) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
+BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norm_statistics_in_fp32) {
   AmpProperties properties = resolve_properties(OptLevel::O1, {});
   ScopedCastPolicy policy(properties);
   BOOST_TEST((nn::compute_dtype(nn::OpClass::half_compute, DType::f32, DType::f32) == DType::f16));
@@ -179,6 +179,13 @@ BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
   BOOST_TEST((nn::compute_dtype(nn::OpClass::follow_input, DType::f16, DType::f32) == DType::f16));
   BOOST_TEST((nn::compute_dtype(nn::OpClass::promote, DType::f16, DType::f32) == DType::f32));
   BOOST_TEST((nn::compute_dtype(nn::OpClass::promote, DType::f16, DType::f16) == DType::f16));
+  // Batch norm keeps its input's dtype with fp32 parameters, and takes half parameters' own.
+  BOOST_TEST(
+      (nn::compute_dtype(nn::OpClass::fp32_statistics, DType::f16, DType::f32) == DType::f16));
+  BOOST_TEST(
+      (nn::compute_dtype(nn::OpClass::fp32_statistics, DType::f32, DType::f32) == DType::f32));
+  BOOST_TEST(
+      (nn::compute_dtype(nn::OpClass::fp32_statistics, DType::f32, DType::f16) == DType::f16));
 
   Generator generator(3);
   nn::Linear linear(6, 5);
@@ -192,8 +199,14 @@ BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
   const Tensor y = linear.forward(x);
   BOOST_TEST((y.dtype() == DType::f16));  // fp32 input and weights, half compute
   BOOST_TEST((relu.forward(y).dtype() == DType::f16));
+  // Half in, half out; the statistics land in the fp32 running buffers.
   const Tensor normed = norm.forward(y.reshape({4, 5, 1, 1}));
-  BOOST_TEST((normed.dtype() == DType::f32));
+  BOOST_TEST((normed.dtype() == DType::f16));
+  BOOST_TEST((norm.running_mean().value.dtype() == DType::f32));
+  BOOST_TEST(norm.running_mean().value.to_floats() != std::vector<float>(5, 0.0f));
+  const Tensor dnormed = norm.backward(test::random_tensor({4, 5, 1, 1}, DType::f16, generator));
+  BOOST_TEST((dnormed.dtype() == DType::f16));
+  BOOST_TEST((norm.weight().grad.dtype() == DType::f32));
   // Gradients flow back in the input's dtype and land in fp32 weight gradients.
   const Tensor dx = linear.backward(test::random_tensor({4, 5}, DType::f32, generator));
   BOOST_TEST((dx.dtype() == DType::f32));
@@ -206,8 +219,9 @@ BOOST_AUTO_TEST_CASE(o1_computes_linear_in_half_and_norms_in_fp32) {
 }
 
 // Every module the models are built from, fed an fp32 and a half input: conv and linear compute
-// in half, norms and the loss in fp32, relu/pool/flatten follow their input, and the residual
-// add promotes. With the policy off (O0) everything stays fp32.
+// in half, the loss in fp32, batch norm keeps its input's dtype (with fp32 statistics),
+// relu/pool/flatten follow their input, and the residual add promotes. With the policy off (O0)
+// everything stays fp32.
 BOOST_AUTO_TEST_CASE(o1_decides_the_dtype_of_every_module_and_the_loss) {
   struct Case {
     const char* name;
@@ -229,7 +243,7 @@ BOOST_AUTO_TEST_CASE(o1_decides_the_dtype_of_every_module_and_the_loss) {
        [] { return std::make_unique<nn::BatchNorm2d>(2); },
        {3, 2, 4, 4},
        DType::f32,
-       DType::f32},
+       kHalf},
       {"ReLU", [] { return std::make_unique<nn::ReLU>(); }, {3, 5}, DType::f32, kHalf},
       {"MaxPool2d",
        [] { return std::make_unique<nn::MaxPool2d>(2); },
@@ -242,17 +256,19 @@ BOOST_AUTO_TEST_CASE(o1_decides_the_dtype_of_every_module_and_the_loss) {
        DType::f32,
        kHalf},
       {"Flatten", [] { return std::make_unique<nn::Flatten>(); }, {2, 2, 3, 3}, DType::f32, kHalf},
-      // Its branch ends in batch norm (fp32); the identity skip brings the input's dtype.
+      // Its branch (conv, batch norm) ends in half; the identity skip brings the input's
+      // dtype, and an fp32 one promotes the sum.
       {"ResidualBlock",
        [] { return std::make_unique<nn::ResidualBlock>(2, 2); },
        {2, 2, 4, 4},
        DType::f32,
-       DType::f32},
+       kHalf},
+      // The shortcut (conv, batch norm) is half too.
       {"ResidualBlock+shortcut",
        [] { return std::make_unique<nn::ResidualBlock>(2, 3, 2); },
        {2, 2, 4, 4},
-       DType::f32,
-       DType::f32},
+       kHalf,
+       kHalf},
   };
   for (const DType half : {DType::f16, DType::bf16}) {
     AmpOverrides overrides;

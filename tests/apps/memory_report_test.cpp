@@ -1,6 +1,7 @@
 // alloy mem's accounting (apps/memory_report.h) against sizes computed by hand from the layer
 // shapes: parameters, master weights, gradients, optimizer state and activations of LeNet and
-// the MLP at each opt level, resnet18's batch-norm exception, and the flags' usage errors.
+// the MLP at each opt level, resnet18's batch-norm exception and O1 activations, and the flags'
+// usage errors.
 #include "apps/memory_report.h"
 
 #include <boost/test/unit_test.hpp>
@@ -203,6 +204,20 @@ BOOST_AUTO_TEST_CASE(resnet18_batch_norm_exception) {
              2 * (norm + other) + 2 * stat_elements + other_buffer_bytes);
   BOOST_TEST(mem(o3, MemoryCategory::master_parameters) == 0);
   BOOST_TEST(mem(o3, MemoryCategory::gradients) == 2 * (norm + other));
+}
+
+// Under O1 batch norm takes the half convolution outputs as they are (fp32 statistics, half
+// output), so resnet18 keeps no fp32 copy of them: its activations are O2's half tensors, plus
+// at most the fp32 normalized images that O1 (an fp32 model) is fed and O2 is not.
+BOOST_AUTO_TEST_CASE(resnet18_o1_keeps_no_fp32_copy_of_the_convolution_outputs) {
+  const std::int64_t batch = 4;
+  const LevelReport o0 = measure("resnet18", amp::OptLevel::O0, batch, 1);
+  const LevelReport o1 = measure("resnet18", amp::OptLevel::O1, batch, 1);
+  const LevelReport o2 = measure("resnet18", amp::OptLevel::O2, batch, 1);
+  const std::int64_t activations = mem(o1, MemoryCategory::activations);
+  BOOST_TEST(activations >= mem(o2, MemoryCategory::activations));
+  BOOST_TEST(activations <= mem(o2, MemoryCategory::activations) + batch * 784 * 4);
+  BOOST_TEST(activations <= 0.6 * static_cast<double>(mem(o0, MemoryCategory::activations)));
 }
 
 BOOST_AUTO_TEST_CASE(peaks_add_up_and_levels_do_not_leak_into_each_other) {

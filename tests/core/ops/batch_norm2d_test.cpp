@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/elementwise.h"
 #include "core/thread_pool.h"
 #include "tests/support/gradcheck.h"
 
@@ -299,6 +300,53 @@ BOOST_AUTO_TEST_CASE(half_backward_matches_float64_reference) {
           check_close(dbias, plus(dbias_before, exact.dbias), param_rtol, 1e-4, "dbias " + what);
         }
       }
+    }
+  }
+}
+
+// Half input and output with fp32 parameters (O1 after a half convolution, O2's
+// keep_batchnorm_fp32): the backward is the derivative of the forward that runs in half. The
+// loss perturbs an f32 copy of x that is rounded to half inside, by a step that keeps x +- step
+// exactly representable (|x| < 8 and a step of 2^-3 or 2^-2); the half rounding of y makes the
+// differences noisy, so the step is large (BN is close to linear in one element of a batch) and
+// the tolerance a few percent.
+BOOST_AUTO_TEST_CASE(half_backward_matches_central_differences) {
+  Generator generator(6);
+  BatchNormParams params;
+  params.eps = 1e-3f;
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    const float step = dtype == DType::f16 ? 0.125f : 0.25f;
+    const double tol = dtype == DType::f16 ? 2e-2 : 5e-2;
+    for (const Shape& shape : {Shape{2, 3, 4, 5}, Shape{4, 2, 3, 3}}) {
+      const std::string what = std::string(dtype_name(dtype)) + " " + shape_str(shape);
+      const Tensor x_half = shifted_input(shape, dtype, generator);
+      Tensor x = Tensor::from_floats(shape, x_half.to_floats(), DType::f32);
+      Tensor weight = random_tensor({shape[1]}, DType::f32, generator, 0.5f, 1.5f);
+      Tensor bias = random_tensor({shape[1]}, DType::f32, generator);
+      Tensor running_mean = Tensor::zeros({shape[1]}, DType::f32);
+      Tensor running_var = Tensor::zeros({shape[1]}, DType::f32);
+      const Tensor dy = random_tensor(shape, dtype, generator);
+      const auto weights = to_doubles(dy);
+      const auto loss = [&] {
+        const BatchNormTrainResult r = batch_norm2d_train_forward(
+            cast(x, dtype), weight, bias, running_mean, running_var, params);
+        BOOST_TEST_REQUIRE((r.y.dtype() == dtype));
+        return weighted_sum(r.y, weights);
+      };
+      const auto numerical_dx = numerical_gradient(loss, x, step);
+      const auto numerical_dw = numerical_gradient(loss, weight, step);
+      const auto numerical_db = numerical_gradient(loss, bias, step);
+
+      Tensor dweight = Tensor::zeros({shape[1]}, DType::f32);
+      Tensor dbias = Tensor::zeros({shape[1]}, DType::f32);
+      const BatchNormTrainResult forward =
+          batch_norm2d_train_forward(x_half, weight, bias, running_mean, running_var, params);
+      const Tensor dx = batch_norm2d_backward(x_half, weight, dy, forward.saved, dweight, dbias);
+      BOOST_TEST((dx.dtype() == dtype));
+      BOOST_TEST((dweight.dtype() == DType::f32));
+      check_close(dx, numerical_dx, tol, tol, "dx vs central differences " + what);
+      check_close(dweight, numerical_dw, tol, tol, "dweight vs central differences " + what);
+      check_close(dbias, numerical_db, tol, tol, "dbias vs central differences " + what);
     }
   }
 }
