@@ -83,7 +83,7 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
 bool Trainer::cuda_graph() {
   if (!cuda_graph_planned_) {
     const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size(), options_.optimizer}).capture) {
+    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size()}).capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
     }
     cuda_graph_planned_ = true;
@@ -192,10 +192,11 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 void Trainer::step(const data::Batch& batch) {
   // --- CUDA graph (apps/step_graph.h): after warm-up, full batches replay one captured step.
   if (step_graph_) {
-    // The step keeps no host-side state of its own: the optimizer's step count lives on the
-    // device, so a replay advances it and a failed capture leaves it as it was.
-    StepWork work;
-    work.run = [this](const Tensor& images, const Tensor& labels) { device_step(images, labels); };
+    // The step keeps no host-side state of its own: the optimizer's step count and lr live on
+    // the device, so a replay advances them and a failed capture leaves them as they were.
+    const StepWork work = [this](const Tensor& images, const Tensor& labels) {
+      device_step(images, labels);
+    };
     if (step_graph_->step(batch, work)) {
       ++steps_;
       return;
