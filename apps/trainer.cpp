@@ -7,6 +7,7 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
 
@@ -211,9 +212,10 @@ void Trainer::device_step(const Tensor& images, const Tensor& labels) {
   // O1's half copies of the weights are valid for one step: the update changes the weights.
   nn::clear_weight_cast_cache();
   const Tensor logits = forward(images);
-  const SoftmaxCrossEntropyResult result = loss(logits, labels);
-  add_to_step_tally(tally_, result.loss, logits, labels);
-  backward(result, labels, logits.dtype());
+  // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled) and
+  // the step tally's update, in one pass (one launch on the GPU).
+  model_->backward(
+      softmax_cross_entropy_step(logits, labels, precision_->loss_scale(), tally_).dlogits);
   if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
   nn::clear_weight_cast_cache();
@@ -221,17 +223,6 @@ void Trainer::device_step(const Tensor& images, const Tensor& labels) {
 
 Tensor Trainer::forward(const Tensor& images) {
   return model_->forward(normalize_images(images, precision_->input_dtype()));
-}
-
-SoftmaxCrossEntropyResult Trainer::loss(const Tensor& logits, const Tensor& labels) {
-  return softmax_cross_entropy_forward(logits, labels);
-}
-
-void Trainer::backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels,
-                       DType logits_dtype) {
-  // The loss scale enters here, so every gradient below the loss is scaled.
-  model_->backward(softmax_cross_entropy_backward(loss.probabilities, labels,
-                                                  precision_->loss_scale(), logits_dtype));
 }
 
 void Trainer::update() {
