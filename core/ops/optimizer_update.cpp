@@ -55,6 +55,8 @@ UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Ten
   if (model_copy != nullptr) {
     ALLOY_CHECK(model_copy->defined() && model_copy->device() == device, op, ": the model copy of ",
                 param->str(), " must be a tensor on ", device.str());
+    // The copy of an fp32 parameter is its one rounding; a half parameter's would round twice.
+    check_dtype(op, "param with a model copy", *param, DType::f32);
     check_floating(op, "model_copy", *model_copy);
     check_shape(op, "model_copy", *model_copy, param->shape());
     buffers.copy = model_copy->raw();

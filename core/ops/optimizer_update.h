@@ -45,10 +45,10 @@ struct AdamWHyper {
 };
 
 // One parameter's tensors, all of the parameter's shape and on one device. model_copy, when
-// not null, receives the updated parameter rounded once to its own dtype in the same pass: O2's
-// half model weight written from its fp32 master, as Apex's fused optimizers write the model
-// copy. A skipped step writes it no more than the parameter (it already holds the rounded
-// parameter).
+// not null, receives the updated parameter (which must then be f32) rounded once to the copy's
+// dtype in the same pass: O2's half model weight written from its fp32 master, as Apex's fused
+// optimizers write the model copy. A skipped step writes it no more than the parameter (it already
+// holds the rounded parameter).
 struct SgdTensors {
   Tensor* param;
   const Tensor* grad;

@@ -63,10 +63,12 @@ void Optimizer::write_copies_to(std::vector<Tensor*> copies) {
   for (std::size_t i = 0; i < copies.size(); ++i) {
     const Tensor& value = params_[i]->value;
     ALLOY_CHECK(copies[i] == nullptr ||
-                    (copies[i]->defined() && is_floating(copies[i]->dtype()) &&
-                     copies[i]->shape() == value.shape() && copies[i]->device() == value.device()),
+                    (value.dtype() == DType::f32 && copies[i]->defined() &&
+                     is_floating(copies[i]->dtype()) && copies[i]->shape() == value.shape() &&
+                     copies[i]->device() == value.device()),
                 config_.kind, ": the model copy of ", params_[i]->name,
-                " must be a floating tensor shaped and placed like ", value.str());
+                " must be a floating tensor shaped and placed like ", value.str(),
+                ", an f32 parameter");
   }
   copies_ = std::move(copies);
 }

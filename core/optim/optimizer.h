@@ -58,7 +58,7 @@ class Optimizer {
   // pass: copies[i] (or nothing where null) receives parameter i's new value. O2 uses it for
   // the half model weights of the fp32 masters (Apex's fused optimizers write the model copy),
   // which saves the separate master -> model pass. Each copy has its parameter's shape and
-  // device; one entry per parameter.
+  // device, and its parameter is f32; one entry per parameter.
   void write_copies_to(std::vector<Tensor*> copies);
 
  protected:
