@@ -49,6 +49,14 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
   const LossScaleConfig& scale = properties.loss_scale;
   needs_unscale_ = !masters_.empty() || scale.dynamic || scale.static_scale != 1.0f;
   optimizer_ = optim::make_optimizer(optimizer_config, canonical_);
+  // The update writes each master's half model weight in its own pass (no separate copy).
+  if (!masters_.empty()) {
+    std::vector<Tensor*> copies(model_params_.size(), nullptr);
+    for (std::size_t i = 0; i < model_params_.size(); ++i) {
+      if (master_of[i] != nullptr) copies[i] = &model_params_[i]->value;
+    }
+    optimizer_->write_copies_to(std::move(copies));
+  }
 }
 
 void MixedPrecision::step() {
@@ -68,9 +76,10 @@ void MixedPrecision::step() {
     unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
                       state.first_overflow);
   }
-  // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf.
+  // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf. The
+  // update also rounds each master into its model weight (Optimizer::write_copies_to); a
+  // skipped step leaves both as they were, equal.
   optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
-  if (!copy_targets_.empty()) copy_masters_to_model(copy_sources_, copy_targets_);
   for (const auto& master : masters_)
     master->grad = Tensor();
 }

@@ -1,8 +1,8 @@
 // The amp layer around a model and its optimizer: casts the model for the opt level, keeps
 // fp32 master weights when the level asks for them, and runs the step of DESIGN.md:
 //   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device; a dynamic
-//   scaler's update runs in the same pass) -> optimizer step (skips itself when found_inf)
-//   -> masters -> half model.
+//   scaler's update runs in the same pass) -> optimizer step (skips itself when found_inf),
+//   which also rounds the updated masters into the half model in the same pass.
 #pragma once
 
 #include <memory>
@@ -57,6 +57,7 @@ class MixedPrecision {
   // Fixed lists for the fused passes, built once.
   std::vector<const Tensor*> unscale_inputs_;
   std::vector<Tensor*> unscale_outputs_;
+  // sync_model_from_masters's copy (a step's is written by the optimizer's update).
   std::vector<const Tensor*> copy_sources_;
   std::vector<Tensor*> copy_targets_;
 };

@@ -24,11 +24,6 @@ CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& settin
         "data parallelism (", setting.world_size,
         " ranks) reduces gradients on a communication thread that the step waits for, which a "
         "CUDA graph cannot capture");
-  } else if (setting.optimizer == "adamw") {
-    // Until AdamW reads its step count from device memory (issue 13).
-    reason =
-        "AdamW passes its step count and bias corrections to its kernels as values, so every "
-        "replay would repeat those of the captured step";
   }
   if (reason.empty()) return {true, ""};
   if (mode == CudaGraphMode::on) {
@@ -51,25 +46,27 @@ bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
   } else if (batch.images.shape() != images_.shape() || batch.labels.shape() != labels_.shape()) {
     return false;  // a graph replays fixed shapes
   }
-  // Outside the graph: a replay reads the batch from these buffers. The copies are issued on
-  // the device's stream, so they wait for the previous step to finish with the buffers.
+  // Outside the graph: a replay reads the batch from these buffers. The batch is on the device
+  // already (the stager uploaded it and ordered the stream after the upload), so these are
+  // device-to-device copies on the device's stream: no upload, no host wait, and they run after
+  // the previous step has finished with the buffers.
   images_.copy_from(batch.images);
   labels_.copy_from(batch.labels);
 
   if (captured_) {
-    launch(work, /*redo_host=*/true);
+    launch();
     return true;
   }
   if (warmup_steps_ < kWarmupSteps) {
-    work.run(images_, labels_);
+    work(images_, labels_);
     ++warmup_steps_;
     return true;
   }
   try {
-    captured_ = capture_(device_, [&] { work.run(images_, labels_); });
+    captured_ = capture_(device_, [&] { work(images_, labels_); });
   } catch (const Error& error) {
-    // The device ran none of the captured work: only the host's state needs putting back.
-    if (work.undo_host) work.undo_host();
+    // The device ran none of the captured work, and the step keeps no host state: the
+    // caller runs it again eagerly as if nothing had happened.
     if (required_) {
       fail("--cuda-graph on: the training step cannot be captured as a CUDA graph: ", error.what());
     }
@@ -83,13 +80,12 @@ bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
     return false;
   }
   // The capture ran the step's host code but issued nothing to the device: this runs it.
-  launch(work, /*redo_host=*/false);
+  launch();
   return true;
 }
 
-void StepGraph::launch(const StepWork& work, bool redo_host) {
+void StepGraph::launch() {
   captured_->replay();
-  if (redo_host && work.redo_host) work.redo_host();
   ++launches_;
   // A launch allocates nothing, yet it uses the pool's memory as the captured step used it:
   // the statistics (the epoch's peak_memory_bytes) see the step's peak as for an eager step.

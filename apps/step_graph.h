@@ -27,7 +27,6 @@ CudaGraphMode parse_cuda_graph_mode(const std::string& text);
 struct CudaGraphSetting {
   bool cuda = false;   // the step runs on a CUDA device
   int world_size = 1;  // ranks of data parallelism
-  std::string optimizer = "sgd";
 };
 
 struct CudaGraphPlan {
@@ -39,18 +38,11 @@ struct CudaGraphPlan {
 // capture, or a UsageError that says why the step cannot be captured.
 CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& setting);
 
-// The trainer's step, as StepGraph runs it.
-struct StepWork {
-  // The step's work on a batch already on the device: run eagerly, or under capture (then its
-  // host code runs but the device does nothing until the graph is launched).
-  std::function<void(const Tensor& images, const Tensor& labels)> run;
-  // Optional: what run() changes on the host besides device memory, if anything (the
-  // trainer's step keeps none: the optimizer's step count lives on the device). undo_host puts
-  // it back after a failed capture, before the step runs again eagerly; redo_host advances it
-  // after a replay, which runs no host code.
-  std::function<void()> undo_host;
-  std::function<void()> redo_host;
-};
+// The trainer's step on a batch already on the device: run eagerly, or under capture (then its
+// host code runs but the device does nothing until the graph is launched). It must keep no
+// host-side state that a replay, which runs no host code, would leave behind: the optimizer's
+// step count and learning rate live on the device (core/optim/optimizer.h).
+using StepWork = std::function<void(const Tensor& images, const Tensor& labels)>;
 
 // How a StepGraph captures: capture_cuda_work (core/backend.h), or a test's stand-in.
 using CaptureFunction =
@@ -67,7 +59,8 @@ class StepGraph {
   // run eagerly.
   StepGraph(Device device, bool required, CaptureFunction capture = capture_cuda_work);
 
-  // Runs the training step of `batch`: the batch is copied into fixed device buffers, then
+  // Runs the training step of `batch` (on the device already: the stager's buffers, which
+  // alternate between steps): the batch is copied device to device into fixed buffers, then
   // the step runs eagerly on them (the first kWarmupSteps times), is captured and launched
   // (once), or is replayed (every time after). Returns false, having done nothing, for a batch
   // whose shape differs from the first one's (an epoch's last, smaller batch) and once capture
@@ -85,7 +78,7 @@ class StepGraph {
   std::size_t nodes() const { return captured_ ? captured_->nodes() : 0; }
 
  private:
-  void launch(const StepWork& work, bool redo_host);
+  void launch();
 
   Device device_;
   bool required_;

@@ -7,6 +7,7 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/elementwise.h"
+#include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
 
@@ -87,7 +88,7 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
 bool Trainer::cuda_graph() {
   if (!cuda_graph_planned_) {
     const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size(), options_.optimizer}).capture) {
+    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size()}).capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
     }
     cuda_graph_planned_ = true;
@@ -207,10 +208,11 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
 void Trainer::step(const data::Batch& batch) {
   // --- CUDA graph (apps/step_graph.h): after warm-up, full batches replay one captured step.
   if (step_graph_) {
-    // The step keeps no host-side state of its own: the optimizer's step count lives on the
-    // device, so a replay advances it and a failed capture leaves it as it was.
-    StepWork work;
-    work.run = [this](const Tensor& images, const Tensor& labels) { device_step(images, labels); };
+    // The step keeps no host-side state of its own: the optimizer's step count and lr live on
+    // the device, so a replay advances them and a failed capture leaves them as they were.
+    const StepWork work = [this](const Tensor& images, const Tensor& labels) {
+      device_step(images, labels);
+    };
     if (step_graph_->step(batch, work)) {
       ++steps_;
       return;
@@ -225,9 +227,10 @@ void Trainer::device_step(const Tensor& images, const Tensor& labels) {
   // O1's half copies of the weights are valid for one step: the update changes the weights.
   nn::clear_weight_cast_cache();
   const Tensor logits = forward(images);
-  const SoftmaxCrossEntropyResult result = loss(logits, labels);
-  add_to_step_tally(tally_, result.loss, logits, labels);
-  backward(result, labels, logits.dtype());
+  // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled) and
+  // the step tally's update, in one pass (one launch on the GPU).
+  model_->backward(
+      softmax_cross_entropy_step(logits, labels, precision_->loss_scale(), tally_).dlogits);
   if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
   update();
   nn::clear_weight_cast_cache();
@@ -235,17 +238,6 @@ void Trainer::device_step(const Tensor& images, const Tensor& labels) {
 
 Tensor Trainer::forward(const Tensor& images) {
   return model_->forward(normalize_images(images, precision_->input_dtype()));
-}
-
-SoftmaxCrossEntropyResult Trainer::loss(const Tensor& logits, const Tensor& labels) {
-  return softmax_cross_entropy_forward(logits, labels);
-}
-
-void Trainer::backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels,
-                       DType logits_dtype) {
-  // The loss scale enters here, so every gradient below the loss is scaled.
-  model_->backward(softmax_cross_entropy_backward(loss.probabilities, labels,
-                                                  precision_->loss_scale(), logits_dtype));
 }
 
 void Trainer::update() {

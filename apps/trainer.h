@@ -146,8 +146,6 @@ class Trainer {
   // The step's device work, eager or under capture: forward, loss, backward, update.
   void device_step(const Tensor& images, const Tensor& labels);
   Tensor forward(const Tensor& images);
-  SoftmaxCrossEntropyResult loss(const Tensor& logits, const Tensor& labels);
-  void backward(const SoftmaxCrossEntropyResult& loss, const Tensor& labels, DType logits_dtype);
   void update();
 
   Tensor to_device(const Tensor& host) const;  // evaluation's synchronous upload

@@ -1,5 +1,7 @@
-// O2's last act of a step: every fp32 master is rounded into its half model parameter in one
-// pass (one kernel launch on the GPU for all tensors).
+// Every fp32 master rounded into its half model parameter in one pass (one kernel launch on the
+// GPU for all tensors): after the masters were overwritten (a resume). A training step needs
+// no such pass: the optimizer's update writes the model copy (Optimizer::write_copies_to),
+// with the same rounding.
 #pragma once
 
 #include <vector>

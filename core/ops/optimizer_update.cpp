@@ -36,8 +36,9 @@ Device check_scalars(const char* op, const Tensor& lr, const Tensor& step,
   return device;
 }
 
-// The parameter's and gradient's checks, and its buffers with no state yet.
-UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Tensor* grad) {
+// The parameter's, gradient's and model copy's checks, and its buffers with no state yet.
+UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Tensor* grad,
+                         Tensor* model_copy) {
   ALLOY_CHECK(param != nullptr && param->defined() && grad != nullptr && grad->defined(), op,
               ": every parameter needs a defined value and gradient");
   ALLOY_CHECK(common_device(op, {param, grad}) == device, op, ": ", param->str(),
@@ -51,6 +52,16 @@ UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Ten
   buffers.grad = grad->raw();
   buffers.grad_dtype = grad->dtype();
   buffers.count = param->numel();
+  if (model_copy != nullptr) {
+    ALLOY_CHECK(model_copy->defined() && model_copy->device() == device, op, ": the model copy of ",
+                param->str(), " must be a tensor on ", device.str());
+    // The copy of an fp32 parameter is its one rounding; a half parameter's would round twice.
+    check_dtype(op, "param with a model copy", *param, DType::f32);
+    check_floating(op, "model_copy", *model_copy);
+    check_shape(op, "model_copy", *model_copy, param->shape());
+    buffers.copy = model_copy->raw();
+    buffers.copy_dtype = model_copy->dtype();
+  }
   return buffers;
 }
 
@@ -80,7 +91,7 @@ void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, c
   std::vector<UpdateBuffers> buffers;
   buffers.reserve(tensors.size());
   for (const SgdTensors& t : tensors) {
-    UpdateBuffers b = buffers_of(op, device, t.param, t.grad);
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy);
     if (hyper.momentum != 0.0f) {
       check_state(op, "momentum_buffer", t.momentum_buffer, *t.param);
       ALLOY_CHECK(t.momentum_buffer->device() == device, op, ": ", t.momentum_buffer->str(),
@@ -117,7 +128,7 @@ void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hy
   std::vector<UpdateBuffers> buffers;
   buffers.reserve(tensors.size());
   for (const AdamWTensors& t : tensors) {
-    UpdateBuffers b = buffers_of(op, device, t.param, t.grad);
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy);
     check_state(op, "exp_avg", t.exp_avg, *t.param);
     check_state(op, "exp_avg_sq", t.exp_avg_sq, *t.param);
     ALLOY_CHECK(t.exp_avg->device() == device && t.exp_avg_sq->device() == device, op,

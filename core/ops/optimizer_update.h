@@ -44,11 +44,16 @@ struct AdamWHyper {
   float grad_scale = 1.0f;
 };
 
-// One parameter's tensors, all of the parameter's shape and on one device.
+// One parameter's tensors, all of the parameter's shape and on one device. model_copy, when
+// not null, receives the updated parameter (which must then be f32) rounded once to the copy's
+// dtype in the same pass: O2's half model weight written from its fp32 master, as Apex's fused
+// optimizers write the model copy. A skipped step writes it no more than the parameter (it already
+// holds the rounded parameter).
 struct SgdTensors {
   Tensor* param;
   const Tensor* grad;
   Tensor* momentum_buffer;  // f32; unused (may be null) when momentum == 0
+  Tensor* model_copy = nullptr;
 };
 
 struct AdamWTensors {
@@ -56,6 +61,7 @@ struct AdamWTensors {
   const Tensor* grad;
   Tensor* exp_avg;     // f32
   Tensor* exp_avg_sq;  // f32
+  Tensor* model_copy = nullptr;
 };
 
 // lr: f32 [1]. step: i32 [2]; step[0] counts the updates applied so far and each call that is
@@ -74,6 +80,8 @@ struct UpdateBuffers {
   const void* grad;
   DType grad_dtype;
   float* state[2];  // SGD: the momentum buffer (null without momentum); AdamW: exp_avg, exp_avg_sq
+  void* copy;       // the model copy, or null
+  DType copy_dtype;
   std::int64_t count;
 };
 

@@ -111,6 +111,43 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
   return softmax_cross_entropy_backward(probabilities, labels, loss_scale.data<float>()[0], dtype);
 }
 
+SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const Tensor& labels,
+                                                   const Tensor& loss_scale, Tensor& tally) {
+  constexpr const char* op = "softmax_cross_entropy_step";
+  const Device device = common_device(op, {&logits, &labels, &loss_scale, &tally});
+  check_floating(op, "logits", logits);
+  const std::int64_t classes = check_inputs(op, "logits", logits, labels);
+  ALLOY_CHECK(logits.dim(0) > 0, op, ": the mean over an empty batch is undefined");
+  check_dtype(op, "loss_scale", loss_scale, DType::f32);
+  check_shape(op, "loss_scale", loss_scale, {1});
+  check_dtype(op, "tally", tally, DType::i32);
+  check_shape(op, "tally", tally, {4});
+  const std::int64_t rows = logits.dim(0);
+  SoftmaxCrossEntropyStep result;
+  result.loss = Tensor::empty({1}, DType::f32, device, MemoryCategory::activations);
+  result.dlogits =
+      Tensor::empty(logits.shape(), logits.dtype(), device, MemoryCategory::activations);
+  auto* sums = static_cast<StepTally*>(tally.raw());
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      // Device labels are not range-checked (a host sync); a bad one makes its row's loss NaN.
+      Tensor row_loss = Tensor::empty({rows}, DType::f32, device, MemoryCategory::workspace);
+      Tensor row_correct = Tensor::empty({rows}, DType::i32, device, MemoryCategory::workspace);
+      cuda::softmax_cross_entropy_step(
+          logits.raw(), logits.dtype(), labels.data<std::int32_t>(), loss_scale.data<float>(),
+          result.dlogits.raw(), row_loss.data<float>(),
+          reinterpret_cast<std::uint32_t*>(row_correct.raw()), result.loss.data<float>(),
+          &sums->loss_sum, reinterpret_cast<unsigned long long*>(&sums->correct), rows, classes,
+          cuda::stream_of(device));
+      return result;
+    });
+  check_labels(op, labels, classes);
+  result.loss.data<float>()[0] = cpu::softmax_cross_entropy_step(
+      logits.raw(), logits.dtype(), labels.data<std::int32_t>(), loss_scale.data<float>()[0],
+      result.dlogits.raw(), sums, rows, classes);
+  return result;
+}
+
 std::int64_t count_correct(const Tensor& logits, const Tensor& labels) {
   constexpr const char* op = "count_correct";
   const Device device = common_device(op, {&logits, &labels});

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/ops/step_tally.h"
 #include "core/tensor.h"
 
 namespace alloy {
@@ -24,6 +25,19 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
 Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
                                       const Tensor& loss_scale, DType dtype);
 
+// The training step's loss in one pass (one kernel launch on the GPU): the mean loss, the
+// scaled gradient of the logits and the step tally's update (core/ops/step_tally.h). Bit for
+// bit what softmax_cross_entropy_forward, softmax_cross_entropy_backward(probabilities, labels,
+// loss_scale, logits.dtype()) and add_to_step_tally(tally, loss, logits, labels) give one after
+// the other, on either backend, without keeping the probabilities. loss_scale: f32 [1], read
+// where it lives; tally: a step tally on the logits' device, added to in place.
+struct SoftmaxCrossEntropyStep {
+  Tensor loss;     // f32 [1]: mean over the batch
+  Tensor dlogits;  // [N, C] in the logits' dtype: loss_scale * d(mean loss)/d(logits)
+};
+SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const Tensor& labels,
+                                                   const Tensor& loss_scale, Tensor& tally);
+
 // How many rows' largest logit is at the label (first maximum wins ties; a NaN counts as the
 // largest).
 std::int64_t count_correct(const Tensor& logits, const Tensor& labels);
@@ -38,6 +52,10 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
                                     std::int64_t classes);
 std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* labels,
                            std::int64_t rows, std::int64_t classes);
+// dlogits has the logits' dtype. Returns the mean loss, also added to *tally with the count.
+float softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
+                                 float grad_scale, void* dlogits, StepTally* tally,
+                                 std::int64_t rows, std::int64_t classes);
 }  // namespace cpu
 
 }  // namespace alloy

@@ -38,7 +38,7 @@ void AdamW::step(float grad_scale, const Tensor& found_inf) {
     nn::Parameter& param = *params_[i];
     if (!param.grad.defined()) continue;  // took no part in the loss
     allocate_state(i);
-    tensors.push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i]});
+    tensors.push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i], copy_of(i)});
   }
   // The bias corrections come from the step count on the device, which this update advances
   // unless found_inf skips it.

@@ -57,6 +57,22 @@ void Optimizer::set_lr(float lr) {
   lr_.copy_from(Tensor::from_floats({1}, {lr}, DType::f32, MemoryCategory::workspace));
 }
 
+void Optimizer::write_copies_to(std::vector<Tensor*> copies) {
+  ALLOY_CHECK(copies.size() == params_.size(), config_.kind, ": ", copies.size(),
+              " model copies for ", params_.size(), " parameters");
+  for (std::size_t i = 0; i < copies.size(); ++i) {
+    const Tensor& value = params_[i]->value;
+    ALLOY_CHECK(copies[i] == nullptr ||
+                    (value.dtype() == DType::f32 && copies[i]->defined() &&
+                     is_floating(copies[i]->dtype()) && copies[i]->shape() == value.shape() &&
+                     copies[i]->device() == value.device()),
+                config_.kind, ": the model copy of ", params_[i]->name,
+                " must be a floating tensor shaped and placed like ", value.str(),
+                ", an f32 parameter");
+  }
+  copies_ = std::move(copies);
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
                                           std::vector<nn::Parameter*> params) {
   if (config.kind == "sgd") return std::make_unique<Sgd>(std::move(params), config);

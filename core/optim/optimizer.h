@@ -57,6 +57,13 @@ class Optimizer {
   // Uploads the new rate (one float) for the following steps; UsageError unless lr > 0.
   void set_lr(float lr);
 
+  // Where each step also writes the updated parameters rounded to another dtype, in the same
+  // pass: copies[i] (or nothing where null) receives parameter i's new value. O2 uses it for
+  // the half model weights of the fp32 masters (Apex's fused optimizers write the model copy),
+  // which saves the separate master -> model pass. Each copy has its parameter's shape and
+  // device, and its parameter is f32; one entry per parameter.
+  void write_copies_to(std::vector<Tensor*> copies);
+
  protected:
   // Checks what every kind shares: lr > 0 and weight_decay >= 0 (UsageError), and parameters
   // that are floating-point and not null (Error); `kind` starts the messages. Places the
@@ -67,6 +74,9 @@ class Optimizer {
   OptimizerConfig config_;
   Tensor lr_;    // f32 [1]
   Tensor step_;  // i32 [2]: the count, and the CUDA kernels' finished-block tickets (zero)
+  std::vector<Tensor*> copies_;  // empty, or one (possibly null) per parameter
+
+  Tensor* copy_of(std::size_t index) const { return copies_.empty() ? nullptr : copies_[index]; }
 };
 
 // Throws UsageError for an unknown kind or invalid hyper-parameters.

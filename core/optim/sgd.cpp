@@ -38,8 +38,8 @@ void Sgd::step(float grad_scale, const Tensor& found_inf) {
     if (!param.grad.defined()) continue;  // took no part in the loss
     // A zero buffer updated as usual equals PyTorch's first-step buffer = grad, and stays right
     // when found_inf skips that step without the host knowing.
-    tensors.push_back(
-        {&param.value, &param.grad, hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr});
+    tensors.push_back({&param.value, &param.grad,
+                       hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i)});
   }
   sgd_update(tensors, hyper, lr_, step_, found_inf);
 }

@@ -1,5 +1,5 @@
 // `alloy train --cuda-graph` from the command line: a bad value and `on` where the step cannot
-// be captured (the CPU, data parallelism, AdamW) are usage errors (exit 2) that say why, before
+// be captured (the CPU, data parallelism) are usage errors (exit 2) that say why, before
 // any data is loaded or worker started (or, when --device auto settles on the CPU, before any
 // output); on the CPU, auto trains eagerly and the start event says "cuda_graph":false.
 #include <boost/test/unit_test.hpp>
@@ -37,7 +37,6 @@ BOOST_AUTO_TEST_CASE(impossible_or_bad_requests_are_usage_errors_that_say_why) {
   check_usage_error({"--cuda-graph", "on", "--device", "cpu"}, "CPU");
   check_usage_error({"--cuda-graph", "on", "--gpus", "2", "--device", "cuda"},
                     "data parallelism (2 ranks)");
-  check_usage_error({"--cuda-graph", "on", "--optimizer", "adamw", "--device", "cuda"}, "AdamW");
 }
 
 BOOST_AUTO_TEST_CASE(on_with_a_device_auto_that_finds_no_gpu_fails_before_any_output) {

@@ -15,10 +15,10 @@ namespace {
 constexpr std::int64_t kBlock = 1024;
 
 // Calls body(tensor, offset, count, p, g) for consecutive blocks of every tensor, p the block's
-// parameters as fp32 (rounded back into a half parameter after the call) and g its widened
-// gradient. The elements of all tensors form one range split over the thread pool: one fork
-// per step however many tensors there are. Updates are elementwise, so results do not depend
-// on the split.
+// parameters as fp32 (rounded back into a half parameter after the call, and into the model
+// copy if there is one) and g its widened gradient. The elements of all tensors form one range
+// split over the thread pool: one fork per step however many tensors there are. Updates are
+// elementwise, so results do not depend on the split.
 template <class Body>
 void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body& body) {
   std::vector<std::int64_t> start(tensors.size() + 1, 0);
@@ -44,6 +44,9 @@ void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body&
             load_floats(tensor.grad, tensor.grad_dtype, offset, count, grad_scratch.data());
         body(tensor, offset, count, p, g);
         store_floats(p, tensor.param, tensor.param_dtype, offset, count);
+        if (tensor.copy != nullptr) {
+          store_floats(p, tensor.copy, tensor.copy_dtype, offset, count);
+        }
       }
     }
   });

@@ -20,6 +20,16 @@ void for_rows(std::int64_t rows, std::int64_t classes, const Body& body) {
   });
 }
 
+// The label's row winner as count_correct decides it: first maximum wins ties, a NaN counts as
+// the largest.
+std::int64_t arg_max(const float* x, std::int64_t classes) {
+  std::int64_t best = 0;
+  for (std::int64_t c = 1; c < classes; ++c) {
+    if (x[c] > x[best] || (x[c] != x[c] && x[best] == x[best])) best = c;
+  }
+  return best;
+}
+
 }  // namespace
 
 float softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
@@ -67,13 +77,55 @@ std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* 
   std::int64_t correct = 0;
   for (std::int64_t row = 0; row < rows; ++row) {
     const float* x = load_floats(logits, dtype, row * classes, classes, scratch.data());
-    std::int64_t best = 0;
-    for (std::int64_t c = 1; c < classes; ++c) {
-      if (x[c] > x[best] || (x[c] != x[c] && x[best] == x[best])) best = c;
-    }
-    correct += best == labels[row];
+    correct += arg_max(x, classes) == labels[row];
   }
   return correct;
+}
+
+float softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
+                                 float grad_scale, void* dlogits, StepTally* tally,
+                                 std::int64_t rows, std::int64_t classes) {
+  // The arithmetic of the forward, backward and tally functions above, in their order, one
+  // row at a time: the same bits, in one pass over the logits.
+  std::vector<double> row_loss(static_cast<std::size_t>(rows));
+  std::vector<unsigned char> row_correct(static_cast<std::size_t>(rows));
+  const float factor = grad_scale / static_cast<float>(rows);
+  parallel_ranges(rows, classes, [&](std::int64_t begin, std::int64_t end) {
+    // One row's widened logits, probabilities and (for half gradients) unrounded gradients.
+    std::vector<float> scratch(static_cast<std::size_t>(3 * classes));
+    float* p = scratch.data() + classes;
+    for (std::int64_t row = begin; row < end; ++row) {
+      const float* x = load_floats(logits, dtype, row * classes, classes, scratch.data());
+      float max = x[0];
+      for (std::int64_t c = 1; c < classes; ++c)
+        max = std::fmax(max, x[c]);
+      float sum = 0.0f;
+      for (std::int64_t c = 0; c < classes; ++c) {
+        p[c] = std::exp(x[c] - max);
+        sum += p[c];
+      }
+      for (std::int64_t c = 0; c < classes; ++c)
+        p[c] /= sum;
+      const std::int32_t label = labels[row];
+      row_loss[static_cast<std::size_t>(row)] = std::log(sum) + (max - x[label]);
+      row_correct[static_cast<std::size_t>(row)] = arg_max(x, classes) == label;
+      float* out = output_floats(dlogits, dtype, row * classes, p + classes);
+      for (std::int64_t c = 0; c < classes; ++c)
+        out[c] = p[c] * factor;
+      out[label] = (p[label] - 1.0f) * factor;
+      store_floats(out, dlogits, dtype, row * classes, classes);
+    }
+  });
+  double total = 0.0;
+  for (const double loss : row_loss)
+    total += loss;
+  const float loss = static_cast<float>(total / static_cast<double>(rows));
+  std::uint64_t correct = 0;
+  for (const unsigned char hit : row_correct)
+    correct += hit;
+  tally->loss_sum += static_cast<double>(loss) * static_cast<double>(rows);
+  tally->correct += correct;
+  return loss;
 }
 
 }  // namespace alloy::cpu

@@ -9,9 +9,10 @@ namespace alloy::cuda {
 
 namespace {
 
-// Per tensor: the parameter, its gradient and up to two f32 state buffers.
-using List = TensorList<4>;
-constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3;
+// Per tensor: the parameter, its gradient, up to two f32 state buffers and the model copy.
+using List = TensorList<5>;
+constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3, kCopy = 4;
+static_assert(sizeof(List) <= 4096, "kernel arguments are limited to 4 KiB");
 
 // About four elements per thread; tensors larger than kMaxBlocksPerTensor blocks are strided
 // over, so the grid stays within gridDim.x's limit and the block tickets stay few.
@@ -88,8 +89,8 @@ __device__ __forceinline__ void finish_block(std::int32_t* step, bool advance) {
 // The same float arithmetic in the same order as cpu::sgd_update.
 struct SgdElements {
   template <class P, class G>
-  __device__ static void run(void* param_data, const void* grad_data, float* buf, const Slice& s,
-                             const SgdHyper& h, float lr) {
+  __device__ static void run(void* param_data, const void* grad_data, float* buf, void* copy,
+                             DType copy_dtype, const Slice& s, const SgdHyper& h, float lr) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
@@ -103,6 +104,8 @@ struct SgdElements {
         p -= lr * (h.nesterov ? d + h.momentum * b : b);
       }
       param[i] = narrow<P>(p);
+      // master_copy_kernel's rounding (store_any), so the model copy's bits do not change.
+      if (copy != nullptr) store_any(copy, copy_dtype, i, p);
     }
   }
 };
@@ -112,9 +115,10 @@ __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t*
                            const float* found_inf, bool advance) {
   if (skip(found_inf)) return;
   const Slice s = slice_of_block(list);
-  with_storage_types<SgdElements>(list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor],
-                                  list.data[kParam][s.tensor], list.data[kGrad][s.tensor],
-                                  static_cast<float*>(list.data[kState0][s.tensor]), s, h, *lr);
+  with_storage_types<SgdElements>(
+      list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
+      list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
+      list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h, *lr);
   finish_block(step, advance);
 }
 
@@ -135,7 +139,8 @@ __device__ AdamScalars adam_scalars(const AdamWHyper& h, float lr, std::int32_t 
 struct AdamWElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
-                             const Slice& s, const AdamWHyper& h, const AdamScalars& c) {
+                             void* copy, DType copy_dtype, const Slice& s, const AdamWHyper& h,
+                             const AdamScalars& c) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
@@ -145,7 +150,9 @@ struct AdamWElements {
       m[i] = mi;
       v[i] = vi;
       const float denom = sqrtf(vi) / c.correction2_sqrt + h.eps;
-      param[i] = narrow<P>(widen(param[i]) * c.decay - c.step_size * (mi / denom));
+      const float p = widen(param[i]) * c.decay - c.step_size * (mi / denom);
+      param[i] = narrow<P>(p);
+      if (copy != nullptr) store_any(copy, copy_dtype, i, p);
     }
   }
 };
@@ -160,7 +167,8 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
   with_storage_types<AdamWElements>(
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
-      static_cast<float*>(list.data[kState1][s.tensor]), s, h, scalars);
+      static_cast<float*>(list.data[kState1][s.tensor]), list.data[kCopy][s.tensor],
+      list.dtype[kCopy][s.tensor], s, h, scalars);
   finish_block(step, advance);
 }
 
@@ -181,9 +189,11 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
       list.data[kGrad][k] = const_cast<void*>(t.grad);
       list.data[kState0][k] = t.state[0];
       list.data[kState1][k] = t.state[1];
+      list.data[kCopy][k] = t.copy;
       list.dtype[kParam][k] = t.param_dtype;
       list.dtype[kGrad][k] = t.grad_dtype;
       list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
+      list.dtype[kCopy][k] = t.copy_dtype;
       list.count[k] = t.count;
       list.block_start[k] = blocks;
       blocks += blocks_for(t.count);

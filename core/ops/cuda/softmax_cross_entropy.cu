@@ -89,6 +89,70 @@ __global__ void count_kernel(const T* logits, const std::int32_t* labels,
   }
 }
 
+// forward_kernel, backward_kernel and count_kernel's work on a row in one block, the same
+// arithmetic in the same order (so the same bits): the probabilities are recomputed from the
+// same expf where the backward pass would have read them back, and the row's winner is found
+// by one thread, as count_kernel's thread per row does. The last block to finish forms the
+// mean as forward_kernel does and adds it and the correct count to the step tally.
+template <class T>
+__global__ void step_kernel(const T* logits, const std::int32_t* labels, const float* loss_scale,
+                            T* dlogits, float* row_loss, std::uint32_t* row_correct, float* loss,
+                            double* loss_sum, unsigned long long* correct, std::int64_t rows,
+                            std::int64_t classes, unsigned int* arrivals) {
+  const std::int64_t row = blockIdx.x;
+  const T* x = logits + row * classes;
+  T* dx = dlogits + row * classes;
+  float local_max = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    local_max = fmaxf(local_max, widen(x[c]));
+  }
+  const float max = block_max(local_max);
+  float local_sum = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    local_sum += expf(widen(x[c]) - max);
+  __shared__ float total;
+  const float sum = block_sum(local_sum);
+  if (threadIdx.x == 0) total = sum;
+  __syncthreads();
+  const std::int32_t label = labels[row];
+  const float factor = *loss_scale / static_cast<float>(rows);
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    const float p = expf(widen(x[c]) - max) / total;
+    dx[c] = narrow<T>(c == label ? (p - 1.0f) * factor : p * factor);
+  }
+  if (threadIdx.x == 0) {
+    row_loss[row] = label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
+    std::int64_t best = 0;
+    float best_value = widen(x[0]);
+    for (std::int64_t c = 1; c < classes; ++c) {
+      const float value = widen(x[c]);
+      if (value > best_value || (value != value && best_value == best_value)) {
+        best = c;
+        best_value = value;
+      }
+    }
+    row_correct[row] = best == label;
+  }
+  if (!arrive_last(arrivals)) return;
+  // forward_kernel's fixed tree for the loss; the count is summed in double too, exactly.
+  double partial_loss = 0.0;
+  double partial_correct = 0.0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    partial_loss += __ldcg(row_loss + r);
+    partial_correct += __ldcg(row_correct + r);
+  }
+  const double loss_total = block_sum(partial_loss);
+  const double correct_total = block_sum(partial_correct);
+  if (threadIdx.x == 0) {
+    const float mean = static_cast<float>(loss_total / static_cast<double>(rows));
+    *loss = mean;
+    // count_kernel's rounding: no fused multiply-add.
+    *loss_sum =
+        __dadd_rn(*loss_sum, __dmul_rn(static_cast<double>(mean), static_cast<double>(rows)));
+    *correct += static_cast<unsigned long long>(correct_total);
+  }
+}
+
 unsigned int threads_for(std::int64_t classes) {
   // One warp for small class counts (Fashion-MNIST's 10), up to 256 threads for wide rows.
   std::int64_t threads = 32;
@@ -127,6 +191,24 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
         classes);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax backward_kernel on ", rows, "x", classes, " gradients");
+}
+
+void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
+                                const float* loss_scale, void* dlogits, float* row_loss,
+                                std::uint32_t* row_correct, float* loss, double* loss_sum,
+                                unsigned long long* correct, std::int64_t rows,
+                                std::int64_t classes, cudaStream_t stream) {
+  ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_step: ", rows,
+              " rows do not fit one grid");
+  // The loss's counter: this kernel and forward_kernel never overlap (one stream).
+  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
+  dispatch_floating(dtype, "softmax_cross_entropy_step", [&](auto type) {
+    using T = decltype(type);
+    step_kernel<<<static_cast<unsigned int>(rows), threads_for(classes), 0, stream>>>(
+        static_cast<const T*>(logits), labels, loss_scale, static_cast<T*>(dlogits), row_loss,
+        row_correct, loss, loss_sum, correct, rows, classes, arrivals);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("softmax step_kernel on ", rows, "x", classes, " logits");
 }
 
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,

@@ -23,6 +23,16 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
                                     float grad_scale, const float* grad_scale_device, void* dlogits,
                                     DType dtype, std::int64_t rows, std::int64_t classes,
                                     cudaStream_t stream);
+// softmax_cross_entropy_forward, _backward with grad_scale 1 and the device scale, and
+// count_correct with the loss sum, in one launch and bit-identical to them: the mean loss to
+// *loss, loss_scale * the gradient of the mean loss to dlogits (the logits' dtype), and the
+// step tally's update to *loss_sum and *correct. row_loss and row_correct are device scratch
+// of `rows` elements each.
+void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
+                                const float* loss_scale, void* dlogits, float* row_loss,
+                                std::uint32_t* row_correct, float* loss, double* loss_sum,
+                                unsigned long long* correct, std::int64_t rows,
+                                std::int64_t classes, cudaStream_t stream);
 // Adds the number of correct rows to *correct (device). With a loss_sum it also adds
 // double(*loss) * rows to *loss_sum in the same launch, rounded like the CPU's step tally.
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,

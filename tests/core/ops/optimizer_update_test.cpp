@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops/elementwise.h"
 #include "core/thread_pool.h"
 #include "tests/support/gradcheck.h"
 
@@ -353,6 +354,60 @@ BOOST_AUTO_TEST_CASE(multi_tensor_adamw_is_bit_identical_to_the_per_parameter_up
   }
 }
 
+// O2's model copy written by the update (Apex's fused optimizers): the same bits as the update
+// followed by a separate cast of each updated parameter, as the master -> model pass did, in
+// f16 and bf16; a skipped step writes no copy.
+BOOST_AUTO_TEST_CASE(the_model_copy_is_the_updated_parameter_rounded_once) {
+  Generator generator(6);
+  for (const DType copy_dtype : {DType::f16, DType::bf16}) {
+    for (const bool adamw : {false, true}) {
+      std::vector<Param> params = mixed_params(generator, -0.1f, 0.1f);
+      std::vector<Tensor> copies;
+      for (const Param& p : params)
+        copies.push_back(Tensor::zeros(p.value.shape(), copy_dtype));
+      // Masters are f32 (a half parameter's copy would be rounded twice: refused below).
+      const auto has_copy = [&](std::size_t i) { return params[i].value.dtype() == DType::f32; };
+      Scalars scalars(1e-2f);
+      for (int step = 0; step < kSteps; ++step) {
+        BOOST_TEST_CONTEXT(dtype_name(copy_dtype)
+                           << (adamw ? " adamw" : " sgd") << " step " << step) {
+          new_gradients(params, generator, 1.0f);
+          // The last step is skipped: the copy keeps the previous step's rounding.
+          const bool skip = step == kSteps - 1;
+          const Tensor found_inf = Tensor::from_floats({1}, {skip ? 1.0f : 0.0f});
+          const std::vector<Tensor> before = [&] {
+            std::vector<Tensor> out;
+            for (const Tensor& copy : copies)
+              out.push_back(copy.clone());
+            return out;
+          }();
+          if (adamw) {
+            std::vector<AdamWTensors> list = adamw_list(params);
+            for (std::size_t i = 0; i < list.size(); ++i)
+              if (has_copy(i)) list[i].model_copy = &copies[i];
+            adamw_update(list, adamw_scaled(), scalars.lr, scalars.step, found_inf);
+          } else {
+            std::vector<SgdTensors> list = sgd_list(params);
+            for (std::size_t i = 0; i < list.size(); ++i)
+              if (has_copy(i)) list[i].model_copy = &copies[i];
+            sgd_update(list, kSgdHypers[2], scalars.lr, scalars.step, found_inf);
+          }
+          for (std::size_t i = 0; i < params.size(); ++i) {
+            if (!has_copy(i)) continue;
+            if (skip) {
+              BOOST_TEST((bits(copies[i]) == bits(before[i])), "parameter " << i);
+              continue;
+            }
+            Tensor expected = Tensor::zeros(params[i].value.shape(), copy_dtype);
+            cast_into(params[i].value, expected);
+            BOOST_TEST((bits(copies[i]) == bits(expected)), "parameter " << i);
+          }
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(found_inf_skips_the_step_and_its_count_and_zero_does_not) {
   Generator generator(3);
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -463,6 +518,18 @@ BOOST_AUTO_TEST_CASE(rejects_bad_arguments) {
       sgd_update({{&param, &wrong_grad, &buffer}}, momentum, scalars.lr, scalars.step), Error);
   BOOST_CHECK_THROW(sgd_update({{&labels, &grad, &buffer}}, momentum, scalars.lr, scalars.step),
                     Error);
+  // A model copy of another shape, not floating, or of a half parameter.
+  Tensor half_param = Tensor::zeros({4}, DType::f16);
+  Tensor copy = Tensor::zeros({4}, DType::bf16);
+  BOOST_CHECK_THROW(
+      sgd_update({{&half_param, &grad, &buffer, &copy}}, momentum, scalars.lr, scalars.step),
+      Error);
+  Tensor short_copy = Tensor::zeros({3}, DType::f16);
+  BOOST_CHECK_THROW(
+      sgd_update({{&param, &grad, &buffer, &short_copy}}, momentum, scalars.lr, scalars.step),
+      Error);
+  BOOST_CHECK_THROW(
+      sgd_update({{&param, &grad, &buffer, &labels}}, momentum, scalars.lr, scalars.step), Error);
   SgdHyper bad_nesterov;
   bad_nesterov.nesterov = true;
   BOOST_CHECK_THROW(sgd_update(good, bad_nesterov, scalars.lr, scalars.step), Error);

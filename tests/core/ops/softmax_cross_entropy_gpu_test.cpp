@@ -56,6 +56,55 @@ BOOST_AUTO_TEST_CASE(forward_backward_and_accuracy_match_the_cpu) {
   }
 }
 
+// The trainer's fused loss op: on the GPU the same bits as the three CUDA ops it replaces, and
+// like the CPU's fused op within fp32 tolerance (the tally's count exactly).
+BOOST_AUTO_TEST_CASE(the_fused_step_equals_the_cuda_ops_it_replaces_and_matches_the_cpu) {
+  Generator generator(43);
+  const DType types[] = {DType::f32, DType::f16, DType::bf16};
+  const std::int64_t class_counts[] = {10, 1000};
+  const std::int64_t row_counts[] = {1, 67, 5000};
+  for (const DType dtype : types) {
+    for (const std::int64_t classes : class_counts) {
+      for (const std::int64_t rows : row_counts) {
+        const std::string what = std::string(dtype_name(dtype)) + " with " + std::to_string(rows) +
+                                 " rows of " + std::to_string(classes) + " classes";
+        const Tensor logits = random_tensor({rows, classes}, dtype, generator, -8.0f, 8.0f);
+        const Tensor labels = random_labels(rows, classes, generator);
+        const Tensor scale = Tensor::from_floats({1}, {65536.0f});
+        const Tensor logits_gpu = to_cuda(logits);
+        const Tensor labels_gpu = to_cuda(labels);
+        const Tensor scale_gpu = to_cuda(scale);
+        const StepTally start{5.5, 3};
+
+        Tensor unfused_tally = make_step_tally(Device::cuda(0), start);
+        const SoftmaxCrossEntropyResult forward =
+            softmax_cross_entropy_forward(logits_gpu, labels_gpu);
+        const Tensor unfused_dlogits =
+            softmax_cross_entropy_backward(forward.probabilities, labels_gpu, scale_gpu, dtype);
+        add_to_step_tally(unfused_tally, forward.loss, logits_gpu, labels_gpu);
+
+        Tensor tally = make_step_tally(Device::cuda(0), start);
+        const SoftmaxCrossEntropyStep fused =
+            softmax_cross_entropy_step(logits_gpu, labels_gpu, scale_gpu, tally);
+        check_gpu_equal(fused.loss, to_host(forward.loss), "loss " + what);
+        check_gpu_equal(fused.dlogits, to_host(unfused_dlogits), "dlogits " + what);
+        check_gpu_equal(tally, to_host(unfused_tally), "tally " + what);
+
+        Tensor cpu_tally = make_step_tally(Device::cpu(), start);
+        const SoftmaxCrossEntropyStep cpu =
+            softmax_cross_entropy_step(logits, labels, scale, cpu_tally);
+        check_gpu_close(fused.loss, cpu.loss, "loss vs cpu " + what, 1e-5, 0.0);
+        check_gpu_close(fused.dlogits, cpu.dlogits, "dlogits vs cpu " + what, gpu_tolerance(dtype),
+                        1e-3);
+        const StepTally gpu_sums = read_step_tally(tally);
+        const StepTally cpu_sums = read_step_tally(cpu_tally);
+        BOOST_CHECK_EQUAL(gpu_sums.correct, cpu_sums.correct);
+        BOOST_CHECK_CLOSE(gpu_sums.loss_sum, cpu_sums.loss_sum, 1e-3);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {
   Tensor logits = Tensor::from_floats({4, 3}, {1, 1, 0, 0, 2, 2, NAN, 5, 1, 3, NAN, NAN});
   Tensor labels = Tensor::empty({4}, DType::i32);
@@ -72,6 +121,8 @@ BOOST_AUTO_TEST_CASE(arrival_counters_are_zero_between_launches) {
   const Tensor logits = to_cuda(random_tensor({300, 10}, DType::f16, generator, -8.0f, 8.0f));
   const Tensor labels = to_cuda(random_labels(300, 10, generator));
   softmax_cross_entropy_forward(logits, labels);
+  Tensor tally = make_step_tally(Device::cuda(0));
+  softmax_cross_entropy_step(logits, labels, to_cuda(Tensor::from_floats({1}, {1024.0f})), tally);
   const cudaStream_t stream = cuda::stream_of(Device::cuda(0));
   // The slots lie side by side in one buffer.
   const unsigned int* first = cuda::arrival_counter(cuda::ArrivalSlot::softmax_loss, stream) -

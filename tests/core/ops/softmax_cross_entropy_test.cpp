@@ -2,6 +2,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -156,6 +157,75 @@ BOOST_AUTO_TEST_CASE(count_correct_takes_the_first_maximum_and_nan_as_largest) {
     BOOST_TEST(count_correct(logits, Tensor::from_floats({4}, {0, 1, 2, 0}, DType::i32)) == 0,
                dtype_name(dtype));
   }
+}
+
+// The training step's fused op against the three ops it replaces in the trainer: the same bits
+// (loss, gradient, both tally fields), so runs and their digests do not change.
+BOOST_AUTO_TEST_CASE(the_fused_step_equals_forward_backward_and_tally_bit_for_bit) {
+  Generator generator(17);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const auto same_bytes = [](const Tensor& a, const Tensor& b) {
+    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+           std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+  };
+  for (const DType dtype : kFloatTypes) {
+    for (const std::int64_t classes : {std::int64_t{10}, std::int64_t{1000}}) {
+      for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{67}, std::int64_t{300}}) {
+        for (const float scale : {1.0f, 65536.0f}) {
+          BOOST_TEST_CONTEXT(dtype_name(dtype)
+                             << ", " << rows << "x" << classes << ", scale " << scale) {
+            std::vector<float> values(static_cast<std::size_t>(rows * classes));
+            for (auto& value : values)
+              value = static_cast<float>(16.0 * generator.uniform() - 8.0);
+            // A tie (the first maximum wins) and, with several rows, a NaN row.
+            values[1] = values[0];
+            if (rows > 1) values[static_cast<std::size_t>(classes + 2)] = nan;
+            const Tensor logits = Tensor::from_floats({rows, classes}, values, dtype);
+            const Tensor labels = random_labels(rows, classes, generator);
+            const Tensor loss_scale = Tensor::from_floats({1}, {scale});
+            const StepTally start{123.25, 7};
+
+            Tensor expected_tally = make_step_tally(Device::cpu(), start);
+            const SoftmaxCrossEntropyResult forward = softmax_cross_entropy_forward(logits, labels);
+            const Tensor expected_dlogits =
+                softmax_cross_entropy_backward(forward.probabilities, labels, loss_scale, dtype);
+            add_to_step_tally(expected_tally, forward.loss, logits, labels);
+
+            Tensor tally = make_step_tally(Device::cpu(), start);
+            const SoftmaxCrossEntropyStep fused =
+                softmax_cross_entropy_step(logits, labels, loss_scale, tally);
+            BOOST_TEST(same_bytes(fused.loss, forward.loss));
+            BOOST_TEST(same_bytes(fused.dlogits, expected_dlogits));
+            BOOST_TEST(same_bytes(tally, expected_tally));
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_fused_step_checks_its_inputs) {
+  const Tensor logits = Tensor::zeros({2, 3}, DType::f32);
+  const Tensor labels = Tensor::from_floats({2}, {0, 1}, DType::i32);
+  const Tensor scale = Tensor::from_floats({1}, {1.0f});
+  Tensor tally = make_step_tally(Device::cpu());
+  const auto names = [](const std::string& what) {
+    return [what](const Error& error) {
+      const std::string message = error.what();
+      return message.find("softmax_cross_entropy_step") != std::string::npos &&
+             message.find(what) != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_step(
+                            logits, Tensor::from_floats({2}, {0, 3}, DType::i32), scale, tally),
+                        Error, names("label 3"));
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_step(logits, labels, Tensor::from_floats({2}, {1, 1}), tally), Error,
+      names("loss_scale"));
+  Tensor wrong = Tensor::zeros({2}, DType::i32);
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_step(logits, labels, scale, wrong), Error,
+                        names("tally"));
+  BOOST_TEST(read_step_tally(tally).correct == 0u, "nothing was added by a refused call");
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_inputs) {

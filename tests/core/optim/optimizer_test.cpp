@@ -166,6 +166,43 @@ BOOST_AUTO_TEST_CASE(sgd_counts_the_updates_it_applies) {
   BOOST_TEST(opt->steps() == 2);
 }
 
+// O2's model weights written by the update: each f32 parameter given a copy gets its new value
+// rounded to the copy's dtype, bit for bit a cast of it, and a skipped step writes nothing.
+BOOST_AUTO_TEST_CASE(copies_receive_the_updated_parameters_rounded) {
+  for (const char* kind : {"sgd", "adamw"}) {
+    BOOST_TEST_CONTEXT(kind) {
+      const auto params = make_params(4);
+      const auto opt = optim::make_optimizer(
+          std::string(kind) == "sgd" ? sgd_config() : adamw_config(), pointers(params));
+      // Copies for the f32 parameters 0 and 1; none for the half parameter 2 nor for 3.
+      Tensor copy0 = Tensor::zeros(params[0]->value.shape(), DType::f16);
+      Tensor copy1 = Tensor::zeros(params[1]->value.shape(), DType::bf16);
+      opt->write_copies_to({&copy0, &copy1, nullptr, nullptr});
+      set_gradients(params, 41);
+      opt->step(1.0f, clean());
+      const auto rounded = [](const Tensor& value, DType dtype) {
+        return Tensor::from_floats(value.shape(), value.to_floats(), dtype);
+      };
+      BOOST_TEST((bytes_of(copy0) == bytes_of(rounded(params[0]->value, DType::f16))));
+      BOOST_TEST((bytes_of(copy1) == bytes_of(rounded(params[1]->value, DType::bf16))));
+      const std::vector<std::uint16_t> before = bytes_of(copy0);
+      set_gradients(params, 42);
+      opt->step(1.0f, overflow());
+      BOOST_TEST((bytes_of(copy0) == before), "a skipped step writes no copy");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(copies_must_match_their_f32_parameters) {
+  const auto params = make_params(5);
+  const auto opt = optim::make_optimizer(sgd_config(), pointers(params));
+  Tensor half = Tensor::zeros(params[2]->value.shape(), DType::bf16);
+  Tensor wrong_shape = Tensor::zeros({7}, DType::f16);
+  BOOST_CHECK_THROW(opt->write_copies_to({nullptr}), Error);  // one per parameter
+  BOOST_CHECK_THROW(opt->write_copies_to({nullptr, nullptr, &half, nullptr}), Error);  // of f16
+  BOOST_CHECK_THROW(opt->write_copies_to({&wrong_shape, nullptr, nullptr, nullptr}), Error);
+}
+
 BOOST_AUTO_TEST_CASE(set_lr_changes_the_following_updates) {
   // A: a step at 1e-3, then set_lr(2e-4) and another. B: the same steps, the second by a
   // fresh optimizer built with 2e-4 (its momentum copied over). C keeps 1e-3 throughout.
