@@ -1,5 +1,6 @@
 // The CUDA entry points of a CPU-only build: each says plainly that CUDA is not compiled in.
 #include "core/backend.h"
+#include "core/cuda/allocator.h"
 #include "core/error.h"
 
 namespace alloy {
@@ -24,3 +25,17 @@ bool cuda_available(std::string* reason) {
 }
 
 }  // namespace alloy
+
+namespace alloy::cuda {
+
+CacheStatistics cache_statistics(int device) {
+  fail("the block cache of cuda:", device,
+       " needs the CUDA backend, which this build does not have");
+}
+
+void empty_cache(int device) {
+  fail("emptying the block cache of cuda:", device,
+       " needs the CUDA backend, which this build does not have");
+}
+
+}  // namespace alloy::cuda
