@@ -30,6 +30,22 @@ std::int64_t arg_max(const float* x, std::int64_t classes) {
   return best;
 }
 
+// The softmax of one row of widened logits into p; returns the row's loss, -log p[label],
+// formed without the (possibly underflowed) probability.
+float softmax_row(const float* x, float* p, std::int64_t classes, std::int32_t label) {
+  float max = x[0];
+  for (std::int64_t c = 1; c < classes; ++c)
+    max = std::fmax(max, x[c]);
+  float sum = 0.0f;
+  for (std::int64_t c = 0; c < classes; ++c) {
+    p[c] = std::exp(x[c] - max);
+    sum += p[c];
+  }
+  for (std::int64_t c = 0; c < classes; ++c)
+    p[c] /= sum;
+  return std::log(sum) + (max - x[label]);
+}
+
 }  // namespace
 
 float softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
@@ -37,19 +53,8 @@ float softmax_cross_entropy_forward(const void* logits, DType dtype, const std::
   std::vector<double> row_loss(static_cast<std::size_t>(rows));
   for_rows(rows, classes, [&](std::int64_t row, float* scratch) {
     const float* x = load_floats(logits, dtype, row * classes, classes, scratch);
-    float* p = probabilities + row * classes;
-    float max = x[0];
-    for (std::int64_t c = 1; c < classes; ++c)
-      max = std::fmax(max, x[c]);
-    float sum = 0.0f;
-    for (std::int64_t c = 0; c < classes; ++c) {
-      p[c] = std::exp(x[c] - max);
-      sum += p[c];
-    }
-    for (std::int64_t c = 0; c < classes; ++c)
-      p[c] /= sum;
-    // -log softmax at the label, without forming the (possibly underflowed) probability.
-    row_loss[static_cast<std::size_t>(row)] = std::log(sum) + (max - x[labels[row]]);
+    row_loss[static_cast<std::size_t>(row)] =
+        softmax_row(x, probabilities + row * classes, classes, labels[row]);
   });
   double total = 0.0;
   for (const double loss : row_loss)
@@ -96,18 +101,8 @@ float softmax_cross_entropy_step(const void* logits, DType dtype, const std::int
     float* p = scratch.data() + classes;
     for (std::int64_t row = begin; row < end; ++row) {
       const float* x = load_floats(logits, dtype, row * classes, classes, scratch.data());
-      float max = x[0];
-      for (std::int64_t c = 1; c < classes; ++c)
-        max = std::fmax(max, x[c]);
-      float sum = 0.0f;
-      for (std::int64_t c = 0; c < classes; ++c) {
-        p[c] = std::exp(x[c] - max);
-        sum += p[c];
-      }
-      for (std::int64_t c = 0; c < classes; ++c)
-        p[c] /= sum;
       const std::int32_t label = labels[row];
-      row_loss[static_cast<std::size_t>(row)] = std::log(sum) + (max - x[label]);
+      row_loss[static_cast<std::size_t>(row)] = softmax_row(x, p, classes, label);
       row_correct[static_cast<std::size_t>(row)] = arg_max(x, classes) == label;
       float* out = output_floats(dlogits, dtype, row * classes, p + classes);
       for (std::int64_t c = 0; c < classes; ++c)
