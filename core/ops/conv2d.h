@@ -45,6 +45,13 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, cons
 void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
                      float* dw, float* db, void* dx, DType dtype);
 
+// The kernels conv2d_forward and conv2d_backward choose between: im2col + GEMM for any
+// geometry, and Winograd (core/ops/cpu/conv2d_winograd.h) for 3x3 kernels at stride 1.
+void conv2d_im2col_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
+                           void* y, DType dtype);
+void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
+                            float* dw, float* db, void* dx, DType dtype);
+
 }  // namespace cpu
 
 }  // namespace alloy

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/ops/cpu/conv2d_winograd.h"
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
@@ -172,8 +173,8 @@ void widen_into(const void* data, DType dtype, Index offset, Index count, float*
 
 // Half tensors are widened and narrowed one image at a time in per-thread scratch, so half
 // storage never costs a whole-tensor fp32 copy (the point of O2's memory saving).
-void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b, void* y,
-                    DType dtype) {
+void conv2d_im2col_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
+                           void* y, DType dtype) {
   const bool widened = dtype != DType::f32;
   const Unfold unfold(g);
   const Index patch = static_cast<Index>(g.channels) * g.kernel_h * g.kernel_w;
@@ -216,8 +217,8 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, cons
   });
 }
 
-void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
-                     float* dw, float* db, void* dx, DType dtype) {
+void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
+                            float* dw, float* db, void* dx, DType dtype) {
   const bool widened = dtype != DType::f32;
   const Unfold unfold(g);
   const Index patch = static_cast<Index>(g.channels) * g.kernel_h * g.kernel_w;
@@ -290,6 +291,24 @@ void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, con
     } else {
       db[j - g.filters * patch] += sum;
     }
+  }
+}
+
+void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b, void* y,
+                    DType dtype) {
+  if (winograd_preferred(g)) {
+    conv2d_winograd_forward(g, x, w, b, y, dtype);
+  } else {
+    conv2d_im2col_forward(g, x, w, b, y, dtype);
+  }
+}
+
+void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, const void* dy,
+                     float* dw, float* db, void* dx, DType dtype) {
+  if (winograd_preferred(g)) {
+    conv2d_winograd_backward(g, x, w, dy, dw, db, dx, dtype);
+  } else {
+    conv2d_im2col_backward(g, x, w, dy, dw, db, dx, dtype);
   }
 }
 
