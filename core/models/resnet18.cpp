@@ -7,7 +7,6 @@
 #include "core/nn/flatten.h"
 #include "core/nn/linear.h"
 #include "core/nn/pool2d.h"
-#include "core/nn/relu.h"
 #include "core/nn/residual_block.h"
 #include "core/nn/sequential.h"
 
@@ -20,8 +19,8 @@ constexpr int kImageSize = 28;
 std::unique_ptr<nn::Module> make_resnet18(Generator& generator, int classes) {
   auto net = std::make_unique<nn::Sequential>();
   net->add("conv1", std::make_unique<nn::Conv2d>(1, 64, 3, 1, 1, false));
-  net->add("bn1", std::make_unique<nn::BatchNorm2d>(64));
-  net->add("relu", std::make_unique<nn::ReLU>());
+  // The stem's ReLU is fused into its batch norm (no parameters: the names are unchanged).
+  net->add("bn1", std::make_unique<nn::BatchNorm2d>(64, 0.1f, 1e-5f, /*fuse_relu=*/true));
   int in_channels = 64;
   int size = kImageSize;
   const int widths[] = {64, 128, 256, 512};

@@ -6,7 +6,7 @@
 
 namespace alloy::nn {
 
-BatchNorm2d::BatchNorm2d(int channels, float momentum, float eps)
+BatchNorm2d::BatchNorm2d(int channels, float momentum, float eps, bool fuse_relu)
     : weight_(register_parameter("weight", new_parameter("BatchNorm2d", {channels}, 1.0f),
                                  /*is_norm=*/true)),
       bias_(register_parameter("bias", new_parameter("BatchNorm2d", {channels}, 0.0f),
@@ -19,10 +19,12 @@ BatchNorm2d::BatchNorm2d(int channels, float momentum, float eps)
               ", eps ", eps);
   params_.momentum = momentum;
   params_.eps = eps;
+  params_.relu = fuse_relu;
 }
 
 std::string BatchNorm2d::options() const {
-  return detail::concat("momentum=", params_.momentum, ", eps=", params_.eps);
+  return detail::concat("momentum=", params_.momentum, ", eps=", params_.eps,
+                        params_.relu ? ", relu" : "");
 }
 
 Tensor BatchNorm2d::forward(const Tensor& x) {
@@ -34,6 +36,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   input_dtype_ = x.dtype();
   if (!training()) {
     x_ = Tensor();
+    y_ = Tensor();
     saved_ = {};
     return batch_norm2d_eval_forward(input, weight_.value, bias_.value, running_mean_.value,
                                      running_var_.value, params_);
@@ -41,16 +44,34 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   BatchNormTrainResult result = batch_norm2d_train_forward(
       input, weight_.value, bias_.value, running_mean_.value, running_var_.value, params_);
   x_ = std::move(input);
+  y_ = params_.relu ? result.y : Tensor();
   saved_ = std::move(result.saved);
   return std::move(result.y);
 }
 
 Tensor BatchNorm2d::backward(const Tensor& dy) {
+  const Tensor relu_output = y_;  // undefined without fuse_relu: no mask
+  return backward_masked(dy, relu_output);
+}
+
+Tensor BatchNorm2d::backward_through_relu(const Tensor& dy, const Tensor& relu_output) {
+  ALLOY_CHECK(!params_.relu, "BatchNorm2d (", weight_.name,
+              "): backward_through_relu on a batch norm with fuse_relu, which masks with its own "
+              "output; call backward");
+  ALLOY_CHECK(relu_output.defined(), "BatchNorm2d (", weight_.name,
+              "): backward_through_relu needs the ReLU's output");
+  return backward_masked(dy, relu_output);
+}
+
+Tensor BatchNorm2d::backward_masked(const Tensor& dy, const Tensor& relu_output) {
   ALLOY_CHECK(x_.defined(), "BatchNorm2d (", weight_.name,
               "): backward without a training forward");
+  // dy is cast before the mask where the unfused path masks and then casts: both give the same
+  // values, as the cast of 0 is 0.
   Tensor dx = batch_norm2d_backward(x_, weight_.value, in_dtype(dy, x_.dtype()), saved_,
-                                    grad_of(weight_), grad_of(bias_));
+                                    grad_of(weight_), grad_of(bias_), relu_output);
   x_ = Tensor();
+  y_ = Tensor();
   saved_ = {};
   notify_grads_ready();
   return in_dtype(dx, input_dtype_);

@@ -36,7 +36,7 @@ Tensor channel_tensor(std::int64_t channels, Device device) {
 // scale = weight * invstd and shift = bias - mean * scale, so y = x * scale + shift
 // (the same rearrangement PyTorch's CPU kernel uses).
 void affine(const Tensor& x, const Tensor& weight, const Tensor& bias, const float* mean,
-            const float* invstd, Tensor& y, const cpu::BatchNormGeometry& g) {
+            const float* invstd, bool relu, Tensor& y, const cpu::BatchNormGeometry& g) {
   const cpu::FloatInput w(weight);
   const cpu::FloatInput b(bias);
   std::vector<float> scale(static_cast<std::size_t>(g.channels));
@@ -45,7 +45,7 @@ void affine(const Tensor& x, const Tensor& weight, const Tensor& bias, const flo
     scale[c] = w.data()[c] * invstd[c];
     shift[c] = b.data()[c] - mean[c] * scale[c];
   }
-  cpu::batch_norm2d_affine(x.raw(), y.raw(), x.dtype(), g, scale.data(), shift.data());
+  cpu::batch_norm2d_affine(x.raw(), y.raw(), x.dtype(), g, scale.data(), shift.data(), relu);
 }
 
 #ifdef ALLOY_HAVE_CUDA
@@ -96,7 +96,7 @@ BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& w
   }
 
   result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-  affine(x, weight, bias, mean, invstd, result.y, g);
+  affine(x, weight, bias, mean, invstd, params.relu, result.y, g);
 
   cpu::FloatOutput run_mean(running_mean, true);
   cpu::FloatOutput run_var(running_var, true);
@@ -140,18 +140,26 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
     invstd[c] = 1.0f / std::sqrt(var.data()[c] + params.eps);
   }
   Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-  affine(x, weight, bias, mean.data(), invstd.data(), y, g);
+  affine(x, weight, bias, mean.data(), invstd.data(), params.relu, y, g);
   return y;
 }
 
 Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
-                             const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias) {
+                             const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias,
+                             const Tensor& relu_output) {
   constexpr const char* op = "batch_norm2d_backward";
   const Device device =
       common_device(op, {&x, &weight, &dy, &saved.mean, &saved.invstd, &dweight, &dbias});
   const cpu::BatchNormGeometry g = check_input(op, x);
   check_floating(op, "dy", dy);
   check_shape(op, "dy", dy, x.shape());
+  cpu::ReluMask mask;
+  if (relu_output.defined()) {
+    common_device(op, {&x, &relu_output});
+    check_floating(op, "relu_output", relu_output);
+    check_shape(op, "relu_output", relu_output, x.shape());
+    mask = {relu_output.raw(), relu_output.dtype()};
+  }
   check_channel_tensor(op, "weight", weight, x);
   check_channel_tensor(op, "dweight", dweight, x);
   check_channel_tensor(op, "dbias", dbias, x);
@@ -165,10 +173,10 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
     ALLOY_CUDA_PATH(op, device, {
       Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
-      cuda::batch_norm2d_backward(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g, channel_data(weight),
-                                  saved.mean.data<float>(), saved.invstd.data<float>(),
-                                  channel_data(dweight), channel_data(dbias), scratch.data<float>(),
-                                  dx.raw(), cuda::stream_of(device));
+      cuda::batch_norm2d_backward(
+          x.raw(), x.dtype(), dy.raw(), dy.dtype(), mask, g, channel_data(weight),
+          saved.mean.data<float>(), saved.invstd.data<float>(), channel_data(dweight),
+          channel_data(dbias), scratch.data<float>(), dx.raw(), cuda::stream_of(device));
       return dx;
     });
 
@@ -176,7 +184,7 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
   const float* invstd = saved.invstd.data<float>();
   std::vector<float> sum_dy(static_cast<std::size_t>(g.channels));
   std::vector<float> sum_dy_xmu(sum_dy.size());
-  cpu::batch_norm2d_backward_reduce(x.raw(), x.dtype(), dy.raw(), dy.dtype(), g, mean,
+  cpu::batch_norm2d_backward_reduce(x.raw(), x.dtype(), dy.raw(), dy.dtype(), mask, g, mean,
                                     sum_dy.data(), sum_dy_xmu.data());
 
   cpu::FloatOutput dw(dweight, true);
@@ -190,8 +198,8 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
 
   const cpu::FloatInput w(weight);
   Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-  cpu::batch_norm2d_backward_dx(x.raw(), x.dtype(), dy.raw(), dy.dtype(), dx.raw(), g, mean, invstd,
-                                w.data(), sum_dy.data(), sum_dy_xmu.data());
+  cpu::batch_norm2d_backward_dx(x.raw(), x.dtype(), dy.raw(), dy.dtype(), mask, dx.raw(), g, mean,
+                                invstd, w.data(), sum_dy.data(), sum_dy_xmu.data());
   return dx;
 }
 

@@ -13,6 +13,9 @@ namespace alloy {
 struct BatchNormParams {
   float momentum = 0.1f;  // running = (1 - momentum) * running + momentum * batch statistic
   float eps = 1e-5f;
+  // y = max(0, normalised): the ReLU that follows fused into the forward's one pass (pair it
+  // with a backward given y as relu_output). The same bits as relu_forward of the plain y.
+  bool relu = false;
 };
 
 struct BatchNormSaved {
@@ -37,9 +40,12 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
                                  const BatchNormParams& params);
 
 // Backward of the training-mode forward. Accumulates dweight and dbias; returns dx. dy may
-// have any floating dtype.
+// have any floating dtype. With relu_output defined (any floating dtype, x's shape: the fused
+// forward's y, or the output of a ReLU applied later), dy counts only where relu_output > 0,
+// as relu_backward would pass it, without materialising that masked gradient.
 Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
-                             const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias);
+                             const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias,
+                             const Tensor& relu_output = Tensor());
 
 namespace cpu {
 
@@ -51,19 +57,28 @@ struct BatchNormGeometry {
 // Per channel: the mean and the biased variance (two passes, for accuracy).
 void batch_norm2d_statistics(const void* x, DType dtype, const BatchNormGeometry& geometry,
                              float* mean, float* variance);
-// y = x * scale[c] + shift[c]: both forwards reduce to this per-channel affine map.
+// y = x * scale[c] + shift[c], then max(0, y) with relu: both forwards reduce to this
+// per-channel affine map.
 void batch_norm2d_affine(const void* x, void* y, DType dtype, const BatchNormGeometry& geometry,
-                         const float* scale, const float* shift);
-// Per channel: sum_dy = sum dy, sum_dy_xmu = sum dy * (x - mean).
+                         const float* scale, const float* shift, bool relu);
+
+// The output of a ReLU after the batch norm: dy is used only where it is positive. A null data
+// pointer means no mask.
+struct ReluMask {
+  const void* data = nullptr;
+  DType dtype = DType::f32;
+};
+
+// Per channel: sum_dy = sum dy, sum_dy_xmu = sum dy * (x - mean), dy masked.
 void batch_norm2d_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                                  const BatchNormGeometry& geometry, const float* mean,
-                                  float* sum_dy, float* sum_dy_xmu);
+                                  ReluMask mask, const BatchNormGeometry& geometry,
+                                  const float* mean, float* sum_dy, float* sum_dy_xmu);
 // dx = (dy - sum_dy / M - (x - mean) * sum_dy_xmu * invstd^2 / M) * invstd * weight, in
-// x's dtype, with M = batch * plane.
+// x's dtype, with M = batch * plane and dy masked.
 void batch_norm2d_backward_dx(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                              void* dx, const BatchNormGeometry& geometry, const float* mean,
-                              const float* invstd, const float* weight, const float* sum_dy,
-                              const float* sum_dy_xmu);
+                              ReluMask mask, void* dx, const BatchNormGeometry& geometry,
+                              const float* mean, const float* invstd, const float* weight,
+                              const float* sum_dy, const float* sum_dy_xmu);
 
 }  // namespace cpu
 

@@ -36,13 +36,14 @@ double sum_of(std::int64_t count, const Term& term) {
   return total;
 }
 
-// fp32 scratch for one plane of each of up to three tensors.
+// fp32 scratch for one plane of each of up to four tensors.
 struct PlaneScratch {
   explicit PlaneScratch(std::int64_t plane)
       : a(static_cast<std::size_t>(plane)),
         b(static_cast<std::size_t>(plane)),
-        c(static_cast<std::size_t>(plane)) {}
-  std::vector<float> a, b, c;
+        c(static_cast<std::size_t>(plane)),
+        d(static_cast<std::size_t>(plane)) {}
+  std::vector<float> a, b, c, d;
 };
 
 // Calls body(index, channel, scratch) for every (n, c) plane; index = n * channels + c.
@@ -65,6 +66,19 @@ void combine(const BatchNormGeometry& g, const std::vector<double>& partial, dou
     }
     out[c] = static_cast<float>(total / count);
   }
+}
+
+// dy's plane as fp32 (in scratch.b unless dy is f32 and unmasked), zero where the mask is not
+// positive: the values relu_backward would have passed on (NaN in the mask is not positive).
+const float* load_grad(const void* dy, DType dy_dtype, ReluMask mask, std::int64_t offset,
+                       std::int64_t count, PlaneScratch& scratch) {
+  const float* gv = load_floats(dy, dy_dtype, offset, count, scratch.b.data());
+  if (mask.data == nullptr) return gv;
+  const float* mv = load_floats(mask.data, mask.dtype, offset, count, scratch.d.data());
+  float* out = scratch.b.data();  // may be gv itself: each element is read before it is written
+  for (std::int64_t i = 0; i < count; ++i)
+    out[i] = mv[i] > 0.0f ? gv[i] : 0.0f;
+  return out;
 }
 
 }  // namespace
@@ -92,26 +106,35 @@ void batch_norm2d_statistics(const void* x, DType dtype, const BatchNormGeometry
 }
 
 void batch_norm2d_affine(const void* x, void* y, DType dtype, const BatchNormGeometry& g,
-                         const float* scale, const float* shift) {
+                         const float* scale, const float* shift, bool relu) {
   for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
     const float* in = load_floats(x, dtype, index * g.plane, g.plane, scratch.a.data());
     float* out = output_floats(y, dtype, index * g.plane, scratch.b.data());
     const float s = scale[channel];
     const float t = shift[channel];
-    for (std::int64_t i = 0; i < g.plane; ++i)
-      out[i] = in[i] * s + t;
+    if (relu) {
+      // Rounding is monotonic and keeps signs, so relu before the one rounding gives the bits
+      // of relu_forward after it (negatives and -0 to +0, NaN kept).
+      for (std::int64_t i = 0; i < g.plane; ++i) {
+        const float v = in[i] * s + t;
+        out[i] = v <= 0.0f ? 0.0f : v;
+      }
+    } else {
+      for (std::int64_t i = 0; i < g.plane; ++i)
+        out[i] = in[i] * s + t;
+    }
     store_floats(out, y, dtype, index * g.plane, g.plane);
   });
 }
 
 void batch_norm2d_backward_reduce(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                                  const BatchNormGeometry& g, const float* mean, float* sum_dy,
-                                  float* sum_dy_xmu) {
+                                  ReluMask mask, const BatchNormGeometry& g, const float* mean,
+                                  float* sum_dy, float* sum_dy_xmu) {
   const std::size_t planes = static_cast<std::size_t>(g.batch * g.channels);
   std::vector<double> partial_dy(planes), partial_dy_xmu(planes);
   for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
     const float* xv = load_floats(x, x_dtype, index * g.plane, g.plane, scratch.a.data());
-    const float* gv = load_floats(dy, dy_dtype, index * g.plane, g.plane, scratch.b.data());
+    const float* gv = load_grad(dy, dy_dtype, mask, index * g.plane, g.plane, scratch);
     const float m = mean[channel];
     const auto slot = static_cast<std::size_t>(index);
     partial_dy[slot] = sum_of(g.plane, [gv](std::int64_t i) { return gv[i]; });
@@ -124,13 +147,13 @@ void batch_norm2d_backward_reduce(const void* x, DType x_dtype, const void* dy, 
 }
 
 void batch_norm2d_backward_dx(const void* x, DType x_dtype, const void* dy, DType dy_dtype,
-                              void* dx, const BatchNormGeometry& g, const float* mean,
-                              const float* invstd, const float* weight, const float* sum_dy,
-                              const float* sum_dy_xmu) {
+                              ReluMask mask, void* dx, const BatchNormGeometry& g,
+                              const float* mean, const float* invstd, const float* weight,
+                              const float* sum_dy, const float* sum_dy_xmu) {
   const float count = static_cast<float>(g.batch * g.plane);
   for_planes(g, [&](std::int64_t index, std::int64_t channel, PlaneScratch& scratch) {
     const float* xv = load_floats(x, x_dtype, index * g.plane, g.plane, scratch.a.data());
-    const float* gv = load_floats(dy, dy_dtype, index * g.plane, g.plane, scratch.b.data());
+    const float* gv = load_grad(dy, dy_dtype, mask, index * g.plane, g.plane, scratch);
     float* out = output_floats(dx, x_dtype, index * g.plane, scratch.c.data());
     const float m = mean[channel];
     const float k = sum_dy_xmu[channel] * invstd[channel] * invstd[channel] / count;

@@ -97,12 +97,21 @@ __global__ void eval_coefficients_kernel(std::int64_t channels, ChannelData weig
   }
 }
 
+// With relu, max(0, .) before the one rounding: the bits relu_forward gives after it.
 template <class T>
-__global__ void affine_kernel(const T* x, T* y, Shape3 s, const float* scale, const float* shift) {
+__global__ void affine_kernel(const T* x, T* y, Shape3 s, const float* scale, const float* shift,
+                              bool relu) {
   ALLOY_GRID_STRIDE(i, s.batch * s.channels * s.plane) {
     const std::int64_t c = (i / s.plane) % s.channels;
-    y[i] = narrow<T>(widen(x[i]) * scale[c] + shift[c]);
+    const float v = widen(x[i]) * scale[c] + shift[c];
+    y[i] = narrow<T>(relu && v <= 0.0f ? 0.0f : v);
   }
+}
+
+// dy[i] where the mask is positive (or there is none), else 0: what relu_backward passes on.
+template <class D>
+__device__ __forceinline__ float masked_grad(const D* dy, ReluMask mask, std::int64_t i) {
+  return mask.data == nullptr || load_any(mask.data, mask.dtype, i) > 0.0f ? widen(dy[i]) : 0.0f;
 }
 
 struct BackwardOutputs {
@@ -124,16 +133,18 @@ __device__ void finish_backward(const BackwardOutputs& o, std::int64_t c, float 
 // Per channel: sum dy and sum dy (x - mean), one block per (chunk, channel); several chunks are
 // summed in chunk order by the grid's last block.
 template <class X, class D>
-__global__ void backward_reduce_kernel(const X* x, const D* dy, ChannelSplit s, const float* mean,
-                                       BackwardOutputs o, float* partials, unsigned int* arrivals) {
+__global__ void backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, ChannelSplit s,
+                                       const float* mean, BackwardOutputs o, float* partials,
+                                       unsigned int* arrivals) {
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   const float m = mean[c];
-  const float total_dy = chunk_sum(
-      s, chunk, [&](unsigned int n, unsigned int p) { return widen(dy[channel_at(s, n, c, p)]); });
+  const float total_dy = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
+    return masked_grad(dy, mask, channel_at(s, n, c, p));
+  });
   const float total_dy_xmu = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
     const std::int64_t at = channel_at(s, n, c, p);
-    return widen(dy[at]) * (widen(x[at]) - m);
+    return masked_grad(dy, mask, at) * (widen(x[at]) - m);
   });
   if (gridDim.x == 1) {
     if (threadIdx.x == 0) finish_backward(o, c, total_dy, total_dy_xmu);
@@ -155,16 +166,16 @@ __global__ void backward_reduce_kernel(const X* x, const D* dy, ChannelSplit s, 
 }
 
 template <class X, class D>
-__global__ void backward_dx_kernel(const X* x, const D* dy, X* dx, Shape3 s, const float* mean,
-                                   const float* invstd, ChannelData weight, const float* sum_dy,
-                                   const float* sum_dy_xmu) {
+__global__ void backward_dx_kernel(const X* x, const D* dy, ReluMask mask, X* dx, Shape3 s,
+                                   const float* mean, const float* invstd, ChannelData weight,
+                                   const float* sum_dy, const float* sum_dy_xmu) {
   const float count = static_cast<float>(s.batch * s.plane);
   ALLOY_GRID_STRIDE(i, s.batch * s.channels * s.plane) {
     const std::int64_t c = (i / s.plane) % s.channels;
     const float k = sum_dy_xmu[c] * invstd[c] * invstd[c] / count;
     const float mean_dy = sum_dy[c] / count;
     const float a = invstd[c] * load_any(weight.data, weight.dtype, c);
-    dx[i] = narrow<X>((widen(dy[i]) - mean_dy - (widen(x[i]) - mean[c]) * k) * a);
+    dx[i] = narrow<X>((masked_grad(dy, mask, i) - mean_dy - (widen(x[i]) - mean[c]) * k) * a);
   }
 }
 
@@ -188,11 +199,11 @@ unsigned int* arrivals_for(const ChannelSplit& s, cudaStream_t stream) {
 
 template <class T>
 void launch_affine(const void* x, void* y, const Shape3& s, const float* scale, const float* shift,
-                   cudaStream_t stream) {
+                   bool relu, cudaStream_t stream) {
   const std::int64_t count = s.batch * s.channels * s.plane;
   if (count == 0) return;
-  affine_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                          static_cast<T*>(y), s, scale, shift);
+  affine_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+      static_cast<const T*>(x), static_cast<T*>(y), s, scale, shift, relu);
   ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d affine_kernel on ", count, " elements");
 }
 
@@ -216,7 +227,7 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
         static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals);
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d train_statistics_kernel over ", g.channels,
                             " channels in ", split.chunks, " chunks");
-    launch_affine<T>(x, y, s, outputs.scale, outputs.shift, stream);
+    launch_affine<T>(x, y, s, outputs.scale, outputs.shift, params.relu, stream);
   });
 }
 
@@ -232,14 +243,14 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
   ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d eval_coefficients_kernel over ", g.channels, " channels");
   dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
     using T = decltype(type);
-    launch_affine<T>(x, y, s, scale, shift, stream);
+    launch_affine<T>(x, y, s, scale, shift, params.relu, stream);
   });
 }
 
 void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,
-                           const BatchNormGeometry& g, ChannelData weight, const float* saved_mean,
-                           const float* saved_invstd, ChannelData dweight, ChannelData dbias,
-                           float* scratch, void* dx, cudaStream_t stream) {
+                           ReluMask mask, const BatchNormGeometry& g, ChannelData weight,
+                           const float* saved_mean, const float* saved_invstd, ChannelData dweight,
+                           ChannelData dbias, float* scratch, void* dx, cudaStream_t stream) {
   const Shape3 s = shape_of(g);
   float* sum_dy = scratch;
   float* sum_dy_xmu = scratch + g.channels;
@@ -252,15 +263,15 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
     dispatch_floating(dy_dtype, "batch_norm2d_backward", [&](auto d_type) {
       using D = decltype(d_type);
       backward_reduce_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
-          static_cast<const X*>(x), static_cast<const D*>(dy), split, saved_mean,
+          static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
           BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
           arrivals);
       ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
                               " channels in ", split.chunks, " chunks");
       if (count == 0) return;
       backward_dx_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<const X*>(x), static_cast<const D*>(dy), static_cast<X*>(dx), s, saved_mean,
-          saved_invstd, weight, sum_dy, sum_dy_xmu);
+          static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s,
+          saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu);
       ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel on ", count, " elements");
     });
   });

@@ -11,6 +11,7 @@
 namespace alloy::cuda {
 
 using cpu::BatchNormGeometry;
+using cpu::ReluMask;
 
 // A per-channel tensor of f32 or the input's dtype.
 struct ChannelData {
@@ -18,8 +19,8 @@ struct ChannelData {
   DType dtype;
 };
 
-// Training forward: saved_mean/saved_invstd (f32 [C]) and y written, running stats updated.
-// scratch: f32 [2C].
+// Training forward: saved_mean/saved_invstd (f32 [C]) and y written (with its relu when
+// params.relu), running stats updated. scratch: f32 [2C].
 void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeometry& g,
                                 ChannelData weight, ChannelData bias, ChannelData running_mean,
                                 ChannelData running_var, const BatchNormParams& params,
@@ -30,10 +31,11 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
                                ChannelData weight, ChannelData bias, ChannelData running_mean,
                                ChannelData running_var, const BatchNormParams& params,
                                float* scratch, void* y, cudaStream_t stream);
-// dweight += sum dy (x - mean) invstd, dbias += sum dy; dx in x's dtype. scratch: f32 [2C].
+// dweight += sum dy (x - mean) invstd, dbias += sum dy; dx in x's dtype; dy counts only where
+// the mask (if any) is positive. scratch: f32 [2C].
 void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,
-                           const BatchNormGeometry& g, ChannelData weight, const float* saved_mean,
-                           const float* saved_invstd, ChannelData dweight, ChannelData dbias,
-                           float* scratch, void* dx, cudaStream_t stream);
+                           ReluMask mask, const BatchNormGeometry& g, ChannelData weight,
+                           const float* saved_mean, const float* saved_invstd, ChannelData dweight,
+                           ChannelData dbias, float* scratch, void* dx, cudaStream_t stream);
 
 }  // namespace alloy::cuda

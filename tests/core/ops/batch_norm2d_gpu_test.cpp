@@ -1,8 +1,10 @@
 // CUDA batch-norm against the CPU kernels: training forward (output, saved statistics, running
-// statistics), evaluation forward and backward, with f32 or x-typed parameters.
+// statistics), evaluation forward and backward, with f32 or x-typed parameters, plain and with
+// the fused ReLU (forward relu, backward masked by a ReLU output).
 #include <boost/test/unit_test.hpp>
 
 #include "core/ops/batch_norm2d.h"
+#include "core/ops/elementwise.h"
 #include "tests/support/gpu.h"
 
 using namespace alloy;
@@ -67,6 +69,57 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
         check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
         check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(param_type), 1e-3);
         check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(param_type), 1e-3);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fused_relu_matches_the_cpu) {
+  Generator generator(82);
+  const DType types[] = {DType::f32, DType::f16, DType::bf16};
+  BatchNormParams params;
+  params.relu = true;
+  // One chunk per channel, and 13 chunks merged by the grid's last block.
+  const Shape shapes[] = {{16, 12, 9, 7}, {64, 3, 28, 28}};
+  for (const DType dtype : types) {
+    for (const Shape& shape : shapes) {
+      const std::int64_t channels = shape[1];
+      const double tol = gpu_tolerance(dtype);
+      const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape);
+      const Tensor x = random_tensor(shape, dtype, generator, -2.0f, 3.0f);
+      const Tensor weight = random_tensor({channels}, DType::f32, generator, 0.5f, 1.5f);
+      const Tensor bias = random_tensor({channels}, DType::f32, generator);
+      Tensor mean_cpu = random_tensor({channels}, DType::f32, generator);
+      Tensor var_cpu = random_tensor({channels}, DType::f32, generator, 0.5f, 2.0f);
+      Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
+      const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
+
+      const BatchNormTrainResult cpu =
+          batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
+      const BatchNormTrainResult gpu =
+          batch_norm2d_train_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params);
+      check_gpu_close(gpu.y, cpu.y, "relu train y " + what, tol, 1e-4);
+      check_gpu_close(
+          batch_norm2d_eval_forward(x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu, params),
+          batch_norm2d_eval_forward(x, weight, bias, mean_cpu, var_cpu, params),
+          "relu eval y " + what, tol, 1e-4);
+
+      // The mask is the CPU's output on both sides, so both mask the same elements; an f32
+      // mask stands for a promoted residual sum.
+      for (const DType mask_type : {dtype, DType::f32}) {
+        const Tensor mask = mask_type == dtype ? cpu.y : cast(cpu.y, mask_type);
+        const Tensor dy = random_tensor(x.shape(), dtype, generator);
+        Tensor dweight = Tensor::zeros({channels}, DType::f32);
+        Tensor dbias = Tensor::zeros({channels}, DType::f32);
+        Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
+        const std::string grads = what + " mask " + dtype_name(mask_type);
+        const Tensor dx = batch_norm2d_backward(x, weight, dy, cpu.saved, dweight, dbias, mask);
+        const Tensor dx_gpu = batch_norm2d_backward(x_gpu, weight_gpu, to_cuda(dy), gpu.saved,
+                                                    dweight_gpu, dbias_gpu, to_cuda(mask));
+        check_gpu_close(dx_gpu, dx, "relu dx " + grads, tol, 1e-3);
+        check_gpu_close(dweight_gpu, dweight, "relu dweight " + grads, gpu_tolerance(DType::f32),
+                        1e-3);
+        check_gpu_close(dbias_gpu, dbias, "relu dbias " + grads, gpu_tolerance(DType::f32), 1e-3);
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/ops/elementwise.h"
+#include "core/ops/relu.h"
 #include "core/thread_pool.h"
 #include "tests/support/gradcheck.h"
 
@@ -414,6 +415,158 @@ BOOST_AUTO_TEST_CASE(rejects_bad_inputs) {
                         Error, names_op);
   BOOST_CHECK_EXCEPTION(batch_norm2d_backward(x, c3, x, BatchNormSaved{}, dweight, dbias), Error,
                         names_op);
+  // The ReLU's output must match x's shape and be floating.
+  BOOST_CHECK_EXCEPTION(batch_norm2d_backward(x, c3, x, forward.saved, dweight, dbias,
+                                              Tensor::zeros({2, 3, 4, 5}, DType::f32)),
+                        Error, names_op);
+  BOOST_CHECK_EXCEPTION(batch_norm2d_backward(x, c3, x, forward.saved, dweight, dbias,
+                                              Tensor::zeros({2, 3, 4, 4}, DType::i32)),
+                        Error, names_op);
+}
+
+// The fused ReLU (params.relu, and relu_output in the backward) against the unfused ops: the
+// same bits in every dtype, with a NaN in dy (masked or not) and a mask of another dtype.
+BOOST_AUTO_TEST_CASE(fused_relu_is_bitwise_the_unfused_ops) {
+  Generator generator(7);
+  BatchNormParams plain;
+  BatchNormParams fused;
+  fused.relu = true;
+  for (const DType dtype : kFloatTypes) {
+    for (const DType param_dtype : {DType::f32, dtype}) {
+      for (const Shape& shape : kShapes) {
+        const std::string what = std::string(dtype_name(dtype)) + " params " +
+                                 dtype_name(param_dtype) + " " + shape_str(shape);
+        const Tensor x = shifted_input(shape, dtype, generator);
+        const Tensor weight = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 1.5f);
+        const Tensor bias = random_tensor({shape[1]}, param_dtype, generator);
+        const Tensor mean0 = random_tensor({shape[1]}, param_dtype, generator);
+        const Tensor var0 = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 2.0f);
+        Tensor mean[2] = {mean0.clone(), mean0.clone()}, var[2] = {var0.clone(), var0.clone()};
+        const BatchNormTrainResult unfused =
+            batch_norm2d_train_forward(x, weight, bias, mean[0], var[0], plain);
+        const BatchNormTrainResult result =
+            batch_norm2d_train_forward(x, weight, bias, mean[1], var[1], fused);
+        const Tensor y = relu_forward(unfused.y);
+        BOOST_TEST(same_bits(result.y, y), "train y " << what);
+        BOOST_TEST(same_bits(result.saved.invstd, unfused.saved.invstd), "invstd " << what);
+        BOOST_TEST(same_bits(mean[1], mean[0]), "running mean " << what);
+        BOOST_TEST(same_bits(var[1], var[0]), "running var " << what);
+        BOOST_TEST(
+            same_bits(batch_norm2d_eval_forward(x, weight, bias, mean0, var0, fused),
+                      relu_forward(batch_norm2d_eval_forward(x, weight, bias, mean0, var0, plain))),
+            "eval y " << what);
+
+        // A mask of x's dtype (the fused output) and of f32 (a promoted residual sum).
+        for (const Tensor& mask : {result.y, cast(result.y, DType::f32)}) {
+          for (const DType dy_dtype : {dtype, DType::f32}) {
+            const std::string grads =
+                what + " mask " + dtype_name(mask.dtype()) + " dy " + dtype_name(dy_dtype);
+            std::vector<float> dy_values = random_tensor(shape, dy_dtype, generator).to_floats();
+            dy_values[1] = NAN;  // masked or not, as relu_backward does
+            const Tensor dy = Tensor::from_floats(shape, dy_values, dy_dtype);
+            Tensor dweight[2], dbias[2];
+            for (int k = 0; k < 2; ++k) {
+              dweight[k] = Tensor::zeros({shape[1]}, param_dtype);
+              dbias[k] = Tensor::zeros({shape[1]}, param_dtype);
+            }
+            const Tensor dx_unfused = batch_norm2d_backward(x, weight, relu_backward(mask, dy),
+                                                            unfused.saved, dweight[0], dbias[0]);
+            const Tensor dx =
+                batch_norm2d_backward(x, weight, dy, result.saved, dweight[1], dbias[1], mask);
+            BOOST_TEST(same_bits(dx, dx_unfused), "dx " << grads);
+            BOOST_TEST(same_bits(dweight[1], dweight[0]), "dweight " << grads);
+            BOOST_TEST(same_bits(dbias[1], dbias[0]), "dbias " << grads);
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fused_relu_matches_float64_reference) {
+  Generator generator(8);
+  BatchNormParams params;
+  params.relu = true;
+  params.eps = 1e-3f;
+  for (const DType dtype : kFloatTypes) {
+    for (const Shape& shape : kShapes) {
+      const std::string what = std::string(dtype_name(dtype)) + " " + shape_str(shape);
+      const Tensor x = shifted_input(shape, dtype, generator);
+      const Tensor weight = random_tensor({shape[1]}, DType::f32, generator, 0.5f, 1.5f);
+      const Tensor bias = random_tensor({shape[1]}, DType::f32, generator);
+      Tensor running_mean = Tensor::zeros({shape[1]}, DType::f32);
+      Tensor running_var = Tensor::zeros({shape[1]}, DType::f32);
+      const BatchNormTrainResult result =
+          batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
+      BOOST_TEST((result.y.dtype() == dtype));
+
+      const Reference reference(shape);
+      const auto xv = to_doubles(x);
+      std::vector<double> mean, variance;
+      reference.statistics(xv, mean, variance);
+      std::vector<double> expected =
+          reference.normalize(xv, mean, variance, to_doubles(weight), to_doubles(bias), params.eps);
+      for (auto& value : expected)
+        value = std::max(0.0, value);
+      check_close(result.y, expected, dtype_tolerance(dtype), kAtol, "relu y " + what);
+
+      // d/dx of sum(dy * relu(bn(x))) = bn's backward of dy masked by y > 0.
+      for (const DType dy_dtype : {dtype, DType::f32}) {
+        const Tensor dy = random_tensor(shape, dy_dtype, generator);
+        Tensor dweight = Tensor::zeros({shape[1]}, DType::f32);
+        Tensor dbias = Tensor::zeros({shape[1]}, DType::f32);
+        const Tensor dx =
+            batch_norm2d_backward(x, weight, dy, result.saved, dweight, dbias, result.y);
+        BOOST_TEST((dx.dtype() == dtype));
+        std::vector<double> masked = to_doubles(dy);
+        const auto yv = to_doubles(result.y);
+        for (std::size_t i = 0; i < masked.size(); ++i)
+          masked[i] = yv[i] > 0.0 ? masked[i] : 0.0;
+        const auto exact = reference.backward(xv, to_doubles(weight), masked, params.eps);
+        const double rtol = dtype == DType::f32 ? 1e-4 : dtype_tolerance(dtype);
+        const double atol = dtype == DType::f32 ? kAtol : 1e-4;
+        const std::string grads = what + " dy " + dtype_name(dy_dtype);
+        check_close(dx, exact.dx, rtol, atol, "relu dx " + grads);
+        check_close(dweight, exact.dweight, 1e-4, atol, "relu dweight " + grads);
+        check_close(dbias, exact.dbias, 1e-4, atol, "relu dbias " + grads);
+      }
+    }
+  }
+}
+
+// Biases far on either side of the kink (gamma * |xhat| stays below them) keep every ReLU input
+// at least 0.5 from zero, so central differences see a smooth function.
+BOOST_AUTO_TEST_CASE(fused_relu_backward_matches_central_differences) {
+  Generator generator(9);
+  BatchNormParams params;
+  params.relu = true;
+  params.eps = 1e-3f;
+  const Shape shape{2, 4, 3, 3};  // 18 values per channel: |xhat| <= sqrt(17) < 4.2
+  Tensor x = shifted_input(shape, DType::f32, generator);
+  Tensor weight = random_tensor({4}, DType::f32, generator, 0.1f, 0.2f);
+  Tensor bias = Tensor::from_floats({4}, {1.5f, -1.5f, 1.4f, -1.6f}, DType::f32);
+  Tensor running_mean = Tensor::zeros({4}, DType::f32);
+  Tensor running_var = Tensor::zeros({4}, DType::f32);
+  const Tensor dy = random_tensor(shape, DType::f32, generator);
+  const auto weights = to_doubles(dy);
+  const auto loss = [&] {
+    return weighted_sum(
+        batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params).y, weights);
+  };
+  constexpr float step = 1e-2f;
+  const auto numerical_dx = numerical_gradient(loss, x, step);
+  const auto numerical_dw = numerical_gradient(loss, weight, step);
+  const auto numerical_db = numerical_gradient(loss, bias, step);
+  const BatchNormTrainResult forward =
+      batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
+  Tensor dweight = Tensor::zeros({4}, DType::f32), dbias = Tensor::zeros({4}, DType::f32);
+  const Tensor dx = batch_norm2d_backward(x, weight, dy, forward.saved, dweight, dbias, forward.y);
+  check_close(dx, numerical_dx, 2e-3, 2e-3, "relu dx vs central differences");
+  check_close(dweight, numerical_dw, 2e-3, 2e-3, "relu dweight vs central differences");
+  check_close(dbias, numerical_db, 2e-3, 2e-3, "relu dbias vs central differences");
+  // Half the channels are off: their parameter gradients are exactly zero.
+  BOOST_TEST(dbias.to_floats()[1] == 0.0f);
+  BOOST_TEST(dweight.to_floats()[3] == 0.0f);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
