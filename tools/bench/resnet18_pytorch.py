@@ -14,7 +14,8 @@ Prints one JSON line per batch size:
   {"framework":"pytorch","batch_size":64,"timed_steps":4,"images_per_second":...,
    "cpu_seconds":...,"images_per_cpu_second":...}
 images_per_second counts the images of the steps after the first over their wall time, as
-alloy mem does; cpu_seconds is this process's user + system CPU time over the same steps.
+alloy mem does; cpu_seconds is this process's user + system CPU time over the same steps
+(images_per_cpu_second is null if that reads 0: the process clock ticks are coarse).
 
 Needs PyTorch and numpy (Debian: python3-torch python3-numpy; run it with /usr/bin/python3).
 """
@@ -106,7 +107,7 @@ def measure(batch_size, steps, seed):
     return {"framework": "pytorch", "torch": torch.__version__,
             "threads": torch.get_num_threads(), "batch_size": batch_size, "timed_steps": timed,
             "images_per_second": timed * batch_size / wall, "cpu_seconds": cpu,
-            "images_per_cpu_second": timed * batch_size / cpu}
+            "images_per_cpu_second": timed * batch_size / cpu if cpu > 0 else None}
 
 
 def main():

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Times fp32 resnet18 training steps (28x28x1 images, SGD momentum 0.9) with PyTorch on the CPU
-# and then with Alloy on the CPU, in one go, with the same thread count, batch sizes and steps,
-# and prints both throughputs and the ratio Alloy / PyTorch per batch size.
+# and with Alloy on the CPU, side by side in one go, with the same thread count, batch sizes and
+# steps, over several rounds, and prints both throughputs and the ratio Alloy / PyTorch per batch
+# size.
 #
 #   tools/bench/resnet18_vs_pytorch.sh [--batch-sizes 64,128] [--steps N] [--threads N]
-#                                      [--alloy PATH] [--python PATH] [--keep DIR]
+#                                      [--rounds R] [--alloy PATH] [--python PATH] [--keep DIR]
 #
-# Defaults: batch 64 and 128, 5 steps per batch size, every core this process may use,
+# Defaults: batch 64 and 128, 5 steps per run, 3 rounds, every core this process may use,
 # build/bin/alloy and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
 # installs it). Both time the same step on one synthetic batch, without data loading:
 # PyTorch in tools/bench/resnet18_pytorch.py, Alloy as `alloy mem --opt-levels O0` does.
@@ -14,37 +15,83 @@
 # machine: both runs share its cores with anything else that runs. As a figure less sensitive to
 # other load it also prints images per CPU second over the same steps: PyTorch's from its own
 # process times; Alloy's from the CPU time of `alloy mem --steps N` minus that of
-# `alloy mem --steps 1` (the setup and the first step).
+# `alloy mem --steps 1` (the setup and the first step). Even per CPU second, oversubscribed cores
+# bill spinning OpenMP threads as CPU time without work.
+#
+# Rounds: the speed of a shared machine or VM drifts from minute to minute (by 30% on ours), so
+# one PyTorch run followed by one Alloy run gives a ratio that swings with the drift. Each round
+# runs, for each batch size, PyTorch and then Alloy (`--steps N`, then `--steps 1` for the CPU
+# time), each a fresh process, so that slow drift hits both frameworks alike. Per batch size it
+# prints every round's figures and ratio, then the median of each framework over the rounds
+# (with an even number of rounds, the mean of the middle two), the ratio of the medians, and the
+# smallest and largest per-round ratio. A wide min..max range means the ratio is noise: rerun
+# on a quieter machine or with more rounds. Rounds do not remove load that changes within one
+# run, nor load that slows one framework more than the other.
+#
+# Standard output: one JSON line per round and batch size ("record": "round"), as each round
+# ends, then one per batch size ("record": "summary") with the medians, the ratio of medians and
+# the per-round min and max ratios. Standard error: the same in words. A CPU-time figure is null
+# (n/a) where the measured CPU time of the timed steps is not positive (clock ticks are 10 ms:
+# use more steps); medians and ratios of that figure then cover the other rounds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 batch_sizes=64,128
 steps=5
+rounds=3
 threads="$(nproc)"
 alloy="$here/build/bin/alloy"
 python=/usr/bin/python3
 keep=""
 
+usage_error() {
+  echo "resnet18_vs_pytorch.sh: $* (see --help)" >&2
+  exit 2
+}
+
 while (($#)); do
   case "$1" in
+    --batch-sizes | --steps | --threads | --rounds | --alloy | --python | --keep)
+      (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --batch-sizes) batch_sizes="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --alloy) alloy="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "resnet18_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
+# Prints the integer $2 without leading zeros if it is at least $3 (and below a million), or
+# fails with a usage error about option $1.
+integer_at_least() {
+  if [[ "$2" =~ ^[0-9]{1,6}$ ]] && ((10#$2 >= $3)); then
+    echo $((10#$2))
+  else
+    usage_error "$1 must be an integer from $3 to 999999, not '$2'"
+  fi
+}
+steps=$(integer_at_least --steps "$steps" 2)
+threads=$(integer_at_least --threads "$threads" 1)
+rounds=$(integer_at_least --rounds "$rounds" 1)
+[[ "$batch_sizes" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+  usage_error "--batch-sizes must be a comma-separated list of integers, not '$batch_sizes'"
+batches=()
+for batch in ${batch_sizes//,/ }; do
+  batch=$(integer_at_least "each of --batch-sizes" "$batch" 1)
+  [[ " ${batches[*]} " == *" $batch "* ]] || batches+=("$batch")  # each batch size once
+done
+batch_sizes=$(IFS=,; echo "${batches[*]}")
 [[ -x "$alloy" ]] || { echo "resnet18_vs_pytorch.sh: $alloy not found: run tools/setup.sh" >&2; exit 1; }
-((steps >= 2)) || { echo "resnet18_vs_pytorch.sh: --steps must be at least 2" >&2; exit 2; }
 out="${keep:-$(mktemp -d)}"
 mkdir -p "$out"
 [[ -n "$keep" ]] || trap 'rm -rf "$out"' EXIT
 
-echo "resnet18, fp32 SGD steps on the CPU: batch $batch_sizes, $steps steps each, $threads threads" >&2
+echo "resnet18, fp32 SGD steps on the CPU: batch $batch_sizes, $steps steps per run," \
+  "$threads threads, $rounds rounds of PyTorch then Alloy" >&2
 
 # Runs "$@" with its output in $out/alloy.log and prints its user + system CPU seconds. Called
 # in a command substitution: the subshell running this function reaps the command, so its
@@ -57,55 +104,115 @@ cpu_seconds_of() {
   awk -v a="$after" -v b="$before" -v hz="$(getconf CLK_TCK)" 'BEGIN {print (a - b) / hz}'
 }
 
-echo "== PyTorch" >&2
-"$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch_sizes" --steps "$steps" \
-  --threads "$threads" >"$out/pytorch.jsonl"
-cat "$out/pytorch.jsonl" >&2
-
-echo "== Alloy" >&2
-: >"$out/alloy.jsonl"
-for batch in ${batch_sizes//,/ }; do
-  mem=("$alloy" mem --model resnet18 --device cpu --opt-levels O0 --batch-size "$batch"
-    --threads "$threads")
-  setup_cpu=$(cpu_seconds_of "${mem[@]}" --steps 1 --json "$out/alloy-$batch-setup.json")
-  total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$batch.json")
-  "$python" - "$out/alloy-$batch.json" "$batch" "$steps" "$total_cpu" "$setup_cpu" \
-    >>"$out/alloy.jsonl" <<'EOF'
+: >"$out/rounds.jsonl"
+for ((round = 1; round <= rounds; round++)); do
+  for batch in "${batches[@]}"; do
+    tag="r$round-b$batch"
+    "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
+      --threads "$threads" >"$out/pytorch-$tag.json"
+    mem=("$alloy" mem --model resnet18 --device cpu --opt-levels O0 --batch-size "$batch"
+      --threads "$threads")
+    # The timed run right after PyTorch's; the setup run, only subtracted, after it.
+    total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+    setup_cpu=$(cpu_seconds_of "${mem[@]}" --steps 1 --json "$out/alloy-$tag-setup.json")
+    "$python" - "$out/pytorch-$tag.json" "$out/alloy-$tag.json" "$total_cpu" "$setup_cpu" \
+      "$round" "$rounds" "$batch" "$steps" "$threads" "$out/rounds.jsonl" <<'EOF'
 import json
 import sys
 
-level = json.loads(open(sys.argv[1]).readline())
-batch, steps = int(sys.argv[2]), int(sys.argv[3])
-cpu = float(sys.argv[4]) - float(sys.argv[5])
-print(json.dumps({"framework": "alloy", "batch_size": batch, "timed_steps": steps - 1,
-                  "images_per_second": level["images_per_second"], "cpu_seconds": cpu,
-                  "images_per_cpu_second": (steps - 1) * batch / cpu}))
+torch_run = json.loads(open(sys.argv[1]).readline())
+level = json.loads(open(sys.argv[2]).readline())
+alloy_cpu = float(sys.argv[3]) - float(sys.argv[4])
+round_, rounds, batch, steps, threads = map(int, sys.argv[5:10])
+records = sys.argv[10]  # full precision, for the summary; standard output gets rounded figures
+timed = steps - 1
+assert torch_run["batch_size"] == batch and torch_run["timed_steps"] == timed, torch_run
+
+
+def ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
+def fmt(x, digits=1, suffix=""):
+    return "n/a" if x is None else f"{x:.{digits}f}{suffix}"
+
+
+t_ips, a_ips = torch_run["images_per_second"], level["images_per_second"]
+t_cpu_ips = torch_run["images_per_cpu_second"]
+a_cpu_ips = timed * batch / alloy_cpu if alloy_cpu > 0 else None
+record = {
+    "record": "round", "round": round_, "rounds": rounds, "threads": threads,
+    "batch_size": batch, "steps": steps, "timed_steps": timed, "torch": torch_run["torch"],
+    "pytorch_images_per_second": t_ips, "alloy_images_per_second": a_ips,
+    "ratio_alloy_over_pytorch": a_ips / t_ips,
+    "pytorch_cpu_seconds": torch_run["cpu_seconds"], "alloy_cpu_seconds": alloy_cpu,
+    "pytorch_images_per_cpu_second": t_cpu_ips, "alloy_images_per_cpu_second": a_cpu_ips,
+    "cpu_ratio_alloy_over_pytorch": ratio(a_cpu_ips, t_cpu_ips),
+}
+with open(records, "a") as file:
+    print(json.dumps(record), file=file)
+digits = {"ratio_alloy_over_pytorch": 3, "cpu_ratio_alloy_over_pytorch": 3,
+          "pytorch_cpu_seconds": 3, "alloy_cpu_seconds": 3}
+print(json.dumps({key: round(value, digits.get(key, 2)) if isinstance(value, float) else value
+                  for key, value in record.items()}), flush=True)
+print(f"round {round_}/{rounds}, batch {batch}: PyTorch {t_ips:.1f} images/s, Alloy {a_ips:.1f} "
+      f"images/s, Alloy/PyTorch {a_ips / t_ips:.2f}x (per CPU second: {fmt(t_cpu_ips)} vs "
+      f"{fmt(a_cpu_ips)}, {fmt(ratio(a_cpu_ips, t_cpu_ips), 2, 'x')})", file=sys.stderr)
 EOF
-  tail -n 1 "$out/alloy.jsonl" >&2
+  done
 done
 
-"$python" - "$out/pytorch.jsonl" "$out/alloy.jsonl" "$threads" <<'EOF'
+"$python" - "$out/rounds.jsonl" <<'EOF'
 import json
+import statistics
 import sys
 
-torch_runs = {r["batch_size"]: r for r in map(json.loads, open(sys.argv[1]))}
-alloy_runs = {r["batch_size"]: r for r in map(json.loads, open(sys.argv[2]))}
-for batch, a in alloy_runs.items():
-    t = torch_runs[batch]
-    ratio = a["images_per_second"] / t["images_per_second"]
-    cpu_ratio = a["images_per_cpu_second"] / t["images_per_cpu_second"]
-    print(json.dumps({
-        "threads": int(sys.argv[3]), "batch_size": batch, "timed_steps": a["timed_steps"],
-        "torch": t["torch"],
-        "pytorch_images_per_second": round(t["images_per_second"], 1),
-        "alloy_images_per_second": round(a["images_per_second"], 1),
-        "ratio_alloy_over_pytorch": round(ratio, 3),
-        "pytorch_images_per_cpu_second": round(t["images_per_cpu_second"], 1),
-        "alloy_images_per_cpu_second": round(a["images_per_cpu_second"], 1),
-        "cpu_ratio_alloy_over_pytorch": round(cpu_ratio, 3),
-    }))
-    print(f"batch {batch}: PyTorch {t['images_per_second']:.1f} images/s, Alloy "
-          f"{a['images_per_second']:.1f} images/s, Alloy/PyTorch {ratio:.2f}x (per CPU second: "
-          f"{t['images_per_cpu_second']:.1f} vs {a['images_per_cpu_second']:.1f}, "
-          f"{cpu_ratio:.2f}x)", file=sys.stderr)
+by_batch = {}
+for record in map(json.loads, open(sys.argv[1])):
+    by_batch.setdefault(record["batch_size"], []).append(record)
+
+
+def figure(runs, key, digits=1):
+    """Median of each framework, ratio of the medians, min and max per-round ratio, of the
+    rounds where both frameworks measured the figure."""
+    both = [r for r in runs if r[f"pytorch_{key}"] is not None and r[f"alloy_{key}"] is not None]
+    if not both:
+        return None
+    t = statistics.median(r[f"pytorch_{key}"] for r in both)
+    a = statistics.median(r[f"alloy_{key}"] for r in both)
+    ratios = [r[f"alloy_{key}"] / r[f"pytorch_{key}"] for r in both]
+    return {"rounds": len(both), "pytorch": round(t, digits + 1), "alloy": round(a, digits + 1),
+            "ratio": round(a / t, 3), "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
+
+
+for batch, runs in by_batch.items():
+    first = runs[0]
+    wall = figure(runs, "images_per_second")
+    cpu = figure(runs, "images_per_cpu_second")
+    summary = {
+        "record": "summary", "threads": first["threads"], "batch_size": batch,
+        "rounds": len(runs), "steps": first["steps"], "timed_steps": first["timed_steps"],
+        "torch": first["torch"],
+        "pytorch_images_per_second_median": wall["pytorch"],
+        "alloy_images_per_second_median": wall["alloy"],
+        "ratio_of_medians": wall["ratio"],
+        "round_ratio_min": wall["min"], "round_ratio_max": wall["max"],
+        "cpu_rounds": cpu["rounds"] if cpu else 0,
+        "pytorch_images_per_cpu_second_median": cpu["pytorch"] if cpu else None,
+        "alloy_images_per_cpu_second_median": cpu["alloy"] if cpu else None,
+        "cpu_ratio_of_medians": cpu["ratio"] if cpu else None,
+        "cpu_round_ratio_min": cpu["min"] if cpu else None,
+        "cpu_round_ratio_max": cpu["max"] if cpu else None,
+    }
+    print(json.dumps(summary))
+    if cpu:
+        rounds_note = "" if cpu["rounds"] == len(runs) else f" ({cpu['rounds']} rounds)"
+        cpu_words = (f"{cpu['pytorch']:.1f} vs {cpu['alloy']:.1f}{rounds_note}, "
+                     f"{cpu['ratio']:.2f}x, per round {cpu['min']:.2f}x-{cpu['max']:.2f}x")
+    else:
+        cpu_words = "n/a in every round"
+    print(f"batch {batch}, medians of {len(runs)} rounds: PyTorch {wall['pytorch']:.1f} images/s, "
+          f"Alloy {wall['alloy']:.1f} images/s, Alloy/PyTorch {wall['ratio']:.2f}x, per round "
+          f"{wall['min']:.2f}x-{wall['max']:.2f}x (per CPU second: {cpu_words})",
+          file=sys.stderr)
 EOF
