@@ -20,8 +20,9 @@
 #
 # Rounds: the speed of a shared machine or VM drifts from minute to minute (by 30% on ours), so
 # one PyTorch run followed by one Alloy run gives a ratio that swings with the drift. Each round
-# runs, for each batch size, PyTorch and then Alloy (`--steps N`, then `--steps 1` for the CPU
-# time), each a fresh process, so that slow drift hits both frameworks alike. Per batch size it
+# runs, for each batch size, PyTorch and Alloy (`--steps N`; then `--steps 1` for the CPU time),
+# each a fresh process, PyTorch first in odd rounds and Alloy first in even ones, so that slow
+# drift hits both frameworks alike. Per batch size it
 # prints every round's figures and ratio, then the median of each framework over the rounds
 # (with an even number of rounds, the mean of the middle two), the ratio of the medians, and the
 # smallest and largest per-round ratio. A wide min..max range means the ratio is noise: rerun
@@ -91,7 +92,7 @@ mkdir -p "$out"
 [[ -n "$keep" ]] || trap 'rm -rf "$out"' EXIT
 
 echo "resnet18, fp32 SGD steps on the CPU: batch $batch_sizes, $steps steps per run," \
-  "$threads threads, $rounds rounds of PyTorch then Alloy" >&2
+  "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
 
 # Runs "$@" with its output in $out/alloy.log and prints its user + system CPU seconds. Called
 # in a command substitution: the subshell running this function reaps the command, so its
@@ -108,12 +109,20 @@ cpu_seconds_of() {
 for ((round = 1; round <= rounds; round++)); do
   for batch in "${batches[@]}"; do
     tag="r$round-b$batch"
-    "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
-      --threads "$threads" >"$out/pytorch-$tag.json"
     mem=("$alloy" mem --model resnet18 --device cpu --opt-levels O0 --batch-size "$batch"
       --threads "$threads")
-    # The timed run right after PyTorch's; the setup run, only subtracted, after it.
-    total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+    # The two timed runs next to each other, PyTorch's first in odd rounds and Alloy's first in
+    # even ones, so drift within a round tilts neither way; Alloy's setup run, only subtracted,
+    # after both.
+    if ((round % 2 == 1)); then
+      "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
+        --threads "$threads" >"$out/pytorch-$tag.json"
+      total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+    else
+      total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+      "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
+        --threads "$threads" >"$out/pytorch-$tag.json"
+    fi
     setup_cpu=$(cpu_seconds_of "${mem[@]}" --steps 1 --json "$out/alloy-$tag-setup.json")
     "$python" - "$out/pytorch-$tag.json" "$out/alloy-$tag.json" "$total_cpu" "$setup_cpu" \
       "$round" "$rounds" "$batch" "$steps" "$threads" "$out/rounds.jsonl" <<'EOF'
