@@ -1,47 +1,94 @@
 #!/usr/bin/env bash
 # Trains the reference LeNet recipe (Fashion-MNIST, SGD lr 0.2, batch 256, fp32) with PyTorch
-# on the CPU and then with Alloy on the CPU, one after the other, with the same thread count and
-# epochs, and prints the training throughput of both and the ratio Alloy / PyTorch.
+# on the CPU and with Alloy on the CPU, side by side in one go, with the same thread count and
+# epochs, over several rounds, and prints the training throughput of both and the ratio
+# Alloy / PyTorch.
 #
-#   tools/bench/lenet_vs_pytorch.sh [--epochs N] [--threads N] [--alloy PATH] [--data-dir DIR]
-#                                   [--python PATH] [--keep DIR]
+#   tools/bench/lenet_vs_pytorch.sh [--epochs N] [--threads N] [--rounds R] [--alloy PATH]
+#                                   [--data-dir DIR] [--python PATH] [--keep DIR]
 #
-# Defaults: 2 epochs, every core this process may use, build/bin/alloy, Debian's data set and
-# /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch` installs it).
+# Defaults: 2 epochs per run, 3 rounds, every core this process may use, build/bin/alloy,
+# Debian's data set and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
+# installs it). PyTorch trains in tools/bench/lenet_pytorch.py, Alloy with
+# `alloy train --model lenet --opt-level O0`, each a whole run from a fresh process.
 # images/s is training images over the wall time spent in training steps, test evaluation
 # excluded, for both programs. Run it on an otherwise idle machine: both runs share its cores
 # with anything else that runs. As a figure less sensitive to other load it also prints training
 # images per CPU second: the same images over the whole process's user + system CPU time (data
-# loading and test evaluation included, for both).
+# loading and test evaluation included, for both). It reports the test accuracy after the last
+# epoch of every run too.
+#
+# Rounds: the speed of a shared machine or VM drifts from minute to minute (by 30% on ours), so
+# one PyTorch run followed by one Alloy run gives a ratio that swings with the drift (1.30x and
+# 1.64x from two runs of the same binaries). Each round trains with PyTorch and with Alloy, each
+# a fresh process, PyTorch first in odd rounds and Alloy first in even ones, so that slow drift
+# hits both frameworks alike. It prints every round's figures, ratios and accuracies, then the
+# median of each framework over the rounds (with an even number of rounds, the mean of the
+# middle two), the ratio of the medians, and the smallest and largest per-round ratio. A wide
+# min..max range means the ratio is noise: rerun on a quieter machine or with more rounds.
+# Rounds do not remove load that changes within one run, nor load that slows one framework more
+# than the other.
+#
+# Standard output: one JSON line per round ("record": "round"), as each round ends, then one
+# ("record": "summary") with the medians, the ratio of medians, the per-round min and max ratios
+# and the accuracies of every round. Standard error: each run's epoch lines and the same figures
+# in words. A CPU-time figure is null (n/a) where the measured CPU time is not positive (clock
+# ticks are 10 ms); medians and ratios of that figure then cover the other rounds.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 epochs=2
+rounds=3
 threads="$(nproc)"
 alloy="$here/build/bin/alloy"
 data_dir=/usr/share/datasets/fashion-mnist
 python=/usr/bin/python3
 keep=""
 
+usage_error() {
+  echo "lenet_vs_pytorch.sh: $* (see --help)" >&2
+  exit 2
+}
+
 while (($#)); do
   case "$1" in
+    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep)
+      (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --epochs) epochs="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --alloy) alloy="$2"; shift 2 ;;
     --data-dir) data_dir="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    *) echo "lenet_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
+# Prints the integer $2 without leading zeros if it is at least $3 (and below a million), or
+# fails with a usage error about option $1.
+integer_at_least() {
+  if [[ "$2" =~ ^[0-9]{1,6}$ ]] && ((10#$2 >= $3)); then
+    echo $((10#$2))
+  else
+    usage_error "$1 must be an integer from $3 to 999999, not '$2'"
+  fi
+}
+epochs=$(integer_at_least --epochs "$epochs" 1)
+threads=$(integer_at_least --threads "$threads" 1)
+rounds=$(integer_at_least --rounds "$rounds" 1)
+[[ -n "$alloy" ]] || usage_error "--alloy must not be empty"
+[[ -n "$python" ]] || usage_error "--python must not be empty"
+[[ -d "$data_dir" ]] || usage_error "--data-dir '$data_dir' is not a directory"
+command -v "$python" >/dev/null || usage_error "--python '$python' is not a command"
 [[ -x "$alloy" ]] || { echo "lenet_vs_pytorch.sh: $alloy not found: run tools/setup.sh" >&2; exit 1; }
 out="${keep:-$(mktemp -d)}"
 mkdir -p "$out"
 [[ -n "$keep" ]] || trap 'rm -rf "$out"' EXIT
 
-echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs, $threads threads" >&2
+echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs per run," \
+  "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
 
 # Runs "$@" and writes its user + system CPU seconds to the file $cpu_file.
 cpu_timed() {
@@ -53,57 +100,150 @@ cpu_timed() {
     >"$cpu_file"
 }
 
-echo "== PyTorch" >&2
-cpu_file="$out/pytorch.cpu"
-cpu_timed "$python" "$here/tools/bench/lenet_pytorch.py" --epochs "$epochs" \
-  --threads "$threads" --data-dir "$data_dir" >"$out/pytorch.jsonl"
-cat "$out/pytorch.jsonl" >&2
+# Train round $round's run of each framework, its events in $out/<framework>-r$round.jsonl and
+# its CPU seconds in $out/<framework>-r$round.cpu.
+run_pytorch() {
+  echo "== round $round/$rounds: PyTorch" >&2
+  cpu_file="$out/pytorch-r$round.cpu"
+  cpu_timed "$python" "$here/tools/bench/lenet_pytorch.py" --epochs "$epochs" \
+    --threads "$threads" --data-dir "$data_dir" >"$out/pytorch-r$round.jsonl"
+  cat "$out/pytorch-r$round.jsonl" >&2
+}
+run_alloy() {
+  echo "== round $round/$rounds: Alloy" >&2
+  cpu_file="$out/alloy-r$round.cpu"
+  cpu_timed "$alloy" train --model lenet --device cpu --opt-level O0 --epochs "$epochs" \
+    --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" --data-dir "$data_dir" \
+    --log-json "$out/alloy-r$round.jsonl" >&2
+}
 
-echo "== Alloy" >&2
-cpu_file="$out/alloy.cpu"
-cpu_timed "$alloy" train --model lenet --device cpu --opt-level O0 --epochs "$epochs" \
-  --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" --data-dir "$data_dir" \
-  --log-json "$out/alloy.jsonl" >&2
-
-"$python" - "$out/pytorch.jsonl" "$out/alloy.jsonl" "$threads" "$epochs" \
-  "$(cat "$out/pytorch.cpu")" "$(cat "$out/alloy.cpu")" <<'EOF'
+: >"$out/rounds.jsonl"
+for ((round = 1; round <= rounds; round++)); do
+  # PyTorch first in odd rounds and Alloy first in even ones, so drift within a round tilts
+  # neither way.
+  if ((round % 2 == 1)); then
+    run_pytorch
+    run_alloy
+  else
+    run_alloy
+    run_pytorch
+  fi
+  "$python" - "$out/pytorch-r$round.jsonl" "$out/alloy-r$round.jsonl" \
+    "$(cat "$out/pytorch-r$round.cpu")" "$(cat "$out/alloy-r$round.cpu")" \
+    "$round" "$rounds" "$threads" "$epochs" "$out/rounds.jsonl" <<'EOF'
 import json
 import sys
 
 
-def epochs_of(path):
+def events_of(path):
     with open(path) as f:
-        return [e for e in map(json.loads, f) if e.get("event") == "epoch"]
+        return list(map(json.loads, f))
 
 
-def throughput(events):
-    # Total images over total training seconds: an epoch's images = its images/s x seconds.
-    images = sum(e["images_per_second"] * e["epoch_seconds"] for e in events)
-    return images / sum(e["epoch_seconds"] for e in events)
+def images(epochs):
+    # An epoch's training images = its images/s x its seconds.
+    return sum(e["images_per_second"] * e["epoch_seconds"] for e in epochs)
 
 
-def images(events):
-    return sum(e["images_per_second"] * e["epoch_seconds"] for e in events)
+def ratio(a, b):
+    return None if a is None or b is None else a / b
 
 
-torch_epochs, alloy_epochs = epochs_of(sys.argv[1]), epochs_of(sys.argv[2])
-torch_ips, alloy_ips = throughput(torch_epochs), throughput(alloy_epochs)
-torch_cpu, alloy_cpu = float(sys.argv[5]), float(sys.argv[6])
-torch_ipc, alloy_ipc = images(torch_epochs) / torch_cpu, images(alloy_epochs) / alloy_cpu
-print(json.dumps({
-    "threads": int(sys.argv[3]), "epochs": int(sys.argv[4]),
-    "pytorch_images_per_second": round(torch_ips, 1),
-    "alloy_images_per_second": round(alloy_ips, 1),
-    "ratio_alloy_over_pytorch": round(alloy_ips / torch_ips, 3),
-    "pytorch_cpu_seconds": round(torch_cpu, 1), "alloy_cpu_seconds": round(alloy_cpu, 1),
-    "pytorch_images_per_cpu_second": round(torch_ipc, 1),
-    "alloy_images_per_cpu_second": round(alloy_ipc, 1),
-    "cpu_ratio_alloy_over_pytorch": round(alloy_ipc / torch_ipc, 3),
+def fmt(x, digits=0, suffix=""):
+    return "n/a" if x is None else f"{x:.{digits}f}{suffix}"
+
+
+torch_events, alloy_events = events_of(sys.argv[1]), events_of(sys.argv[2])
+torch_epochs = [e for e in torch_events if e.get("event") == "epoch"]
+alloy_epochs = [e for e in alloy_events if e.get("event") == "epoch"]
+torch_end = next((e for e in torch_events if e.get("event") == "end"), {})
+torch_cpu, alloy_cpu = float(sys.argv[3]), float(sys.argv[4])
+round_, rounds, threads, epochs = map(int, sys.argv[5:9])
+records = sys.argv[9]  # full precision, for the summary; standard output gets rounded figures
+assert len(torch_epochs) == epochs and len(alloy_epochs) == epochs, (torch_epochs, alloy_epochs)
+
+# Images over training seconds, all epochs together.
+torch_ips = images(torch_epochs) / sum(e["epoch_seconds"] for e in torch_epochs)
+alloy_ips = images(alloy_epochs) / sum(e["epoch_seconds"] for e in alloy_epochs)
+torch_ipc = images(torch_epochs) / torch_cpu if torch_cpu > 0 else None
+alloy_ipc = images(alloy_epochs) / alloy_cpu if alloy_cpu > 0 else None
+record = {
+    "record": "round", "round": round_, "rounds": rounds, "threads": threads, "epochs": epochs,
+    "torch": torch_end.get("torch"),
+    "pytorch_images_per_second": torch_ips, "alloy_images_per_second": alloy_ips,
+    "ratio_alloy_over_pytorch": alloy_ips / torch_ips,
+    "pytorch_cpu_seconds": torch_cpu, "alloy_cpu_seconds": alloy_cpu,
+    "pytorch_images_per_cpu_second": torch_ipc, "alloy_images_per_cpu_second": alloy_ipc,
+    "cpu_ratio_alloy_over_pytorch": ratio(alloy_ipc, torch_ipc),
     "pytorch_test_acc": torch_epochs[-1]["test_acc"],
     "alloy_test_acc": alloy_epochs[-1]["test_acc"],
-}))
-print(f"PyTorch {torch_ips:.0f} images/s, Alloy {alloy_ips:.0f} images/s, "
-      f"Alloy/PyTorch {alloy_ips / torch_ips:.2f}x "
-      f"(per CPU second: {torch_ipc:.0f} vs {alloy_ipc:.0f}, {alloy_ipc / torch_ipc:.2f}x)",
+}
+with open(records, "a") as file:
+    print(json.dumps(record), file=file)
+digits = {"ratio_alloy_over_pytorch": 3, "cpu_ratio_alloy_over_pytorch": 3,
+          "pytorch_test_acc": None, "alloy_test_acc": None}  # None: as measured
+print(json.dumps({key: round(value, digits.get(key, 1))
+                  if isinstance(value, float) and digits.get(key, 1) is not None else value
+                  for key, value in record.items()}), flush=True)
+print(f"round {round_}/{rounds}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_ips:.0f} "
+      f"images/s, Alloy/PyTorch {alloy_ips / torch_ips:.2f}x (per CPU second: {fmt(torch_ipc)} "
+      f"vs {fmt(alloy_ipc)}, {fmt(ratio(alloy_ipc, torch_ipc), 2, 'x')}); test accuracy "
+      f"PyTorch {record['pytorch_test_acc']:.4f}, Alloy {record['alloy_test_acc']:.4f}",
       file=sys.stderr)
+EOF
+done
+
+"$python" - "$out/rounds.jsonl" <<'EOF'
+import json
+import statistics
+import sys
+
+runs = [json.loads(line) for line in open(sys.argv[1])]
+
+
+def figure(key, digits=1):
+    """Median of each framework, ratio of the medians, min and max per-round ratio, of the
+    rounds where both frameworks measured the figure."""
+    both = [r for r in runs if r[f"pytorch_{key}"] is not None and r[f"alloy_{key}"] is not None]
+    if not both:
+        return None
+    t = statistics.median(r[f"pytorch_{key}"] for r in both)
+    a = statistics.median(r[f"alloy_{key}"] for r in both)
+    ratios = [r[f"alloy_{key}"] / r[f"pytorch_{key}"] for r in both]
+    return {"rounds": len(both), "pytorch": round(t, digits), "alloy": round(a, digits),
+            "ratio": round(a / t, 3), "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
+
+
+first = runs[0]
+wall = figure("images_per_second")
+cpu = figure("images_per_cpu_second")
+torch_accs = [r["pytorch_test_acc"] for r in runs]
+alloy_accs = [r["alloy_test_acc"] for r in runs]
+print(json.dumps({
+    "record": "summary", "threads": first["threads"], "epochs": first["epochs"],
+    "rounds": len(runs), "torch": first["torch"],
+    "pytorch_images_per_second_median": wall["pytorch"],
+    "alloy_images_per_second_median": wall["alloy"],
+    "ratio_of_medians": wall["ratio"],
+    "round_ratio_min": wall["min"], "round_ratio_max": wall["max"],
+    "cpu_rounds": cpu["rounds"] if cpu else 0,
+    "pytorch_images_per_cpu_second_median": cpu["pytorch"] if cpu else None,
+    "alloy_images_per_cpu_second_median": cpu["alloy"] if cpu else None,
+    "cpu_ratio_of_medians": cpu["ratio"] if cpu else None,
+    "cpu_round_ratio_min": cpu["min"] if cpu else None,
+    "cpu_round_ratio_max": cpu["max"] if cpu else None,
+    "pytorch_test_acc_per_round": torch_accs,
+    "alloy_test_acc_per_round": alloy_accs,
+}))
+if cpu:
+    rounds_note = "" if cpu["rounds"] == len(runs) else f" ({cpu['rounds']} rounds)"
+    cpu_words = (f"{cpu['pytorch']:.0f} vs {cpu['alloy']:.0f}{rounds_note}, "
+                 f"{cpu['ratio']:.2f}x, per round {cpu['min']:.2f}x-{cpu['max']:.2f}x")
+else:
+    cpu_words = "n/a in every round"
+print(f"medians of {len(runs)} rounds: PyTorch {wall['pytorch']:.0f} images/s, "
+      f"Alloy {wall['alloy']:.0f} images/s, Alloy/PyTorch {wall['ratio']:.2f}x, per round "
+      f"{wall['min']:.2f}x-{wall['max']:.2f}x (per CPU second: {cpu_words})", file=sys.stderr)
+print("test accuracy per round: PyTorch " + ", ".join(f"{a:.4f}" for a in torch_accs)
+      + "; Alloy " + ", ".join(f"{a:.4f}" for a in alloy_accs), file=sys.stderr)
 EOF
