@@ -7,6 +7,7 @@
 
 #include "core/ops/cpu/conv2d_winograd.h"
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
 
@@ -147,22 +148,6 @@ Index images_per_gemm(const Conv2dGeometry& g) {
   return std::clamp<Index>((min_columns + pixels - 1) / pixels, 1, g.batch);
 }
 
-// Per-thread slices of one scratch tensor.
-class Scratch {
- public:
-  Scratch(Index per_thread, bool zeroed)
-      : per_thread_(per_thread),
-        buffer_(zeroed ? Tensor::zeros({cpu_threads() * per_thread}, DType::f32, Device::cpu(),
-                                       MemoryCategory::workspace)
-                       : Tensor::empty({cpu_threads() * per_thread}, DType::f32, Device::cpu(),
-                                       MemoryCategory::workspace)) {}
-  float* slice(int chunk) const { return buffer_.data<float>() + chunk * per_thread_; }
-
- private:
-  Index per_thread_;
-  Tensor buffer_;
-};
-
 // Elements [offset, offset + count) of typed storage as fp32 in `target`, always copied.
 void widen_into(const void* data, DType dtype, Index offset, Index count, float* target) {
   const float* values = load_floats(data, dtype, offset, count, target);
@@ -183,7 +168,7 @@ void conv2d_im2col_forward(const Conv2dGeometry& g, const void* x, const float* 
   const Index output = g.filters * pixels;
   const Index group = images_per_gemm(g);
   const bool scatter = group > 1 || widened;
-  const Scratch scratch(
+  const ThreadScratch scratch(
       (patch + (scatter ? g.filters : 0)) * group * pixels + (widened ? image : 0), false);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     float* cols = scratch.slice(chunk);
@@ -227,14 +212,14 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
   const Index output = g.filters * pixels;
   const Index group = images_per_gemm(g);
   const bool gather = group > 1 || widened;
-  const Scratch scratch(
+  const ThreadScratch scratch(
       (patch * (dx != nullptr ? 2 : 1) + (gather ? g.filters : 0)) * group * pixels +
           (widened ? image : 0),
       false);
   // Each chunk sums its images' dw and db in its own slice; the slices are added in chunk
   // order afterwards, so the result depends only on the thread count.
   const Index partial_size = g.filters * patch + g.filters;
-  const Scratch partials(partial_size, true);
+  const ThreadScratch partials(partial_size, true);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     float* cols = scratch.slice(chunk);
     float* dcols = cols + patch * group * pixels;

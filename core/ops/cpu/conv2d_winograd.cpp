@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
 
@@ -384,22 +384,6 @@ void add_filter_gradients(const Conv2dGeometry& g, const float* partials, Index 
   });
 }
 
-// Per-thread slices of one workspace tensor.
-class Scratch {
- public:
-  Scratch(Index per_thread, bool zeroed)
-      : per_thread_(per_thread),
-        buffer_(zeroed ? Tensor::zeros({cpu_threads() * per_thread}, DType::f32, Device::cpu(),
-                                       MemoryCategory::workspace)
-                       : Tensor::empty({cpu_threads() * per_thread}, DType::f32, Device::cpu(),
-                                       MemoryCategory::workspace)) {}
-  float* slice(int chunk) const { return buffer_.data<float>() + chunk * per_thread_; }
-
- private:
-  Index per_thread_;
-  Tensor buffer_;
-};
-
 // Carves one thread's scratch slice into consecutive buffers.
 class Carve {
  public:
@@ -437,9 +421,9 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const void* x, const float
   const Index block_tiles = block * t.per_image;
   const Tensor u = transform_filters(g, w);
   const float* filters_hat = u.data<float>();
-  const Scratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
-                            (widened ? image + output : 0) + scratch_floats(t),
-                        false);
+  const ThreadScratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
+                                  (widened ? image + output : 0) + scratch_floats(t),
+                              false);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     Carve carve(scratch.slice(chunk));
     float* v = carve.take(kPoints * channels * (block_tiles + kWidth));
@@ -485,13 +469,13 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
   const Index block_tiles = block * t.per_image;
   Tensor u;
   if (dx != nullptr) u = transform_filters(g, w);
-  const Scratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
-                            (widened ? 2 * image + output : 0) + scratch_floats(t),
-                        false);
+  const ThreadScratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
+                                  (widened ? 2 * image + output : 0) + scratch_floats(t),
+                              false);
   // Each chunk sums its tiles' filter gradients (in the transform domain) and bias gradients in
   // its own slice; add_filter_gradients combines the slices in chunk order.
   const Index partial_size = kPoints * filters * channels + filters;
-  const Scratch partials(partial_size, true);
+  const ThreadScratch partials(partial_size, true);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     Carve carve(scratch.slice(chunk));
     float* v = carve.take(kPoints * channels * (block_tiles + kWidth));
