@@ -398,6 +398,48 @@ class Carve {
   float* next_;
 };
 
+// The sizes the forward and backward passes share, and their loop over blocks of images.
+struct Plan {
+  Plan(const Conv2dGeometry& g, DType dtype)
+      : t(g),
+        dtype(dtype),
+        widened(dtype != DType::f32),
+        channels(g.channels),
+        filters(g.filters),
+        image(channels * t.plane),
+        output(filters * t.out_plane),
+        block(images_per_block(t, (g.batch + cpu_threads() - 1) / cpu_threads())) {}
+
+  // Floats of a block's transformed rows for `count` channels or filters: rows of tiles (per
+  // point and channel or filter) are kWidth floats longer than the block's tiles, the padding
+  // the transforms' whole-vector stores run into.
+  Index block_floats(Index count) const { return kPoints * count * (block * t.per_image + kWidth); }
+
+  // Calls body(first, count, tiles, ld) for the blocks of images [begin, end): count images
+  // from `first`, `tiles` tiles in all, rows of stride ld.
+  template <class Body>
+  void for_blocks(Index begin, Index end, const Body& body) const {
+    for (Index first = begin; first < end; first += block) {
+      const Index count = std::min(block, end - first);
+      const Index tiles = count * t.per_image;
+      body(first, count, tiles, tiles + kWidth);
+    }
+  }
+
+  // Image `index`'s input planes, transformed into v at tile offset `slot`.
+  void transform_image(const void* x, Index index, Index slot, float* v, Index ld, float* x_scratch,
+                       float* rows) const {
+    const float* in = load_floats(x, dtype, index * image, image, x_scratch);
+    for (Index c = 0; c < channels; ++c)
+      transform_input(in + c * t.plane, t, v + c * ld + slot, channels * ld, rows);
+  }
+
+  Tiling t;
+  DType dtype;
+  bool widened;
+  Index channels, filters, image, output, block;
+};
+
 }  // namespace
 
 bool winograd_supports(const Conv2dGeometry& g) {
@@ -413,35 +455,24 @@ bool winograd_preferred(const Conv2dGeometry& g) {
 
 void conv2d_winograd_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
                              void* y, DType dtype) {
-  const Tiling t(g);
-  const bool widened = dtype != DType::f32;
-  const Index channels = g.channels, filters = g.filters;
-  const Index image = channels * t.plane, output = filters * t.out_plane;
-  const Index block = images_per_block(t, (g.batch + cpu_threads() - 1) / cpu_threads());
-  const Index block_tiles = block * t.per_image;
+  const Plan plan(g, dtype);
+  const Tiling& t = plan.t;
+  const Index channels = plan.channels, filters = plan.filters, output = plan.output;
   const Tensor u = transform_filters(g, w);
   const float* filters_hat = u.data<float>();
-  const ThreadScratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
-                                  (widened ? image + output : 0) + scratch_floats(t),
+  const ThreadScratch scratch(plan.block_floats(channels + filters) +
+                                  (plan.widened ? plan.image + output : 0) + scratch_floats(t),
                               false);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     Carve carve(scratch.slice(chunk));
-    float* v = carve.take(kPoints * channels * (block_tiles + kWidth));
-    float* m = carve.take(kPoints * filters * (block_tiles + kWidth));
-    float* x_image = carve.take(widened ? image : 0);
-    float* y_image = carve.take(widened ? output : 0);
+    float* v = carve.take(plan.block_floats(channels));
+    float* m = carve.take(plan.block_floats(filters));
+    float* x_image = carve.take(plan.widened ? plan.image : 0);
+    float* y_image = carve.take(plan.widened ? output : 0);
     float* rows = carve.take(scratch_floats(t));
-    for (Index first = begin; first < end; first += block) {
-      const Index count = std::min(block, end - first);
-      // Rows of tiles (per point and channel or filter) are kWidth floats longer than the
-      // block's tiles: the padding the transforms' whole-vector stores run into.
-      const Index tiles = count * t.per_image, ld = tiles + kWidth;
-      for (Index i = 0; i < count; ++i) {
-        const float* in = load_floats(x, dtype, (first + i) * image, image, x_image);
-        for (Index c = 0; c < channels; ++c) {
-          transform_input(in + c * t.plane, t, v + c * ld + i * t.per_image, channels * ld, rows);
-        }
-      }
+    plan.for_blocks(begin, end, [&](Index first, Index count, Index tiles, Index ld) {
+      for (Index i = 0; i < count; ++i)
+        plan.transform_image(x, first + i, i * t.per_image, v, ld, x_image, rows);
       for (int point = 0; point < kPoints; ++point) {
         gemm_serial(false, false, g.filters, static_cast<int>(tiles), g.channels, 1.0f,
                     filters_hat + point * filters * channels, g.channels, v + point * channels * ld,
@@ -455,22 +486,20 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const void* x, const float
         }
         store_floats(out, y, dtype, (first + i) * output, output);
       }
-    }
+    });
   });
 }
 
 void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const float* w,
                               const void* dy, float* dw, float* db, void* dx, DType dtype) {
-  const Tiling t(g);
-  const bool widened = dtype != DType::f32;
-  const Index channels = g.channels, filters = g.filters;
-  const Index image = channels * t.plane, output = filters * t.out_plane;
-  const Index block = images_per_block(t, (g.batch + cpu_threads() - 1) / cpu_threads());
-  const Index block_tiles = block * t.per_image;
+  const Plan plan(g, dtype);
+  const Tiling& t = plan.t;
+  const Index channels = plan.channels, filters = plan.filters;
+  const Index image = plan.image, output = plan.output;
   Tensor u;
   if (dx != nullptr) u = transform_filters(g, w);
-  const ThreadScratch scratch(kPoints * (channels + filters) * (block_tiles + kWidth) +
-                                  (widened ? 2 * image + output : 0) + scratch_floats(t),
+  const ThreadScratch scratch(plan.block_floats(channels + filters) +
+                                  (plan.widened ? 2 * image + output : 0) + scratch_floats(t),
                               false);
   // Each chunk sums its tiles' filter gradients (in the transform domain) and bias gradients in
   // its own slice; add_filter_gradients combines the slices in chunk order.
@@ -478,24 +507,17 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
   const ThreadScratch partials(partial_size, true);
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     Carve carve(scratch.slice(chunk));
-    float* v = carve.take(kPoints * channels * (block_tiles + kWidth));
-    float* dy_hat = carve.take(kPoints * filters * (block_tiles + kWidth));
-    float* x_image = carve.take(widened ? image : 0);
-    float* dy_image = carve.take(widened ? output : 0);
-    float* dx_image = carve.take(widened ? image : 0);
+    float* v = carve.take(plan.block_floats(channels));
+    float* dy_hat = carve.take(plan.block_floats(filters));
+    float* x_image = carve.take(plan.widened ? image : 0);
+    float* dy_image = carve.take(plan.widened ? output : 0);
+    float* dx_image = carve.take(plan.widened ? image : 0);
     float* rows = carve.take(scratch_floats(t));
     float* du = partials.slice(chunk);
     float* db_partial = du + kPoints * filters * channels;
-    for (Index first = begin; first < end; first += block) {
-      const Index count = std::min(block, end - first);
-      // Rows of tiles (per point and channel or filter) are kWidth floats longer than the
-      // block's tiles: the padding the transforms' whole-vector stores run into.
-      const Index tiles = count * t.per_image, ld = tiles + kWidth;
+    plan.for_blocks(begin, end, [&](Index first, Index count, Index tiles, Index ld) {
       for (Index i = 0; i < count; ++i) {
-        const float* in = load_floats(x, dtype, (first + i) * image, image, x_image);
-        for (Index c = 0; c < channels; ++c) {
-          transform_input(in + c * t.plane, t, v + c * ld + i * t.per_image, channels * ld, rows);
-        }
+        plan.transform_image(x, first + i, i * t.per_image, v, ld, x_image, rows);
         const float* grad = load_floats(dy, dtype, (first + i) * output, output, dy_image);
         for (Index k = 0; k < filters; ++k) {
           const float* plane = grad + k * t.out_plane;
@@ -512,7 +534,7 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
                     dy_hat + point * filters * ld, static_cast<int>(ld), v + point * channels * ld,
                     static_cast<int>(ld), 1.0f, du + point * filters * channels, g.channels);
       }
-      if (dx == nullptr) continue;
+      if (dx == nullptr) return;
       // v is spent: it takes dV = U^T dY-hat per point.
       for (int point = 0; point < kPoints; ++point) {
         gemm_serial(true, false, g.channels, static_cast<int>(tiles), g.filters, 1.0f,
@@ -528,7 +550,7 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
         }
         store_floats(target, dx, dtype, (first + i) * image, image);
       }
-    }
+    });
   });
   add_filter_gradients(g, partials.slice(0), partial_size, cpu_threads(), dw);
   if (db == nullptr) return;

@@ -92,6 +92,27 @@ std::vector<float> random_floats(std::size_t count, std::mt19937& random) {
   return out;
 }
 
+// Element counts of a geometry's x, y (and dy) and w.
+struct Counts {
+  explicit Counts(const Conv2dGeometry& g)
+      : x(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width),
+        y(static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w),
+        w(static_cast<std::size_t>(g.filters) * g.channels * 9) {}
+  std::size_t x, y, w;
+};
+
+// Random fp32 x, dy and w for a geometry.
+struct Inputs {
+  Inputs(const Conv2dGeometry& g, unsigned seed) : counts(g) {
+    std::mt19937 random(seed);
+    x = random_floats(counts.x, random);
+    dy = random_floats(counts.y, random);
+    w = random_floats(counts.w, random);
+  }
+  Counts counts;
+  std::vector<float> x, dy, w;
+};
+
 // The convolution and its gradients in float64, straight from the definition, each with the
 // sum of the absolute values of its products (the scale its rounding error is measured in).
 struct Reference {
@@ -184,12 +205,12 @@ BOOST_AUTO_TEST_CASE(forward_matches_float64) {
       const std::string what = std::string(c.name) + " " + dtype_name(dtype);
       const Conv2dGeometry g = geometry(c);
       const Reference ref(g);
+      const Counts counts(g);
+      const std::size_t y_count = counts.y;
       std::mt19937 random(7);
-      Array x(static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width, dtype, random);
-      const std::vector<float> w =
-          random_floats(static_cast<std::size_t>(g.filters) * g.channels * 9, random);
+      Array x(counts.x, dtype, random);
+      const std::vector<float> w = random_floats(counts.w, random);
       const std::vector<float> b = random_floats(g.filters, random);
-      const std::size_t y_count = static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w;
       std::vector<double> expected(y_count, 0.0), scale(y_count, 0.0);
       ref.products([&](std::size_t xi, std::size_t yi, std::size_t wi) {
         expected[yi] += x.values[xi] * w[wi];
@@ -217,10 +238,8 @@ BOOST_AUTO_TEST_CASE(backward_matches_float64) {
       const Conv2dGeometry g = geometry(c);
       const Reference ref(g);
       std::mt19937 random(11);
-      const std::size_t x_count =
-          static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
-      const std::size_t y_count = static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w;
-      const std::size_t w_count = static_cast<std::size_t>(g.filters) * g.channels * 9;
+      const Counts counts(g);
+      const std::size_t x_count = counts.x, y_count = counts.y, w_count = counts.w;
       Array x(x_count, dtype, random);
       Array dy(y_count, dtype, random);
       const std::vector<float> w = random_floats(w_count, random);
@@ -267,13 +286,11 @@ BOOST_AUTO_TEST_CASE(backward_matches_float64) {
 
 BOOST_AUTO_TEST_CASE(weights_only_backward_leaves_dx_alone) {
   const Conv2dGeometry g = geometry(kCases[0]);
-  std::mt19937 random(3);
-  const std::size_t x_count = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
-  const std::size_t y_count = static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w;
-  const std::size_t w_count = static_cast<std::size_t>(g.filters) * g.channels * 9;
-  const std::vector<float> x = random_floats(x_count, random);
-  const std::vector<float> dy = random_floats(y_count, random);
-  const std::vector<float> w = random_floats(w_count, random);
+  const Inputs in(g, 3);
+  const std::vector<float>& x = in.x;
+  const std::vector<float>& dy = in.dy;
+  const std::vector<float>& w = in.w;
+  const std::size_t x_count = in.counts.x, w_count = in.counts.w;
   std::vector<float> with_dx(w_count, 0.0f), without_dx(w_count, 0.0f), dx(x_count);
   conv2d_winograd_backward(g, x.data(), w.data(), dy.data(), with_dx.data(), nullptr, dx.data(),
                            DType::f32);
@@ -285,13 +302,11 @@ BOOST_AUTO_TEST_CASE(weights_only_backward_leaves_dx_alone) {
 
 BOOST_AUTO_TEST_CASE(results_repeat_bit_for_bit_at_each_thread_count) {
   const Conv2dGeometry g = geometry(kCases[5]);
-  std::mt19937 random(5);
-  const std::size_t x_count = static_cast<std::size_t>(g.batch) * g.channels * g.height * g.width;
-  const std::size_t y_count = static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w;
-  const std::size_t w_count = static_cast<std::size_t>(g.filters) * g.channels * 9;
-  const std::vector<float> x = random_floats(x_count, random);
-  const std::vector<float> dy = random_floats(y_count, random);
-  const std::vector<float> w = random_floats(w_count, random);
+  const Inputs in(g, 5);
+  const std::vector<float>& x = in.x;
+  const std::vector<float>& dy = in.dy;
+  const std::vector<float>& w = in.w;
+  const std::size_t x_count = in.counts.x, y_count = in.counts.y, w_count = in.counts.w;
   const int threads = cpu_threads();
   for (const int count : {1, 3}) {
     set_cpu_threads(count);
