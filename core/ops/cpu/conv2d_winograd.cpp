@@ -343,9 +343,9 @@ Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
   return u;
 }
 
-// dw[k][c] += G^T dU[k][c] G, with dU the sum of the per-chunk partials taken in chunk order.
+// dw[k][c] += G^T dU[k][c] G, with dU the sum of the groups' accumulators taken in group order.
 void add_filter_gradients(const Conv2dGeometry& g, const float* partials, Index partial_size,
-                          int chunks, float* dw) {
+                          int accumulators, float* dw) {
   const Index pairs = static_cast<Index>(g.filters) * g.channels;
   const Index groups = (pairs + kLanes - 1) / kLanes;
   cpu_pool().parallel_for(groups, [&](Index begin, Index end, int) {
@@ -353,10 +353,10 @@ void add_filter_gradients(const Conv2dGeometry& g, const float* partials, Index 
       const Index first = group * kLanes, lanes = std::min(kLanes, pairs - first);
       float du[kPoints][kLanes] = {}, gd[3][4][kLanes], dg[9][kLanes];
       for (int point = 0; point < kPoints; ++point) {
-        for (int chunk = 0; chunk < chunks; ++chunk) {
-          const float* partial = partials + chunk * partial_size + point * pairs + first;
+        for (int a = 0; a < accumulators; ++a) {
+          const float* partial = partials + a * partial_size + point * pairs + first;
           for (Index l = 0; l < lanes; ++l)
-            du[point][l] = chunk == 0 ? partial[l] : du[point][l] + partial[l];
+            du[point][l] = a == 0 ? partial[l] : du[point][l] + partial[l];
         }
       }
       // G^T = [[1, 1/2, 1/2, 0], [0, 1/2, -1/2, 0], [0, 1/2, 1/2, 1]] on the rows, then columns.
@@ -490,8 +490,16 @@ void conv2d_winograd_forward(const Conv2dGeometry& g, const void* x, const float
   });
 }
 
+int winograd_accumulators(const Conv2dGeometry& g, int threads,
+                          std::int64_t accumulator_budget_bytes) {
+  const std::int64_t bytes =
+      (kPoints * std::int64_t{g.filters} * g.channels + g.filters) * std::int64_t{sizeof(float)};
+  return static_cast<int>(std::clamp<std::int64_t>(accumulator_budget_bytes / bytes, 1, threads));
+}
+
 void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const float* w,
-                              const void* dy, float* dw, float* db, void* dx, DType dtype) {
+                              const void* dy, float* dw, float* db, void* dx, DType dtype,
+                              std::int64_t accumulator_budget_bytes) {
   const Plan plan(g, dtype);
   const Tiling& t = plan.t;
   const Index channels = plan.channels, filters = plan.filters;
@@ -501,11 +509,15 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
   const ThreadScratch scratch(plan.block_floats(channels + filters) +
                                   (plan.widened ? 2 * image + output : 0) + scratch_floats(t),
                               false);
-  // Each chunk sums its tiles' filter gradients (in the transform domain) and bias gradients in
-  // its own slice; add_filter_gradients combines the slices in chunk order.
+  // Each group of images sums its tiles' filter gradients (in the transform domain) and bias
+  // gradients in its own accumulator; add_filter_gradients combines them in group order.
   const Index partial_size = kPoints * filters * channels + filters;
-  const ThreadScratch partials(partial_size, true);
-  cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
+  const int groups = winograd_accumulators(g, cpu_threads(), accumulator_budget_bytes);
+  const Tensor partials =
+      Tensor::zeros({groups * partial_size}, DType::f32, Device::cpu(), MemoryCategory::workspace);
+  // With a group per thread, thread k takes group k and the k-th slice of the batch.
+  cpu_pool().parallel_for(groups, [&](Index first_group, Index end_group, int chunk) {
+    if (first_group == end_group) return;
     Carve carve(scratch.slice(chunk));
     float* v = carve.take(plan.block_floats(channels));
     float* dy_hat = carve.take(plan.block_floats(filters));
@@ -513,8 +525,10 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
     float* dy_image = carve.take(plan.widened ? output : 0);
     float* dx_image = carve.take(plan.widened ? image : 0);
     float* rows = carve.take(scratch_floats(t));
-    float* du = partials.slice(chunk);
+    float* du = partials.data<float>() + first_group * partial_size;
     float* db_partial = du + kPoints * filters * channels;
+    Index begin = 0, end = 0;
+    chunk_range(g.batch, groups, static_cast<int>(first_group), begin, end);
     plan.for_blocks(begin, end, [&](Index first, Index count, Index tiles, Index ld) {
       for (Index i = 0; i < count; ++i) {
         plan.transform_image(x, first + i, i * t.per_image, v, ld, x_image, rows);
@@ -552,12 +566,13 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
       }
     });
   });
-  add_filter_gradients(g, partials.slice(0), partial_size, cpu_threads(), dw);
+  const float* sums = partials.data<float>();
+  add_filter_gradients(g, sums, partial_size, groups, dw);
   if (db == nullptr) return;
   for (Index k = 0; k < filters; ++k) {
-    float sum = partials.slice(0)[kPoints * filters * channels + k];
-    for (int chunk = 1; chunk < cpu_threads(); ++chunk)
-      sum += partials.slice(chunk)[kPoints * filters * channels + k];
+    float sum = sums[kPoints * filters * channels + k];
+    for (int group = 1; group < groups; ++group)
+      sum += sums[group * partial_size + kPoints * filters * channels + k];
     db[k] += sum;
   }
 }

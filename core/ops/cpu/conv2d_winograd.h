@@ -11,6 +11,8 @@
 // inputs before multiplying).
 #pragma once
 
+#include <cstdint>
+
 #include "core/ops/conv2d.h"
 
 namespace alloy::cpu {
@@ -24,7 +26,17 @@ bool winograd_preferred(const Conv2dGeometry& g);
 
 void conv2d_winograd_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b,
                              void* y, DType dtype);
+// The weight gradient is summed per group of images in the transform domain, one accumulator of
+// 16 (K C + K) floats per group, and the accumulators combined in group order: one group per
+// pool thread, or as many as `accumulator_budget_bytes` holds, at least one (then only that
+// many threads work on the pass). A 512x512 layer's accumulator is 16 MiB: 64 threads' would
+// be 1 GiB.
+constexpr std::int64_t kWinogradAccumulatorBudget = std::int64_t{256} << 20;
+int winograd_accumulators(const Conv2dGeometry& g, int threads,
+                          std::int64_t accumulator_budget_bytes = kWinogradAccumulatorBudget);
+
 void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const float* w,
-                              const void* dy, float* dw, float* db, void* dx, DType dtype);
+                              const void* dy, float* dw, float* db, void* dx, DType dtype,
+                              std::int64_t accumulator_budget_bytes = kWinogradAccumulatorBudget);
 
 }  // namespace alloy::cpu

@@ -324,3 +324,39 @@ BOOST_AUTO_TEST_CASE(results_repeat_bit_for_bit_at_each_thread_count) {
   }
   set_cpu_threads(threads);
 }
+
+BOOST_AUTO_TEST_CASE(weight_gradient_accumulators_stay_within_their_budget) {
+  const Conv2dGeometry g = geometry(kCases[5]);
+  const std::int64_t accumulator = (16 * g.filters * g.channels + g.filters) * 4;
+  BOOST_TEST(winograd_accumulators(g, 3, 100 * accumulator) == 3);
+  BOOST_TEST(winograd_accumulators(g, 3, 2 * accumulator + 1) == 2);
+  BOOST_TEST(winograd_accumulators(g, 3, accumulator - 1) == 1);  // never none
+
+  // One accumulator for three threads: one thread does the pass, and gets the same gradients
+  // (to rounding), repeatably.
+  const Inputs in(g, 13);
+  const int threads = cpu_threads();
+  set_cpu_threads(3);
+  std::vector<float> dw_each(in.counts.w, 0.0f), dw_one(in.counts.w, 0.0f), dw_again(dw_one);
+  std::vector<float> db_each(g.filters, 0.0f), db_one(g.filters, 0.0f), db_again(db_one);
+  std::vector<float> dx_each(in.counts.x), dx_one(in.counts.x), dx_again(in.counts.x);
+  conv2d_winograd_backward(g, in.x.data(), in.w.data(), in.dy.data(), dw_each.data(),
+                           db_each.data(), dx_each.data(), DType::f32);
+  conv2d_winograd_backward(g, in.x.data(), in.w.data(), in.dy.data(), dw_one.data(), db_one.data(),
+                           dx_one.data(), DType::f32, accumulator);
+  conv2d_winograd_backward(g, in.x.data(), in.w.data(), in.dy.data(), dw_again.data(),
+                           db_again.data(), dx_again.data(), DType::f32, accumulator);
+  set_cpu_threads(threads);
+  BOOST_TEST((dw_one == dw_again && db_one == db_again && dx_one == dx_again));
+  const auto close = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double largest = 0.0, worst = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      largest = std::max(largest, static_cast<double>(std::abs(a[i])));
+      worst = std::max(worst, static_cast<double>(std::abs(a[i] - b[i])));
+    }
+    return worst <= 1e-5 * largest;
+  };
+  BOOST_TEST(close(dw_each, dw_one));
+  BOOST_TEST(close(db_each, db_one));
+  BOOST_TEST(close(dx_each, dx_one));
+}
