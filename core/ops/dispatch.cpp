@@ -1,10 +1,17 @@
 #include "core/ops/dispatch.h"
 
+#include <iterator>
+
 namespace alloy {
 
-Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+namespace {
+
+// common_device over `arguments`, each of which tensor_of maps to a const Tensor*.
+template <class Arguments, class TensorOf>
+Device common_device_of(const char* op, const Arguments& arguments, const TensorOf& tensor_of) {
   const Tensor* first = nullptr;
-  for (const Tensor* tensor : tensors) {
+  for (const auto& argument : arguments) {
+    const Tensor* tensor = tensor_of(argument);
     if (tensor == nullptr || !tensor->defined()) continue;
     if (first == nullptr) {
       first = tensor;
@@ -14,6 +21,12 @@ Device common_device(const char* op, std::initializer_list<const Tensor*> tensor
   }
   ALLOY_CHECK(first != nullptr, op, ": called with no defined tensor");
   return first->device();
+}
+
+}  // namespace
+
+Device common_device(const char* op, std::initializer_list<const Tensor*> tensors) {
+  return common_device_of(op, tensors, [](const Tensor* tensor) { return tensor; });
 }
 
 void check_dtype(const char* op, const char* what, const Tensor& tensor, DType dtype) {
@@ -40,6 +53,17 @@ void check_rank(const char* op, const char* what, const Tensor& tensor, int rank
 void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape) {
   ALLOY_CHECK(tensor.shape() == shape, op, ": ", what, " must have shape ", shape_str(shape),
               ", got ", tensor.str());
+}
+
+Device check_elementwise(const char* op, std::initializer_list<NamedTensor> tensors) {
+  const Device device =
+      common_device_of(op, tensors, [](const NamedTensor& named) { return &named.tensor; });
+  for (const NamedTensor& named : tensors)
+    check_floating(op, named.name, named.tensor);
+  const Shape& shape = tensors.begin()->tensor.shape();
+  for (auto named = std::next(tensors.begin()); named != tensors.end(); ++named)
+    check_shape(op, named->name, named->tensor, shape);
+  return device;
 }
 
 void no_kernel(const char* op, Device device) {

@@ -21,6 +21,15 @@ void check_accumulator_dtype(const char* op, const char* what, const Tensor& ten
 void check_rank(const char* op, const char* what, const Tensor& tensor, int rank);
 void check_shape(const char* op, const char* what, const Tensor& tensor, const Shape& shape);
 
+// A tensor argument and its name in messages.
+struct NamedTensor {
+  const char* name;
+  const Tensor& tensor;
+};
+// The entry checks of an elementwise op: the tensors share one device (returned), and all have
+// floating dtypes and the first one's shape; the first failure throws, checked in that order.
+Device check_elementwise(const char* op, std::initializer_list<NamedTensor> tensors);
+
 // For ops whose CUDA kernel is not in this build: a clear error instead of a wrong answer.
 [[noreturn]] void no_kernel(const char* op, Device device);
 
@@ -36,5 +45,17 @@ void check_shape(const char* op, const char* what, const Tensor& tensor, const S
 #else
 #define ALLOY_CUDA_PATH(op, device, ...) ::alloy::no_kernel(op, device)
 #endif
+
+// For an op whose CPU and CUDA kernels share a name and arguments (the CUDA one takes a stream
+// last): `ALLOY_RUN_KERNEL(op, device, add, a.raw(), ...);` calls cuda::add(a.raw(), ...,
+// stream) on a GPU (through ALLOY_CUDA_PATH) and cpu::add(a.raw(), ...) otherwise.
+#define ALLOY_RUN_KERNEL(op, device, kernel, ...)                                                 \
+  do {                                                                                            \
+    if ((device).is_cuda())                                                                       \
+      ALLOY_CUDA_PATH(op, device,                                                                 \
+                      { ::alloy::cuda::kernel(__VA_ARGS__, ::alloy::cuda::stream_of(device)); }); \
+    else                                                                                          \
+      ::alloy::cpu::kernel(__VA_ARGS__);                                                          \
+  } while (0)
 
 namespace alloy {}  // namespace alloy

@@ -11,8 +11,7 @@ namespace alloy {
 
 Tensor cast(const Tensor& x, DType dtype, MemoryCategory category) {
   constexpr const char* op = "cast";
-  const Device device = common_device(op, {&x});
-  check_floating(op, "x", x);
+  const Device device = check_elementwise(op, {{"x", x}});
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
   Tensor y = Tensor::empty(x.shape(), dtype, device, category);
@@ -22,64 +21,33 @@ Tensor cast(const Tensor& x, DType dtype, MemoryCategory category) {
 
 void cast_into(const Tensor& x, Tensor& out) {
   constexpr const char* op = "cast_into";
-  const Device device = common_device(op, {&x, &out});
-  check_floating(op, "x", x);
-  check_floating(op, "out", out);
-  check_shape(op, "out", out, x.shape());
+  const Device device = check_elementwise(op, {{"x", x}, {"out", out}});
   if (x.dtype() == out.dtype()) {
     out.copy_from(x);
     return;
   }
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::cast(x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel(), cuda::stream_of(device));
-      return;
-    });
-  cpu::cast(x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel());
+  ALLOY_RUN_KERNEL(op, device, cast, x.raw(), x.dtype(), out.raw(), out.dtype(), x.numel());
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
   constexpr const char* op = "add";
-  const Device device = common_device(op, {&a, &b});
-  check_floating(op, "a", a);
-  check_floating(op, "b", b);
-  check_shape(op, "b", b, a.shape());
+  const Device device = check_elementwise(op, {{"a", a}, {"b", b}});
   Tensor y = Tensor::empty(a.shape(), a.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::add(a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel(),
-                cuda::stream_of(device));
-      return y;
-    });
-  cpu::add(a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel());
+  ALLOY_RUN_KERNEL(op, device, add, a.raw(), a.dtype(), b.raw(), b.dtype(), y.raw(), a.numel());
   return y;
 }
 
 void axpby(float alpha, const Tensor& x, float beta, Tensor& y) {
   constexpr const char* op = "axpby";
-  const Device device = common_device(op, {&x, &y});
-  check_floating(op, "x", x);
-  check_floating(op, "y", y);
-  check_shape(op, "y", y, x.shape());
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::axpby(alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(), x.numel(),
-                  cuda::stream_of(device));
-      return;
-    });
-  cpu::axpby(alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(), x.numel());
+  const Device device = check_elementwise(op, {{"x", x}, {"y", y}});
+  ALLOY_RUN_KERNEL(op, device, axpby, alpha, x.raw(), x.dtype(), beta, y.raw(), y.dtype(),
+                   x.numel());
 }
 
 void scale(Tensor& x, float alpha) {
   constexpr const char* op = "scale";
-  const Device device = common_device(op, {&x});
-  check_floating(op, "x", x);
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::scale(x.raw(), x.dtype(), alpha, x.numel(), cuda::stream_of(device));
-      return;
-    });
-  cpu::scale(x.raw(), x.dtype(), alpha, x.numel());
+  const Device device = check_elementwise(op, {{"x", x}});
+  ALLOY_RUN_KERNEL(op, device, scale, x.raw(), x.dtype(), alpha, x.numel());
 }
 
 Tensor normalize_images(const Tensor& images, DType dtype) {
@@ -89,13 +57,8 @@ Tensor normalize_images(const Tensor& images, DType dtype) {
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
   Tensor y = Tensor::empty(images.shape(), dtype, device, MemoryCategory::activations);
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::normalize_images(images.data<std::uint8_t>(), y.raw(), dtype, images.numel(),
-                             cuda::stream_of(device));
-      return y;
-    });
-  cpu::normalize_images(images.data<std::uint8_t>(), y.raw(), dtype, images.numel());
+  ALLOY_RUN_KERNEL(op, device, normalize_images, images.data<std::uint8_t>(), y.raw(), dtype,
+                   images.numel());
   return y;
 }
 

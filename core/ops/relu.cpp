@@ -11,32 +11,18 @@ namespace alloy {
 
 Tensor relu_forward(const Tensor& x) {
   constexpr const char* op = "relu_forward";
-  const Device device = common_device(op, {&x});
-  check_floating(op, "x", x);
+  const Device device = check_elementwise(op, {{"x", x}});
   Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::relu_forward(x.raw(), y.raw(), x.dtype(), x.numel(), cuda::stream_of(device));
-      return y;
-    });
-  cpu::relu_forward(x.raw(), y.raw(), x.dtype(), x.numel());
+  ALLOY_RUN_KERNEL(op, device, relu_forward, x.raw(), y.raw(), x.dtype(), x.numel());
   return y;
 }
 
 Tensor relu_backward(const Tensor& y, const Tensor& dy) {
   constexpr const char* op = "relu_backward";
-  const Device device = common_device(op, {&y, &dy});
-  check_floating(op, "y", y);
-  check_floating(op, "dy", dy);
-  check_shape(op, "dy", dy, y.shape());
+  const Device device = check_elementwise(op, {{"y", y}, {"dy", dy}});
   Tensor dx = Tensor::empty(dy.shape(), dy.dtype(), device, MemoryCategory::activations);
-  if (device.is_cuda())
-    ALLOY_CUDA_PATH(op, device, {
-      cuda::relu_backward(y.raw(), y.dtype(), dy.raw(), dx.raw(), dy.dtype(), dy.numel(),
-                          cuda::stream_of(device));
-      return dx;
-    });
-  cpu::relu_backward(y.raw(), y.dtype(), dy.raw(), dx.raw(), dy.dtype(), dy.numel());
+  ALLOY_RUN_KERNEL(op, device, relu_backward, y.raw(), y.dtype(), dy.raw(), dx.raw(), dy.dtype(),
+                   dy.numel());
   return dx;
 }
 

@@ -37,6 +37,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$here/tools/bench/rounds.sh"
 epochs=2
 rounds=3
 threads="$(nproc)"
@@ -44,11 +45,6 @@ alloy="$here/build/bin/alloy"
 data_dir=/usr/share/datasets/fashion-mnist
 python=/usr/bin/python3
 keep=""
-
-usage_error() {
-  echo "lenet_vs_pytorch.sh: $* (see --help)" >&2
-  exit 2
-}
 
 while (($#)); do
   case "$1" in
@@ -61,20 +57,11 @@ while (($#)); do
     --data-dir) data_dir="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
-# Prints the integer $2 without leading zeros if it is at least $3 (and below a million), or
-# fails with a usage error about option $1.
-integer_at_least() {
-  if [[ "$2" =~ ^[0-9]{1,6}$ ]] && ((10#$2 >= $3)); then
-    echo $((10#$2))
-  else
-    usage_error "$1 must be an integer from $3 to 999999, not '$2'"
-  fi
-}
 epochs=$(integer_at_least --epochs "$epochs" 1)
 threads=$(integer_at_least --threads "$threads" 1)
 rounds=$(integer_at_least --rounds "$rounds" 1)
@@ -82,39 +69,25 @@ rounds=$(integer_at_least --rounds "$rounds" 1)
 [[ -n "$python" ]] || usage_error "--python must not be empty"
 [[ -d "$data_dir" ]] || usage_error "--data-dir '$data_dir' is not a directory"
 command -v "$python" >/dev/null || usage_error "--python '$python' is not a command"
-[[ -x "$alloy" ]] || { echo "lenet_vs_pytorch.sh: $alloy not found: run tools/setup.sh" >&2; exit 1; }
-out="${keep:-$(mktemp -d)}"
-mkdir -p "$out"
-[[ -n "$keep" ]] || trap 'rm -rf "$out"' EXIT
+require_alloy
+make_out_dir
 
 echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs per run," \
   "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
-
-# Runs "$@" and writes its user + system CPU seconds to the file $cpu_file.
-cpu_timed() {
-  local before after
-  before=$(awk '{print $14 + $15 + $16 + $17}' /proc/$$/stat)  # this shell's children so far
-  "$@"
-  after=$(awk '{print $14 + $15 + $16 + $17}' /proc/$$/stat)
-  awk -v a="$after" -v b="$before" -v hz="$(getconf CLK_TCK)" 'BEGIN {print (a - b) / hz}' \
-    >"$cpu_file"
-}
 
 # Train round $round's run of each framework, its events in $out/<framework>-r$round.jsonl and
 # its CPU seconds in $out/<framework>-r$round.cpu.
 run_pytorch() {
   echo "== round $round/$rounds: PyTorch" >&2
-  cpu_file="$out/pytorch-r$round.cpu"
-  cpu_timed "$python" "$here/tools/bench/lenet_pytorch.py" --epochs "$epochs" \
-    --threads "$threads" --data-dir "$data_dir" >"$out/pytorch-r$round.jsonl"
+  cpu_timed "$out/pytorch-r$round.cpu" "$python" "$here/tools/bench/lenet_pytorch.py" \
+    --epochs "$epochs" --threads "$threads" --data-dir "$data_dir" >"$out/pytorch-r$round.jsonl"
   cat "$out/pytorch-r$round.jsonl" >&2
 }
 run_alloy() {
   echo "== round $round/$rounds: Alloy" >&2
-  cpu_file="$out/alloy-r$round.cpu"
-  cpu_timed "$alloy" train --model lenet --device cpu --opt-level O0 --epochs "$epochs" \
-    --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" --data-dir "$data_dir" \
-    --log-json "$out/alloy-r$round.jsonl" >&2
+  cpu_timed "$out/alloy-r$round.cpu" "$alloy" train --model lenet --device cpu --opt-level O0 \
+    --epochs "$epochs" --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" \
+    --data-dir "$data_dir" --log-json "$out/alloy-r$round.jsonl" >&2
 }
 
 : >"$out/rounds.jsonl"
@@ -193,57 +166,4 @@ print(f"round {round_}/{rounds}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_
 EOF
 done
 
-"$python" - "$out/rounds.jsonl" <<'EOF'
-import json
-import statistics
-import sys
-
-runs = [json.loads(line) for line in open(sys.argv[1])]
-
-
-def figure(key, digits=1):
-    """Median of each framework, ratio of the medians, min and max per-round ratio, of the
-    rounds where both frameworks measured the figure."""
-    both = [r for r in runs if r[f"pytorch_{key}"] is not None and r[f"alloy_{key}"] is not None]
-    if not both:
-        return None
-    t = statistics.median(r[f"pytorch_{key}"] for r in both)
-    a = statistics.median(r[f"alloy_{key}"] for r in both)
-    ratios = [r[f"alloy_{key}"] / r[f"pytorch_{key}"] for r in both]
-    return {"rounds": len(both), "pytorch": round(t, digits), "alloy": round(a, digits),
-            "ratio": round(a / t, 3), "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
-
-
-first = runs[0]
-wall = figure("images_per_second")
-cpu = figure("images_per_cpu_second")
-torch_accs = [r["pytorch_test_acc"] for r in runs]
-alloy_accs = [r["alloy_test_acc"] for r in runs]
-print(json.dumps({
-    "record": "summary", "threads": first["threads"], "epochs": first["epochs"],
-    "rounds": len(runs), "torch": first["torch"],
-    "pytorch_images_per_second_median": wall["pytorch"],
-    "alloy_images_per_second_median": wall["alloy"],
-    "ratio_of_medians": wall["ratio"],
-    "round_ratio_min": wall["min"], "round_ratio_max": wall["max"],
-    "cpu_rounds": cpu["rounds"] if cpu else 0,
-    "pytorch_images_per_cpu_second_median": cpu["pytorch"] if cpu else None,
-    "alloy_images_per_cpu_second_median": cpu["alloy"] if cpu else None,
-    "cpu_ratio_of_medians": cpu["ratio"] if cpu else None,
-    "cpu_round_ratio_min": cpu["min"] if cpu else None,
-    "cpu_round_ratio_max": cpu["max"] if cpu else None,
-    "pytorch_test_acc_per_round": torch_accs,
-    "alloy_test_acc_per_round": alloy_accs,
-}))
-if cpu:
-    rounds_note = "" if cpu["rounds"] == len(runs) else f" ({cpu['rounds']} rounds)"
-    cpu_words = (f"{cpu['pytorch']:.0f} vs {cpu['alloy']:.0f}{rounds_note}, "
-                 f"{cpu['ratio']:.2f}x, per round {cpu['min']:.2f}x-{cpu['max']:.2f}x")
-else:
-    cpu_words = "n/a in every round"
-print(f"medians of {len(runs)} rounds: PyTorch {wall['pytorch']:.0f} images/s, "
-      f"Alloy {wall['alloy']:.0f} images/s, Alloy/PyTorch {wall['ratio']:.2f}x, per round "
-      f"{wall['min']:.2f}x-{wall['max']:.2f}x (per CPU second: {cpu_words})", file=sys.stderr)
-print("test accuracy per round: PyTorch " + ", ".join(f"{a:.4f}" for a in torch_accs)
-      + "; Alloy " + ", ".join(f"{a:.4f}" for a in alloy_accs), file=sys.stderr)
-EOF
+summarize_rounds "" "threads epochs rounds torch" 0 test_acc "test accuracy"

@@ -37,6 +37,7 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+source "$here/tools/bench/rounds.sh"
 batch_sizes=64,128
 steps=5
 rounds=3
@@ -44,11 +45,6 @@ threads="$(nproc)"
 alloy="$here/build/bin/alloy"
 python=/usr/bin/python3
 keep=""
-
-usage_error() {
-  echo "resnet18_vs_pytorch.sh: $* (see --help)" >&2
-  exit 2
-}
 
 while (($#)); do
   case "$1" in
@@ -61,20 +57,11 @@ while (($#)); do
     --alloy) alloy="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
-    -h | --help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
 done
 
-# Prints the integer $2 without leading zeros if it is at least $3 (and below a million), or
-# fails with a usage error about option $1.
-integer_at_least() {
-  if [[ "$2" =~ ^[0-9]{1,6}$ ]] && ((10#$2 >= $3)); then
-    echo $((10#$2))
-  else
-    usage_error "$1 must be an integer from $3 to 999999, not '$2'"
-  fi
-}
 steps=$(integer_at_least --steps "$steps" 2)
 threads=$(integer_at_least --threads "$threads" 1)
 rounds=$(integer_at_least --rounds "$rounds" 1)
@@ -86,23 +73,15 @@ for batch in ${batch_sizes//,/ }; do
   [[ " ${batches[*]} " == *" $batch "* ]] || batches+=("$batch")  # each batch size once
 done
 batch_sizes=$(IFS=,; echo "${batches[*]}")
-[[ -x "$alloy" ]] || { echo "resnet18_vs_pytorch.sh: $alloy not found: run tools/setup.sh" >&2; exit 1; }
-out="${keep:-$(mktemp -d)}"
-mkdir -p "$out"
-[[ -n "$keep" ]] || trap 'rm -rf "$out"' EXIT
+require_alloy
+make_out_dir
 
 echo "resnet18, fp32 SGD steps on the CPU: batch $batch_sizes, $steps steps per run," \
   "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
 
-# Runs "$@" with its output in $out/alloy.log and prints its user + system CPU seconds. Called
-# in a command substitution: the subshell running this function reaps the command, so its
-# children's times are read, by its $BASHPID taken before any nested substitution.
-cpu_seconds_of() {
-  local self=$BASHPID before after
-  before=$(awk '{print $16 + $17}' "/proc/$self/stat")  # reaped children's user + system
+# Runs "$@" with its output appended to $out/alloy.log; if it fails, prints the log and exits.
+logged() {
   "$@" >>"$out/alloy.log" 2>&1 || { echo "resnet18_vs_pytorch.sh: $* failed:" >&2; cat "$out/alloy.log" >&2; exit 1; }
-  after=$(awk '{print $16 + $17}' "/proc/$self/stat")
-  awk -v a="$after" -v b="$before" -v hz="$(getconf CLK_TCK)" 'BEGIN {print (a - b) / hz}'
 }
 
 : >"$out/rounds.jsonl"
@@ -117,14 +96,18 @@ for ((round = 1; round <= rounds; round++)); do
     if ((round % 2 == 1)); then
       "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
         --threads "$threads" >"$out/pytorch-$tag.json"
-      total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+      cpu_timed "$out/alloy-$tag.cpu" logged "${mem[@]}" --steps "$steps" \
+        --json "$out/alloy-$tag.json"
     else
-      total_cpu=$(cpu_seconds_of "${mem[@]}" --steps "$steps" --json "$out/alloy-$tag.json")
+      cpu_timed "$out/alloy-$tag.cpu" logged "${mem[@]}" --steps "$steps" \
+        --json "$out/alloy-$tag.json"
       "$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch" --steps "$steps" \
         --threads "$threads" >"$out/pytorch-$tag.json"
     fi
-    setup_cpu=$(cpu_seconds_of "${mem[@]}" --steps 1 --json "$out/alloy-$tag-setup.json")
-    "$python" - "$out/pytorch-$tag.json" "$out/alloy-$tag.json" "$total_cpu" "$setup_cpu" \
+    cpu_timed "$out/alloy-$tag-setup.cpu" logged "${mem[@]}" --steps 1 \
+      --json "$out/alloy-$tag-setup.json"
+    "$python" - "$out/pytorch-$tag.json" "$out/alloy-$tag.json" "$(cat "$out/alloy-$tag.cpu")" \
+      "$(cat "$out/alloy-$tag-setup.cpu")" \
       "$round" "$rounds" "$batch" "$steps" "$threads" "$out/rounds.jsonl" <<'EOF'
 import json
 import sys
@@ -171,57 +154,4 @@ EOF
   done
 done
 
-"$python" - "$out/rounds.jsonl" <<'EOF'
-import json
-import statistics
-import sys
-
-by_batch = {}
-for record in map(json.loads, open(sys.argv[1])):
-    by_batch.setdefault(record["batch_size"], []).append(record)
-
-
-def figure(runs, key, digits=1):
-    """Median of each framework, ratio of the medians, min and max per-round ratio, of the
-    rounds where both frameworks measured the figure."""
-    both = [r for r in runs if r[f"pytorch_{key}"] is not None and r[f"alloy_{key}"] is not None]
-    if not both:
-        return None
-    t = statistics.median(r[f"pytorch_{key}"] for r in both)
-    a = statistics.median(r[f"alloy_{key}"] for r in both)
-    ratios = [r[f"alloy_{key}"] / r[f"pytorch_{key}"] for r in both]
-    return {"rounds": len(both), "pytorch": round(t, digits + 1), "alloy": round(a, digits + 1),
-            "ratio": round(a / t, 3), "min": round(min(ratios), 3), "max": round(max(ratios), 3)}
-
-
-for batch, runs in by_batch.items():
-    first = runs[0]
-    wall = figure(runs, "images_per_second")
-    cpu = figure(runs, "images_per_cpu_second")
-    summary = {
-        "record": "summary", "threads": first["threads"], "batch_size": batch,
-        "rounds": len(runs), "steps": first["steps"], "timed_steps": first["timed_steps"],
-        "torch": first["torch"],
-        "pytorch_images_per_second_median": wall["pytorch"],
-        "alloy_images_per_second_median": wall["alloy"],
-        "ratio_of_medians": wall["ratio"],
-        "round_ratio_min": wall["min"], "round_ratio_max": wall["max"],
-        "cpu_rounds": cpu["rounds"] if cpu else 0,
-        "pytorch_images_per_cpu_second_median": cpu["pytorch"] if cpu else None,
-        "alloy_images_per_cpu_second_median": cpu["alloy"] if cpu else None,
-        "cpu_ratio_of_medians": cpu["ratio"] if cpu else None,
-        "cpu_round_ratio_min": cpu["min"] if cpu else None,
-        "cpu_round_ratio_max": cpu["max"] if cpu else None,
-    }
-    print(json.dumps(summary))
-    if cpu:
-        rounds_note = "" if cpu["rounds"] == len(runs) else f" ({cpu['rounds']} rounds)"
-        cpu_words = (f"{cpu['pytorch']:.1f} vs {cpu['alloy']:.1f}{rounds_note}, "
-                     f"{cpu['ratio']:.2f}x, per round {cpu['min']:.2f}x-{cpu['max']:.2f}x")
-    else:
-        cpu_words = "n/a in every round"
-    print(f"batch {batch}, medians of {len(runs)} rounds: PyTorch {wall['pytorch']:.1f} images/s, "
-          f"Alloy {wall['alloy']:.1f} images/s, Alloy/PyTorch {wall['ratio']:.2f}x, per round "
-          f"{wall['min']:.2f}x-{wall['max']:.2f}x (per CPU second: {cpu_words})",
-          file=sys.stderr)
-EOF
+summarize_rounds batch_size "threads batch_size rounds steps timed_steps torch" 1

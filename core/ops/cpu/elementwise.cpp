@@ -1,6 +1,5 @@
 #include "core/ops/elementwise.h"
 
-#include <algorithm>
 #include <array>
 
 #include "core/half.h"
@@ -10,20 +9,6 @@
 namespace alloy::cpu {
 
 namespace {
-
-// Elements are widened and narrowed a block at a time through stack scratch.
-constexpr std::int64_t kBlock = 1024;
-using Scratch = std::array<float, kBlock>;
-
-// Calls body(offset, count) for consecutive blocks of [0, total), blocks split over the pool.
-template <class Body>
-void for_blocks(std::int64_t total, const Body& body) {
-  parallel_ranges(total, 1, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t offset = begin; offset < end; offset += kBlock) {
-      body(offset, std::min(kBlock, end - offset));
-    }
-  });
-}
 
 template <class Element, class Convert>
 void lookup_images(const std::uint8_t* images, void* y, std::int64_t count,
@@ -43,28 +28,20 @@ void lookup_images(const std::uint8_t* images, void* y, std::int64_t count,
 }  // namespace
 
 void cast(const void* x, DType x_dtype, void* y, DType y_dtype, std::int64_t count) {
-  for_blocks(count, [&](std::int64_t offset, std::int64_t n) {
-    Scratch scratch;
+  for_element_blocks(count, [&](std::int64_t offset, std::int64_t n) {
+    ElementScratch scratch;
     store_floats(load_floats(x, x_dtype, offset, n, scratch.data()), y, y_dtype, offset, n);
   });
 }
 
 void add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* y, std::int64_t count) {
-  for_blocks(count, [&](std::int64_t offset, std::int64_t n) {
-    Scratch a_scratch, b_scratch, y_scratch;
-    const float* av = load_floats(a, a_dtype, offset, n, a_scratch.data());
-    const float* bv = load_floats(b, b_dtype, offset, n, b_scratch.data());
-    float* out = output_floats(y, a_dtype, offset, y_scratch.data());
-    for (std::int64_t i = 0; i < n; ++i)
-      out[i] = av[i] + bv[i];
-    store_floats(out, y, a_dtype, offset, n);
-  });
+  map_floats(a, a_dtype, b, b_dtype, y, a_dtype, count, [](float av, float bv) { return av + bv; });
 }
 
 void axpby(float alpha, const void* x, DType x_dtype, float beta, void* y, DType y_dtype,
            std::int64_t count) {
-  for_blocks(count, [&](std::int64_t offset, std::int64_t n) {
-    Scratch x_scratch, y_scratch;
+  for_element_blocks(count, [&](std::int64_t offset, std::int64_t n) {
+    ElementScratch x_scratch, y_scratch;
     const float* xv = load_floats(x, x_dtype, offset, n, x_scratch.data());
     float* out = output_floats(y, y_dtype, offset, y_scratch.data());
     if (beta == 0.0f) {
@@ -81,8 +58,8 @@ void axpby(float alpha, const void* x, DType x_dtype, float beta, void* y, DType
 }
 
 void scale(void* x, DType dtype, float alpha, std::int64_t count) {
-  for_blocks(count, [&](std::int64_t offset, std::int64_t n) {
-    Scratch scratch;
+  for_element_blocks(count, [&](std::int64_t offset, std::int64_t n) {
+    ElementScratch scratch;
     const float* in = load_floats(x, dtype, offset, n, scratch.data());
     float* out = output_floats(x, dtype, offset, scratch.data());
     for (std::int64_t i = 0; i < n; ++i)

@@ -3,10 +3,13 @@
 // a whole-tensor fp32 copy, which would cost a memory pass and distort the memory accounting.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 
 #include "core/dtype.h"
 #include "core/ops/cpu/convert.h"
+#include "core/ops/cpu/parallel.h"
 
 namespace alloy::cpu {
 
@@ -37,6 +40,36 @@ inline void store_floats(const float* values, void* data, DType dtype, std::int6
     return;
   }
   narrow_16(values, static_cast<std::uint16_t*>(data) + offset, dtype, count);
+}
+
+// Elementwise kernels walk a tensor in blocks of this many elements, each widened into and
+// narrowed from stack scratch of this type.
+constexpr std::int64_t kElementBlock = 1024;
+using ElementScratch = std::array<float, kElementBlock>;
+
+// Calls body(offset, count) for consecutive blocks of [0, total), blocks split over the pool.
+template <class Body>
+void for_element_blocks(std::int64_t total, const Body& body) {
+  parallel_ranges(total, 1, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t offset = begin; offset < end; offset += kElementBlock) {
+      body(offset, std::min(kElementBlock, end - offset));
+    }
+  });
+}
+
+// y[i] = f(a[i], b[i]) for count elements, computed in fp32 and rounded once to y_dtype.
+template <class F>
+void map_floats(const void* a, DType a_dtype, const void* b, DType b_dtype, void* y, DType y_dtype,
+                std::int64_t count, const F& f) {
+  for_element_blocks(count, [&](std::int64_t offset, std::int64_t n) {
+    ElementScratch a_scratch, b_scratch, y_scratch;
+    const float* av = load_floats(a, a_dtype, offset, n, a_scratch.data());
+    const float* bv = load_floats(b, b_dtype, offset, n, b_scratch.data());
+    float* out = output_floats(y, y_dtype, offset, y_scratch.data());
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = f(av[i], bv[i]);
+    store_floats(out, y, y_dtype, offset, n);
+  });
 }
 
 }  // namespace alloy::cpu

@@ -258,22 +258,20 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
   const ChannelSplit split = split_of(g);
   const DeviceBuffer partials = partials_for(split);
   unsigned int* arrivals = arrivals_for(split, stream);
-  dispatch_floating(dtype, "batch_norm2d_backward", [&](auto x_type) {
+  dispatch_floating_pair(dtype, dy_dtype, "batch_norm2d_backward", [&](auto x_type, auto d_type) {
     using X = decltype(x_type);
-    dispatch_floating(dy_dtype, "batch_norm2d_backward", [&](auto d_type) {
-      using D = decltype(d_type);
-      backward_reduce_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
-          static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
-          BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
-          arrivals);
-      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
-                              " channels in ", split.chunks, " chunks");
-      if (count == 0) return;
-      backward_dx_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s,
-          saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu);
-      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel on ", count, " elements");
-    });
+    using D = decltype(d_type);
+    backward_reduce_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
+        static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
+        BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
+        arrivals);
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
+                            " channels in ", split.chunks, " chunks");
+    if (count == 0) return;
+    backward_dx_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s,
+        saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu);
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel on ", count, " elements");
   });
 }
 

@@ -81,6 +81,14 @@ void dispatch_floating(DType dtype, const char* op, Body&& body) {
   }
 }
 
+// Calls body(A{}, B{}) with A and B the storage types of floating dtypes a and b.
+template <class Body>
+void dispatch_floating_pair(DType a, DType b, const char* op, Body&& body) {
+  dispatch_floating(a, op, [&](auto a_type) {
+    dispatch_floating(b, op, [&](auto b_type) { body(a_type, b_type); });
+  });
+}
+
 constexpr int kThreads = 256;
 
 // Blocks for a grid-stride loop over `count` elements: enough to fill the device, never more

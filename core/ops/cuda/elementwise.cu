@@ -48,13 +48,11 @@ __global__ void normalize_kernel(const std::uint8_t* images, T* y, std::int64_t 
 void cast(const void* x, DType x_dtype, void* y, DType y_dtype, std::int64_t count,
           cudaStream_t stream) {
   if (count == 0) return;
-  dispatch_floating(x_dtype, "cast", [&](auto x_type) {
+  dispatch_floating_pair(x_dtype, y_dtype, "cast", [&](auto x_type, auto y_type) {
     using X = decltype(x_type);
-    dispatch_floating(y_dtype, "cast", [&](auto y_type) {
-      using Y = decltype(y_type);
-      cast_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const X*>(x),
-                                                            static_cast<Y*>(y), count);
-    });
+    using Y = decltype(y_type);
+    cast_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const X*>(x),
+                                                          static_cast<Y*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("cast_kernel ", dtype_name(x_dtype), "->", dtype_name(y_dtype), " on ",
                           count, " elements");
@@ -63,13 +61,11 @@ void cast(const void* x, DType x_dtype, void* y, DType y_dtype, std::int64_t cou
 void add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* y, std::int64_t count,
          cudaStream_t stream) {
   if (count == 0) return;
-  dispatch_floating(a_dtype, "add", [&](auto a_type) {
+  dispatch_floating_pair(a_dtype, b_dtype, "add", [&](auto a_type, auto b_type) {
     using A = decltype(a_type);
-    dispatch_floating(b_dtype, "add", [&](auto b_type) {
-      using B = decltype(b_type);
-      add_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
-    });
+    using B = decltype(b_type);
+    add_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("add_kernel on ", count, " elements");
 }
@@ -77,13 +73,11 @@ void add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* y, st
 void axpby(float alpha, const void* x, DType x_dtype, float beta, void* y, DType y_dtype,
            std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  dispatch_floating(x_dtype, "axpby", [&](auto x_type) {
+  dispatch_floating_pair(x_dtype, y_dtype, "axpby", [&](auto x_type, auto y_type) {
     using X = decltype(x_type);
-    dispatch_floating(y_dtype, "axpby", [&](auto y_type) {
-      using Y = decltype(y_type);
-      axpby_kernel<<<grid_for(count), kThreads, 0, stream>>>(alpha, static_cast<const X*>(x), beta,
-                                                             static_cast<Y*>(y), count);
-    });
+    using Y = decltype(y_type);
+    axpby_kernel<<<grid_for(count), kThreads, 0, stream>>>(alpha, static_cast<const X*>(x), beta,
+                                                           static_cast<Y*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("axpby_kernel on ", count, " elements");
 }

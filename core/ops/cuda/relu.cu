@@ -37,13 +37,11 @@ void relu_forward(const void* x, void* y, DType dtype, std::int64_t count, cudaS
 void relu_backward(const void* y, DType y_dtype, const void* dy, void* dx, DType dy_dtype,
                    std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  dispatch_floating(y_dtype, "relu_backward", [&](auto y_type) {
+  dispatch_floating_pair(y_dtype, dy_dtype, "relu_backward", [&](auto y_type, auto d_type) {
     using Y = decltype(y_type);
-    dispatch_floating(dy_dtype, "relu_backward", [&](auto d_type) {
-      using D = decltype(d_type);
-      relu_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<const Y*>(y), static_cast<const D*>(dy), static_cast<D*>(dx), count);
-    });
+    using D = decltype(d_type);
+    relu_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<const Y*>(y), static_cast<const D*>(dy), static_cast<D*>(dx), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("relu_backward_kernel on ", count, " elements");
 }

@@ -10,6 +10,32 @@
 using namespace alloy;
 using namespace alloy::test;
 
+namespace {
+
+// Random host x, weight, bias and running statistics (drawn in this order) and device copies;
+// each side has running statistics of its own to update.
+struct Inputs {
+  Tensor x, weight, bias, mean_cpu, var_cpu;
+  Tensor x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu;
+};
+Inputs random_inputs(const Shape& shape, DType dtype, DType param_type, Generator& generator) {
+  const std::int64_t channels = shape[1];
+  Inputs in;
+  in.x = random_tensor(shape, dtype, generator, -2.0f, 3.0f);
+  in.weight = random_tensor({channels}, param_type, generator, 0.5f, 1.5f);
+  in.bias = random_tensor({channels}, param_type, generator);
+  in.mean_cpu = random_tensor({channels}, param_type, generator);
+  in.var_cpu = random_tensor({channels}, param_type, generator, 0.5f, 2.0f);
+  in.x_gpu = to_cuda(in.x);
+  in.weight_gpu = to_cuda(in.weight);
+  in.bias_gpu = to_cuda(in.bias);
+  in.mean_gpu = to_cuda(in.mean_cpu);
+  in.var_gpu = to_cuda(in.var_cpu);
+  return in;
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_SUITE(batch_norm2d_gpu)
 
 BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
@@ -27,13 +53,8 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
         const double tol = gpu_tolerance(dtype);
         const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape) +
                                  " with " + dtype_name(param_type) + " parameters";
-        const Tensor x = random_tensor(shape, dtype, generator, -2.0f, 3.0f);
-        const Tensor weight = random_tensor({channels}, param_type, generator, 0.5f, 1.5f);
-        const Tensor bias = random_tensor({channels}, param_type, generator);
-        Tensor mean_cpu = random_tensor({channels}, param_type, generator);
-        Tensor var_cpu = random_tensor({channels}, param_type, generator, 0.5f, 2.0f);
-        Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
-        const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
+        auto [x, weight, bias, mean_cpu, var_cpu, x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu] =
+            random_inputs(shape, dtype, param_type, generator);
 
         const BatchNormTrainResult cpu =
             batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
@@ -86,13 +107,8 @@ BOOST_AUTO_TEST_CASE(fused_relu_matches_the_cpu) {
       const std::int64_t channels = shape[1];
       const double tol = gpu_tolerance(dtype);
       const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape);
-      const Tensor x = random_tensor(shape, dtype, generator, -2.0f, 3.0f);
-      const Tensor weight = random_tensor({channels}, DType::f32, generator, 0.5f, 1.5f);
-      const Tensor bias = random_tensor({channels}, DType::f32, generator);
-      Tensor mean_cpu = random_tensor({channels}, DType::f32, generator);
-      Tensor var_cpu = random_tensor({channels}, DType::f32, generator, 0.5f, 2.0f);
-      Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
-      const Tensor x_gpu = to_cuda(x), weight_gpu = to_cuda(weight), bias_gpu = to_cuda(bias);
+      auto [x, weight, bias, mean_cpu, var_cpu, x_gpu, weight_gpu, bias_gpu, mean_gpu, var_gpu] =
+          random_inputs(shape, dtype, DType::f32, generator);
 
       const BatchNormTrainResult cpu =
           batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);

@@ -116,6 +116,52 @@ Tensor shifted_input(const Shape& shape, DType dtype, Generator& generator) {
   return Tensor::from_floats(shape, values, dtype);
 }
 
+// "<dtype> params <param dtype> <shape>", naming a case in messages.
+std::string case_name(DType dtype, DType param_dtype, const Shape& shape) {
+  return std::string(dtype_name(dtype)) + " params " + dtype_name(param_dtype) + " " +
+         shape_str(shape);
+}
+
+// An input, weight, bias and running statistics, drawn in this order.
+struct Inputs {
+  Tensor x, weight, bias, running_mean, running_var;
+};
+Inputs random_inputs(const Shape& shape, DType dtype, DType param_dtype, Generator& generator) {
+  Inputs inputs;
+  inputs.x = shifted_input(shape, dtype, generator);
+  inputs.weight = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 1.5f);
+  inputs.bias = random_tensor({shape[1]}, param_dtype, generator);
+  inputs.running_mean = random_tensor({shape[1]}, param_dtype, generator);
+  inputs.running_var = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 2.0f);
+  return inputs;
+}
+
+// The training forward of f32 x, weight and bias, and central differences of sum(dy * y) by
+// each of them: the backward under test starts from that forward.
+struct CentralDifferences {
+  BatchNormTrainResult forward;
+  std::vector<double> dx, dweight, dbias;
+};
+CentralDifferences central_differences(Tensor& x, Tensor& weight, Tensor& bias, const Tensor& dy,
+                                       const BatchNormParams& params) {
+  Tensor running_mean = Tensor::zeros({x.dim(1)}, DType::f32);
+  Tensor running_var = Tensor::zeros({x.dim(1)}, DType::f32);
+  const auto weights = to_doubles(dy);
+  const auto loss = [&] {
+    return weighted_sum(
+        batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params).y, weights);
+  };
+  // Smooth (or kept off the ReLU's kink): the step trades truncation (step^2) against fp32
+  // rounding of y.
+  constexpr float step = 1e-2f;
+  CentralDifferences result;
+  result.dx = numerical_gradient(loss, x, step);
+  result.dweight = numerical_gradient(loss, weight, step);
+  result.dbias = numerical_gradient(loss, bias, step);
+  result.forward = batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
+  return result;
+}
+
 struct TwoThreads {
   TwoThreads() { set_cpu_threads(2); }
 };
@@ -140,13 +186,9 @@ BOOST_AUTO_TEST_CASE(train_forward_matches_float64_reference) {
     // f32 parameters with a half input are O2's keep_batchnorm_fp32; half parameters, O3.
     for (const DType param_dtype : {DType::f32, dtype}) {
       for (const Shape& shape : kShapes) {
-        const std::string what = std::string(dtype_name(dtype)) + " params " +
-                                 dtype_name(param_dtype) + " " + shape_str(shape);
-        const Tensor x = shifted_input(shape, dtype, generator);
-        const Tensor weight = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 1.5f);
-        const Tensor bias = random_tensor({shape[1]}, param_dtype, generator);
-        Tensor running_mean = random_tensor({shape[1]}, param_dtype, generator);
-        Tensor running_var = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 2.0f);
+        const std::string what = case_name(dtype, param_dtype, shape);
+        auto [x, weight, bias, running_mean, running_var] =
+            random_inputs(shape, dtype, param_dtype, generator);
         const auto old_mean = to_doubles(running_mean);
         const auto old_var = to_doubles(running_var);
 
@@ -194,13 +236,9 @@ BOOST_AUTO_TEST_CASE(eval_forward_uses_the_running_statistics) {
   for (const DType dtype : kFloatTypes) {
     for (const DType param_dtype : {DType::f32, dtype}) {
       for (const Shape& shape : kShapes) {
-        const std::string what = std::string(dtype_name(dtype)) + " params " +
-                                 dtype_name(param_dtype) + " " + shape_str(shape);
-        const Tensor x = shifted_input(shape, dtype, generator);
-        const Tensor weight = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 1.5f);
-        const Tensor bias = random_tensor({shape[1]}, param_dtype, generator);
-        const Tensor running_mean = random_tensor({shape[1]}, param_dtype, generator);
-        const Tensor running_var = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 2.0f);
+        const std::string what = case_name(dtype, param_dtype, shape);
+        const auto [x, weight, bias, running_mean, running_var] =
+            random_inputs(shape, dtype, param_dtype, generator);
         const auto mean_before = running_mean.to_floats();
         const auto var_before = running_var.to_floats();
         const Tensor y =
@@ -226,38 +264,24 @@ BOOST_AUTO_TEST_CASE(backward_matches_central_differences) {
     Tensor x = shifted_input(shape, DType::f32, generator);
     Tensor weight = random_tensor({shape[1]}, DType::f32, generator, 0.5f, 1.5f);
     Tensor bias = random_tensor({shape[1]}, DType::f32, generator);
-    Tensor running_mean = Tensor::zeros({shape[1]}, DType::f32);
-    Tensor running_var = Tensor::zeros({shape[1]}, DType::f32);
     const Tensor dy = random_tensor(shape, DType::f32, generator);
-    const auto weights = to_doubles(dy);
-    const auto loss = [&] {
-      return weighted_sum(
-          batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params).y,
-          weights);
-    };
-    // Smooth everywhere: the step trades truncation (step^2) against fp32 rounding of y.
-    constexpr float step = 1e-2f;
-    const auto numerical_dx = numerical_gradient(loss, x, step);
-    const auto numerical_dw = numerical_gradient(loss, weight, step);
-    const auto numerical_db = numerical_gradient(loss, bias, step);
+    const CentralDifferences numerical = central_differences(x, weight, bias, dy, params);
 
     // Existing parameter gradients are added to, not overwritten.
     Tensor dweight = random_tensor({shape[1]}, DType::f32, generator);
     Tensor dbias = random_tensor({shape[1]}, DType::f32, generator);
     const auto dweight_before = to_doubles(dweight);
     const auto dbias_before = to_doubles(dbias);
-    const BatchNormTrainResult forward =
-        batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
-    const Tensor dx = batch_norm2d_backward(x, weight, dy, forward.saved, dweight, dbias);
+    const Tensor dx = batch_norm2d_backward(x, weight, dy, numerical.forward.saved, dweight, dbias);
     BOOST_TEST((dx.shape() == shape));
-    check_close(dx, numerical_dx, 2e-3, 2e-3, "dx vs central differences " + what);
-    check_close(dweight, plus(dweight_before, numerical_dw), 2e-3, 2e-3,
+    check_close(dx, numerical.dx, 2e-3, 2e-3, "dx vs central differences " + what);
+    check_close(dweight, plus(dweight_before, numerical.dweight), 2e-3, 2e-3,
                 "dweight vs central differences " + what);
-    check_close(dbias, plus(dbias_before, numerical_db), 2e-3, 2e-3,
+    check_close(dbias, plus(dbias_before, numerical.dbias), 2e-3, 2e-3,
                 "dbias vs central differences " + what);
 
     const auto exact =
-        Reference(shape).backward(to_doubles(x), to_doubles(weight), weights, params.eps);
+        Reference(shape).backward(to_doubles(x), to_doubles(weight), to_doubles(dy), params.eps);
     check_close(dx, exact.dx, 1e-4, kAtol, "dx vs float64 " + what);
     check_close(dweight, plus(dweight_before, exact.dweight), 1e-4, kAtol,
                 "dweight vs float64 " + what);
@@ -434,13 +458,9 @@ BOOST_AUTO_TEST_CASE(fused_relu_is_bitwise_the_unfused_ops) {
   for (const DType dtype : kFloatTypes) {
     for (const DType param_dtype : {DType::f32, dtype}) {
       for (const Shape& shape : kShapes) {
-        const std::string what = std::string(dtype_name(dtype)) + " params " +
-                                 dtype_name(param_dtype) + " " + shape_str(shape);
-        const Tensor x = shifted_input(shape, dtype, generator);
-        const Tensor weight = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 1.5f);
-        const Tensor bias = random_tensor({shape[1]}, param_dtype, generator);
-        const Tensor mean0 = random_tensor({shape[1]}, param_dtype, generator);
-        const Tensor var0 = random_tensor({shape[1]}, param_dtype, generator, 0.5f, 2.0f);
+        const std::string what = case_name(dtype, param_dtype, shape);
+        const auto [x, weight, bias, mean0, var0] =
+            random_inputs(shape, dtype, param_dtype, generator);
         Tensor mean[2] = {mean0.clone(), mean0.clone()}, var[2] = {var0.clone(), var0.clone()};
         const BatchNormTrainResult unfused =
             batch_norm2d_train_forward(x, weight, bias, mean[0], var[0], plain);
@@ -545,25 +565,14 @@ BOOST_AUTO_TEST_CASE(fused_relu_backward_matches_central_differences) {
   Tensor x = shifted_input(shape, DType::f32, generator);
   Tensor weight = random_tensor({4}, DType::f32, generator, 0.1f, 0.2f);
   Tensor bias = Tensor::from_floats({4}, {1.5f, -1.5f, 1.4f, -1.6f}, DType::f32);
-  Tensor running_mean = Tensor::zeros({4}, DType::f32);
-  Tensor running_var = Tensor::zeros({4}, DType::f32);
   const Tensor dy = random_tensor(shape, DType::f32, generator);
-  const auto weights = to_doubles(dy);
-  const auto loss = [&] {
-    return weighted_sum(
-        batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params).y, weights);
-  };
-  constexpr float step = 1e-2f;
-  const auto numerical_dx = numerical_gradient(loss, x, step);
-  const auto numerical_dw = numerical_gradient(loss, weight, step);
-  const auto numerical_db = numerical_gradient(loss, bias, step);
-  const BatchNormTrainResult forward =
-      batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
+  const CentralDifferences numerical = central_differences(x, weight, bias, dy, params);
   Tensor dweight = Tensor::zeros({4}, DType::f32), dbias = Tensor::zeros({4}, DType::f32);
-  const Tensor dx = batch_norm2d_backward(x, weight, dy, forward.saved, dweight, dbias, forward.y);
-  check_close(dx, numerical_dx, 2e-3, 2e-3, "relu dx vs central differences");
-  check_close(dweight, numerical_dw, 2e-3, 2e-3, "relu dweight vs central differences");
-  check_close(dbias, numerical_db, 2e-3, 2e-3, "relu dbias vs central differences");
+  const Tensor dx = batch_norm2d_backward(x, weight, dy, numerical.forward.saved, dweight, dbias,
+                                          numerical.forward.y);
+  check_close(dx, numerical.dx, 2e-3, 2e-3, "relu dx vs central differences");
+  check_close(dweight, numerical.dweight, 2e-3, 2e-3, "relu dweight vs central differences");
+  check_close(dbias, numerical.dbias, 2e-3, 2e-3, "relu dbias vs central differences");
   // Half the channels are off: their parameter gradients are exactly zero.
   BOOST_TEST(dbias.to_floats()[1] == 0.0f);
   BOOST_TEST(dweight.to_floats()[3] == 0.0f);
