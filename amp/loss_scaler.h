@@ -1,5 +1,8 @@
 // The loss scaler: dynamic or static, its state in device memory (see amp/ops/update_scale.h).
 // The host reads the scale and the skip count only to log them, never to decide a step.
+// Every field of the state is a view of one small device buffer, so that the host reads all of
+// them in one download (the overflow monitor's poll, apps/overflow_monitor.h) and a checkpoint
+// restores them in one upload.
 #pragma once
 
 #include <cstdint>
@@ -34,15 +37,25 @@ class LossScaler {
   // After the optimizer step: the dynamic state machine (a no-op for a static scale).
   void update();
 
-  // Host copies; each is a device-to-host read on a GPU, so call them only to log.
+  // A host copy of the state: one download (and its wait), on every device, so call it only
+  // to log or save.
   ScalerSnapshot snapshot() const;
+  // Sets the state's fields to the snapshot's: one upload on a GPU.
   void restore(const ScalerSnapshot& snapshot);
-  // The index of the gradient that overflowed first in the earliest skipped step since the
-  // last call, or -1; resets it. For the rate-limited overflow warning.
-  std::int32_t take_unreported_overflow();
+
+  // What the overflow monitor reads at each poll, in one download: the state, and the index of
+  // the gradient that overflowed first in the earliest skipped step since the last poll (or
+  // -1). The poll takes that index: it is reset to -1 on the device by device work (no upload),
+  // for the rate-limited overflow warning to name each overflow once.
+  struct Poll {
+    ScalerSnapshot state;
+    std::int32_t unreported_overflow = -1;
+  };
+  Poll poll();
 
  private:
   LossScaleConfig config_;
+  Tensor buffer_;  // i32 [kWords]: every field of state_ is a view of it
   ScalerState state_;
 };
 

@@ -14,13 +14,13 @@
 #include "amp/mixed_precision.h"
 #include "apps/cli.h"
 #include "apps/json_log.h"
+#include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
 #include "core/data/synthetic.h"
 #include "core/error.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
-#include "core/ops/elementwise.h"
-#include "core/ops/softmax_cross_entropy.h"
+#include "core/ops/step_tally.h"
 #include "core/random.h"
 
 namespace alloy::app {
@@ -114,11 +114,11 @@ Tensor to_device(const Tensor& host, Device device) {
   return placed;
 }
 
-// Waits for the step's work (a device-to-host copy of the loss off the CPU).
-void synchronize(const Tensor& loss) {
-  if (loss.device().is_cpu()) return;
-  Tensor host = Tensor::empty(loss.shape(), loss.dtype(), Device::cpu(), MemoryCategory::workspace);
-  host.copy_from(loss);
+// Waits for the step's work (a device-to-host copy of the tally, the step's last output, off
+// the CPU).
+void synchronize(const Tensor& tally) {
+  if (tally.device().is_cpu()) return;
+  read_step_tally(tally);
 }
 
 std::string mib(std::int64_t bytes) {
@@ -323,6 +323,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
         config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch");
     const Tensor images = to_device(batch.images, config.device);
     const Tensor labels = to_device(batch.labels, config.device);
+    Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
     model->set_training(true);
 
     // Steady state from here: the fp32 model that O2/O3 rounded to half is gone.
@@ -330,15 +331,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     auto timed_from = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
       if (step == 1) timed_from = std::chrono::steady_clock::now();
-      nn::clear_weight_cast_cache();
-      const Tensor logits = model->forward(normalize_images(images, precision.input_dtype()));
-      const SoftmaxCrossEntropyResult loss = softmax_cross_entropy_forward(logits, labels);
-      model->backward(softmax_cross_entropy_backward(loss.probabilities, labels,
-                                                     precision.loss_scale(), logits.dtype()));
-      precision.step();
-      model->zero_grad();
-      nn::clear_weight_cast_cache();
-      synchronize(loss.loss);
+      train_step(*model, precision, images, labels, tally);  // the step `alloy train` runs
+      synchronize(tally);
     }
     report.timed_seconds = seconds_since(timed_from);
     after = stats.snapshot();

@@ -1,4 +1,5 @@
-// `alloy mem`: trains a few real steps of one model at each opt level, one level after the
+// `alloy mem`: trains a few real steps of one model at each opt level (the step `alloy train`
+// runs, apps/train_step.h, so the figures are what training allocates), one level after the
 // other in one process, and reports the allocator's peak bytes per memory category and in total
 // (core/memory.h is the single source of every figure), images/s, and each figure's ratio to
 // O0, as an aligned table, JSON lines and an SVG chart.
@@ -79,7 +80,8 @@ struct LevelReport {
 };
 
 // Builds the model and the amp layer for `properties` (the O1 cast policy included), trains
-// config.steps steps on one synthetic batch of config.batch_size 28x28x1 images, and frees
+// config.steps steps (train_step, with its step tally) on one synthetic batch of
+// config.batch_size 28x28x1 images, and frees
 // everything before returning. Peaks are reset after setup, so other levels measured before in
 // the same process do not show.
 LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties& properties);

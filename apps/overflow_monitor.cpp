@@ -30,13 +30,15 @@ std::optional<std::string> OverflowMonitor::poll() {
   if (!scaler_.dynamic()) return std::nullopt;
   const std::int64_t steps = steps_since_poll_;
   steps_since_poll_ = 0;
-  const amp::ScalerSnapshot state = scaler_.snapshot();
+  // One download: the state and the first overflow since the last poll.
+  const amp::LossScaler::Poll read = scaler_.poll();
+  const amp::ScalerSnapshot& state = read.state;
   const std::int32_t previous = reported_skips_ < 0 ? 0 : reported_skips_;
   reported_skips_ = state.skipped_steps;
   const std::int32_t new_skips = state.skipped_steps - previous;
   if (new_skips <= 0) return std::nullopt;
 
-  const std::int32_t first = scaler_.take_unreported_overflow();
+  const std::int32_t first = read.unreported_overflow;
   const std::string where = first >= 0 ? " (first in " + name_of_(first) + ")" : "";
   const std::string advice = "; lower --lr, or check the data and the model";
   if (!max_consecutive_skips_ && state.at_min_streak >= kMaxStepsAtMinimum) {

@@ -1,6 +1,6 @@
-// Watches the loss scaler for the user: every few steps it reads the scaler's counters (the
-// only host reads of amp state, for logging) and turns skipped steps into one warning that
-// names the gradient that overflowed first, instead of a line per step. Steps that keep
+// Watches the loss scaler for the user: every few steps it reads the scaler's counters (one
+// download; the only host read of amp state, for logging) and turns skipped steps into one warning
+// that names the gradient that overflowed first, instead of a line per step. Steps that keep
 // overflowing mean training has diverged: that is an error (TrainingDiverged). By default the
 // rule is today's: a scale stuck at its minimum while steps keep overflowing. With
 // --max-consecutive-skips N it is the user's: N overflowing steps in a row at any scale (0: never).

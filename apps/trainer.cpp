@@ -3,6 +3,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "apps/train_step.h"
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
@@ -224,25 +225,11 @@ void Trainer::step(const data::Batch& batch) {
 }
 
 void Trainer::device_step(const Tensor& images, const Tensor& labels) {
-  // O1's half copies of the weights are valid for one step: the update changes the weights.
-  nn::clear_weight_cast_cache();
-  const Tensor logits = forward(images);
-  // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled) and
-  // the step tally's update, in one pass (one launch on the GPU).
-  model_->backward(
-      softmax_cross_entropy_step(logits, labels, precision_->loss_scale(), tally_).dlogits);
-  if (data_parallel_) data_parallel_->after_backward();  // gradients averaged over the ranks
-  update();
-  nn::clear_weight_cast_cache();
+  train_step(*model_, *precision_, images, labels, tally_, data_parallel_.get());
 }
 
 Tensor Trainer::forward(const Tensor& images) {
   return model_->forward(normalize_images(images, precision_->input_dtype()));
-}
-
-void Trainer::update() {
-  precision_->step();
-  model_->zero_grad();
 }
 
 double Trainer::evaluate(const data::Dataset& dataset) {

@@ -1,5 +1,5 @@
 // The training loop of `alloy train`, independent of the command line's output so tests can
-// drive it. One step is forward -> loss -> backward -> optimizer step, each its own function;
+// drive it. One step is forward -> loss -> backward -> optimizer step (apps/train_step.h);
 // the amp layer (amp::MixedPrecision) owns the optimizer and the loss scale, so opt levels,
 // checkpoints and data parallelism attach at those seams.
 #pragma once
@@ -143,10 +143,9 @@ class Trainer {
 
  private:
   void step(const data::Batch& batch);  // a batch on the training device
-  // The step's device work, eager or under capture: forward, loss, backward, update.
+  // The step's device work, eager or under capture: apps/train_step.h, which `alloy mem` runs.
   void device_step(const Tensor& images, const Tensor& labels);
-  Tensor forward(const Tensor& images);
-  void update();
+  Tensor forward(const Tensor& images);  // evaluation's
 
   Tensor to_device(const Tensor& host) const;  // evaluation's synchronous upload
   std::int64_t local_batch_size() const;       // this rank's share of options_.batch_size

@@ -83,7 +83,7 @@ MemoryCategory Tensor::category() const {
 
 void* Tensor::raw() const {
   ALLOY_CHECK(defined(), "data access to an undefined tensor");
-  return storage_->data();
+  return static_cast<unsigned char*>(storage_->data()) + offset_;
 }
 
 void Tensor::check_element_type(std::size_t size, DType expected) const {
@@ -100,6 +100,22 @@ Tensor Tensor::reshape(const Shape& shape) const {
   ALLOY_CHECK(shape_numel(shape) == numel_, "cannot reshape ", str(), " to ", shape_str(shape));
   Tensor view = *this;
   view.shape_ = shape;
+  return view;
+}
+
+Tensor Tensor::view(std::size_t offset, const Shape& shape, DType dtype) const {
+  ALLOY_CHECK(defined(), "view of an undefined tensor");
+  const std::size_t bytes = static_cast<std::size_t>(shape_numel(shape)) * dtype_size(dtype);
+  ALLOY_CHECK(offset % dtype_size(dtype) == 0, "cannot view ", str(), " as ", dtype_name(dtype),
+              shape_str(shape), " from byte ", offset, ": not a multiple of ", dtype_size(dtype));
+  ALLOY_CHECK(offset <= nbytes() && bytes <= nbytes() - offset, "cannot view ", str(), " as ",
+              dtype_name(dtype), shape_str(shape), " from byte ", offset, ": past its ", nbytes(),
+              " bytes");
+  Tensor view = *this;
+  view.offset_ = offset_ + offset;
+  view.shape_ = shape;
+  view.numel_ = shape_numel(shape);
+  view.dtype_ = dtype;
   return view;
 }
 

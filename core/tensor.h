@@ -91,6 +91,11 @@ class Tensor {
 
   // Same storage, new shape with the same element count.
   Tensor reshape(const Shape& shape) const;
+  // Part of this tensor's memory seen as `shape` elements of `dtype`, from byte `offset` of its
+  // contents: one allocation whose parts different ops read and write, and which the host
+  // copies in one go (the loss scaler's state, amp/loss_scaler.h). `offset` must be a multiple
+  // of the dtype's size, and the view must lie within this tensor.
+  Tensor view(std::size_t offset, const Shape& shape, DType dtype) const;
   // Deep copy, optionally into another category.
   Tensor clone() const;
   Tensor clone(MemoryCategory category) const;
@@ -115,6 +120,7 @@ class Tensor {
   std::vector<float> host_floats() const;  // to_floats() of a host tensor, uncounted
 
   std::shared_ptr<Storage> storage_;
+  std::size_t offset_ = 0;  // bytes into the storage where this tensor's contents start
   Shape shape_;
   std::int64_t numel_ = 0;
   DType dtype_ = DType::f32;

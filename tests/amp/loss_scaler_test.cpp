@@ -6,6 +6,7 @@
 
 #include "amp/ops/unscale.h"
 #include "core/half.h"
+#include "core/round_trips.h"
 
 using namespace alloy;
 using namespace alloy::amp;
@@ -96,6 +97,52 @@ BOOST_AUTO_TEST_CASE(snapshot_restore_round_trips) {
   BOOST_TEST(back.clean_steps == 3);
   BOOST_TEST(back.skipped_steps == 7);
   BOOST_TEST(back.first_overflow == 2);
+}
+
+// The overflow monitor's poll and a checkpoint's snapshot read the whole state in one download.
+BOOST_AUTO_TEST_CASE(a_poll_reads_everything_in_one_download_and_takes_the_overflow) {
+  LossScaler scaler(dynamic_config(1024.0f, 5, 1.0f, 65536.0f), Device::cpu());
+  set_found_inf(scaler, true);
+  scaler.state().first_overflow.data<std::int32_t>()[0] = 4;
+  scaler.update();
+  set_found_inf(scaler, true);
+  scaler.state().first_overflow.data<std::int32_t>()[0] = 1;
+  scaler.update();
+  RoundTrips before = round_trips();
+  const LossScaler::Poll poll = scaler.poll();
+  const RoundTrips cost = round_trips() - before;
+  BOOST_TEST(cost.downloads == 1u);
+  BOOST_TEST(cost.host_waits == 1u);
+  BOOST_TEST(cost.uploads == 0u);
+  BOOST_TEST(poll.state.scale == 256.0f);
+  BOOST_TEST(poll.state.skipped_steps == 2);
+  BOOST_TEST(poll.state.overflow_streak == 2);
+  BOOST_TEST(poll.state.first_overflow == 1);
+  BOOST_TEST(poll.unreported_overflow == 4);  // the earlier step's
+  // Taken: the next poll has nothing unreported until another step overflows.
+  BOOST_TEST(scaler.poll().unreported_overflow == -1);
+  before = round_trips();
+  BOOST_TEST(scaler.snapshot().skipped_steps == 2);
+  BOOST_TEST((round_trips() - before).downloads == 1u);
+}
+
+// restore() sets the snapshot's fields only: the step's verdict and the overflow not yet
+// reported stay as they were.
+BOOST_AUTO_TEST_CASE(restore_leaves_the_verdict_and_the_unreported_overflow) {
+  LossScaler scaler(dynamic_config(1024.0f, 5, 1.0f, 65536.0f), Device::cpu());
+  set_found_inf(scaler, true);
+  scaler.state().first_overflow.data<std::int32_t>()[0] = 3;
+  scaler.update();
+  scaler.restore(ScalerSnapshot{64.0f, 1, 9, 2, 0, -1});
+  BOOST_TEST(scaler.state().found_inf.data<float>()[0] == 1.0f);
+  const LossScaler::Poll poll = scaler.poll();
+  BOOST_TEST(poll.unreported_overflow == 3);
+  BOOST_TEST(poll.state.scale == 64.0f);
+  BOOST_TEST(poll.state.clean_steps == 1);
+  BOOST_TEST(poll.state.skipped_steps == 9);
+  BOOST_TEST(poll.state.at_min_streak == 2);
+  BOOST_TEST(poll.state.first_overflow == 0);
+  BOOST_TEST(poll.state.overflow_streak == -1);
 }
 
 BOOST_AUTO_TEST_CASE(unscale_multiplies_by_the_inverse_and_flags_inf_and_nan) {

@@ -16,9 +16,10 @@ using namespace alloy::app;
 
 namespace {
 
-// The loss scaler's state (scale, clean_steps, skipped_steps, at_min_streak, overflow_streak,
-// found_inf, first_overflow, unreported_overflow) and the optimizer's (lr, and the step count
-// with its block tickets): eleven 4-byte scalars in optimizer_state at every level.
+// The loss scaler's state (one buffer of eight 4-byte words: scale, clean_steps, skipped_steps,
+// at_min_streak, overflow_streak, first_overflow, unreported_overflow, found_inf) and the
+// optimizer's (lr, and the step count with its block tickets): eleven 4-byte scalars in
+// optimizer_state at every level.
 constexpr std::int64_t kScalerBytes = 8 * 4 + 3 * 4;
 
 LevelReport measure(const std::string& model, amp::OptLevel level, std::int64_t batch,
@@ -45,12 +46,13 @@ constexpr std::int64_t kMlpParams = 200960 + 2570;
 // 1x28x28 = 784), ReLU 1's saved output (20x26x26 = 13520), its incoming gradient (pool 1's
 // dx, 13520) and the dx it allocates (13520); everything of the later layers is released by
 // their backwards already. The loss's tensors live through the whole backward: the logits
-// (10, compute dtype), the probabilities (10, f32), the logits' gradient (10, compute dtype)
-// and the f32 loss (4 bytes per batch). Every other moment holds less: the forward peaks at
-// ReLU 1 with 784 + 2 * 13520, pool 1's backward holds 784 + 13520 + 3380 + 13520.
+// (10, compute dtype), the logits' gradient (10, compute dtype) and the f32 loss (4 bytes per
+// batch); the training step's fused loss (softmax_cross_entropy_step) keeps no probabilities.
+// Every other moment holds less: the forward peaks at ReLU 1 with 784 + 2 * 13520, pool 1's
+// backward holds 784 + 13520 + 3380 + 13520.
 std::int64_t lenet_activation_bytes(std::int64_t batch, std::int64_t half) {
   const std::int64_t image = 784, relu1 = 20 * 26 * 26;
-  return batch * ((image + 3 * relu1) * half + 10 * half + 10 * 4 + 10 * half) + 4;
+  return batch * ((image + 3 * relu1) * half + 10 * half + 10 * half) + 4;
 }
 
 // The MLP's activation peak is in the first linear layer's backward. Flatten, not the linear
@@ -59,7 +61,7 @@ std::int64_t lenet_activation_bytes(std::int64_t batch, std::int64_t half) {
 // the ReLU (256) and the dx it allocates (784), plus the loss's tensors as for LeNet. (The ReLU
 // backward before it holds 784 + 3 * 256, less.)
 std::int64_t mlp_activation_bytes(std::int64_t batch, std::int64_t half) {
-  return batch * ((784 + 256 + 784) * half + 10 * half + 10 * 4 + 10 * half) + 4;
+  return batch * ((784 + 256 + 784) * half + 10 * half + 10 * half) + 4;
 }
 
 std::int64_t model_param_count(const std::string& name) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct StepRunOptions {
   // step, so that the memory it holds stays the same throughout.
   std::int64_t train_examples = 0;
   std::function<std::int64_t()> sample;  // read at each step's hook, for StepCounts::extra
+  // The dynamic scale's initial value when set: one far above what half gradients hold makes
+  // every step overflow and be skipped, so the overflow monitor's poll finds skips to report.
+  std::optional<float> init_loss_scale;
 };
 
 inline app::TrainOptions step_run_train_options(const StepRunOptions& run) {
@@ -47,6 +51,7 @@ inline app::TrainOptions step_run_train_options(const StepRunOptions& run) {
   options.lr = 0.01;
   options.threads = 1;
   options.precision = amp::resolve_properties(run.level, {});
+  if (run.init_loss_scale) options.precision.loss_scale.init_scale = *run.init_loss_scale;
   return options;
 }
 

@@ -1,7 +1,8 @@
 // The CPU test's claims on a GPU (trainer_round_trips_test.cpp): a CUDA training step makes
 // the same host round trips as the same step on the CPU, counted at the same entry points
-// (pinned batch uploads without a stream synchronise; downloads only for the overflow
-// monitor's poll), and calls cudaMalloc no more after the warm-up.
+// (pinned batch uploads without a stream synchronise; one download for the overflow monitor's
+// poll, and no upload for it after skipped steps), and calls cudaMalloc no more after the
+// warm-up.
 #include <boost/test/unit_test.hpp>
 
 #include "core/cuda/allocator.h"
@@ -44,6 +45,17 @@ BOOST_AUTO_TEST_CASE(lenet_o2_steps_cost_on_cuda_what_they_cost_on_the_cpu) {
   run.model = "lenet";
   run.level = amp::OptLevel::O2;
   run.steps = 27;  // past the first scale poll
+  check_same_as_cpu(run);
+}
+
+// Every step overflows, so the poll at step 25 also takes the first overflow and resets it on
+// the device: by device work, not an upload the CPU would not count.
+BOOST_AUTO_TEST_CASE(lenet_o2_overflowing_steps_cost_on_cuda_what_they_cost_on_the_cpu) {
+  test::StepRunOptions run;
+  run.model = "lenet";
+  run.level = amp::OptLevel::O2;
+  run.steps = 27;
+  run.init_loss_scale = 1e30f;
   check_same_as_cpu(run);
 }
 

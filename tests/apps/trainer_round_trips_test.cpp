@@ -2,12 +2,14 @@
 // backend counts at the same entry points as CUDA: a steady-state step of lenet and resnet18
 // at O0-O3 uploads its batch (images and labels) and nothing else, downloads nothing and waits
 // for nothing except the overflow monitor's scale poll (every
-// OverflowMonitor::kDefaultInterval steps with a dynamic scale), and allocates no new memory.
-// The JSON log's epoch event reports the same counts.
+// OverflowMonitor::kDefaultInterval steps with a dynamic scale: one download of the scaler's
+// state and its wait, after skipped steps too), and allocates no new memory. The JSON log's
+// epoch event reports the same counts.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "apps/overflow_monitor.h"
 #include "apps/train_report.h"
@@ -46,8 +48,9 @@ void check_steady_state(const std::vector<test::StepCounts>& counts, amp::OptLev
       // No new memory: what the step holds at its end is what the step before held.
       BOOST_TEST(counts[i].bytes_in_use == counts[i - 1].bytes_in_use);
       if (polls(level, step)) {
-        BOOST_TEST(measured.downloads > 0u);
-        BOOST_TEST(measured.host_waits == measured.downloads);  // each download's own wait
+        // The scaler's state in one buffer, read in one download (amp/loss_scaler.h).
+        BOOST_TEST(measured.downloads == 1u);
+        BOOST_TEST(measured.host_waits == 1u);  // the download's own wait
       } else {
         BOOST_TEST(measured.downloads == 0u);
         BOOST_TEST(measured.host_waits == 0u);
@@ -97,6 +100,32 @@ BOOST_AUTO_TEST_CASE(resnet18_steps_upload_the_batch_only) {
       check_steady_state(counts, level);
     }
   }
+}
+
+class WarningLog : public app::TrainObserver {
+ public:
+  void on_warning(const std::string& message) override { warnings.push_back(message); }
+  std::vector<std::string> warnings;
+};
+
+// Every step overflows: the poll then also takes the gradient that overflowed first (for the
+// warning) and resets it on the device, still within its one download and no upload.
+BOOST_AUTO_TEST_CASE(a_poll_after_skipped_steps_is_one_download_too) {
+  test::StepRunOptions run;
+  run.level = amp::OptLevel::O2;
+  run.steps = 27;               // past the first scale poll
+  run.init_loss_scale = 1e30f;  // every half gradient overflows for the steps run
+  WarningLog log;
+  const std::vector<test::StepCounts> counts =
+      test::count_steps(Device::cpu(), run, log, test::step_run_train_options(run));
+  BOOST_REQUIRE(counts.size() == static_cast<std::size_t>(run.steps));
+  check_steady_state(counts, run.level);
+  const std::int64_t poll = app::OverflowMonitor::kDefaultInterval;
+  BOOST_TEST_MESSAGE("  poll at step " << poll << ": " << counts[poll - 1].measured);
+  BOOST_REQUIRE(log.warnings.size() == 1u);
+  const std::string& warning = log.warnings.front();
+  BOOST_TEST(warning.find("25 of the last 25 steps skipped (first in ") != std::string::npos,
+             warning);
 }
 
 // The counts can fail: a step that keeps one more tensor alive each time allocates.

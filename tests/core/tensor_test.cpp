@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -109,6 +110,31 @@ BOOST_AUTO_TEST_CASE(copies_share_storage_and_clone_does_not) {
   BOOST_TEST((deep.shape() == a.shape()));
   BOOST_CHECK_THROW(a.reshape({3}), Error);
   BOOST_TEST(a.reshape({1, 4, 1}).numel() == 4);
+}
+
+BOOST_AUTO_TEST_CASE(views_see_part_of_the_storage_in_another_dtype) {
+  Tensor words = Tensor::zeros({4}, DType::i32);
+  Tensor scale = words.view(0, {1}, DType::f32);
+  Tensor tail = words.view(8, {2}, DType::i32);
+  scale.fill(2.5f);
+  tail.fill(-1.0f);
+  std::int32_t bits[4] = {};
+  words.download_to(bits);
+  float first = 0;
+  std::memcpy(&first, &bits[0], sizeof first);
+  BOOST_TEST(first == 2.5f);
+  BOOST_TEST(bits[1] == 0);
+  BOOST_TEST(bits[2] == -1);
+  BOOST_TEST(bits[3] == -1);
+  // A view of a view starts where its parent does; a copy into a view writes only its part.
+  tail.view(4, {1}, DType::i32).copy_from(Tensor::from_floats({1}, {7.0f}, DType::i32));
+  BOOST_TEST(words.to_floats() == (std::vector<float>{words.to_floats()[0], 0.0f, -1.0f, 7.0f}));
+  BOOST_TEST((tail.view(4, {1}, DType::i32).category() == words.category()));
+  // Misaligned or out-of-bounds views are errors.
+  BOOST_CHECK_THROW(words.view(2, {1}, DType::i32), Error);
+  BOOST_CHECK_THROW(words.view(12, {2}, DType::i32), Error);
+  BOOST_CHECK_THROW(words.view(20, {0}, DType::i32), Error);
+  BOOST_CHECK_THROW(Tensor().view(0, {1}, DType::i32), Error);
 }
 
 BOOST_AUTO_TEST_CASE(fill_and_copy_from) {

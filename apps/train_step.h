@@ -1,0 +1,25 @@
+// The device work of one training step, in one place for the two commands that run it:
+// `alloy train` (apps/trainer.h, eagerly or under CUDA graph capture) and `alloy mem`
+// (apps/memory_report.h), whose figures must be those of the step that trains, buffer for
+// buffer. The step: forward on the normalised batch, the fused loss (core/ops/
+// softmax_cross_entropy.h: loss, scaled logit gradient and tally in one pass, keeping no
+// probabilities), backward, data parallelism's gradient average, the amp layer's step (unscale,
+// scaler update, optimizer, master -> model copy) and zero_grad.
+#pragma once
+
+#include "amp/mixed_precision.h"
+#include "core/nn/module.h"
+#include "core/tensor.h"
+
+namespace alloy::app {
+
+class DataParallel;
+
+// images: a batch as the loader stores it, on the model's device (normalised here to the amp
+// layer's input dtype); labels: i32 [N] there too; tally: a step tally there
+// (core/ops/step_tally.h), which the step adds its loss and correct count to (the step's only
+// output the host may read); data_parallel: the replica's DDP, or null for one process.
+void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor& images,
+                const Tensor& labels, Tensor& tally, DataParallel* data_parallel = nullptr);
+
+}  // namespace alloy::app
