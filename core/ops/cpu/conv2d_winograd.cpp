@@ -106,6 +106,7 @@ void split_row(const float* in, Index width, Index pad, float* even, float* odd)
     o[k] = in[first_odd + 2 * k];
 }
 
+// The inverse of split_row: the plane row back from its even and odd halves.
 void merge_row(const float* even, const float* odd, Index width, Index pad, float* out) {
   const Index first_even = pad % 2, first_odd = 1 - first_even;
   const float* e = even + (first_even + pad) / 2;
