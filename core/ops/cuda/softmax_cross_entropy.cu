@@ -6,6 +6,39 @@ namespace alloy::cuda {
 
 namespace {
 
+// The row's largest logit, reduced over the block.
+template <class T>
+__device__ float row_max(const T* x, std::int64_t classes) {
+  float local_max = -INFINITY;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
+    local_max = fmaxf(local_max, widen(x[c]));
+  }
+  return block_max(local_max);
+}
+
+// -log softmax at the label, without forming the (possibly underflowed) probability; NaN for a
+// label outside the row. total is the sum of expf(x - max) over the row.
+template <class T>
+__device__ float row_loss_at(const T* x, std::int32_t label, std::int64_t classes, float max,
+                             float total) {
+  return label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
+}
+
+// The class of the row's first largest logit, a NaN counting as the largest: one thread's loop.
+template <class T>
+__device__ std::int64_t row_argmax(const T* x, std::int64_t classes) {
+  std::int64_t best = 0;
+  float best_value = widen(x[0]);
+  for (std::int64_t c = 1; c < classes; ++c) {
+    const float value = widen(x[c]);
+    if (value > best_value || (value != value && best_value == best_value)) {
+      best = c;
+      best_value = value;
+    }
+  }
+  return best;
+}
+
 // One block per row: max, exp and sum in fp32 with block reductions. The block that finishes
 // last also forms the mean loss, so the loss costs one launch.
 template <class T>
@@ -15,11 +48,7 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
   float* p = probabilities + row * classes;
-  float local_max = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    local_max = fmaxf(local_max, widen(x[c]));
-  }
-  const float max = block_max(local_max);
+  const float max = row_max(x, classes);
   float local_sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const float e = expf(widen(x[c]) - max);
@@ -33,9 +62,7 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     p[c] /= total;
   if (threadIdx.x == 0) {
-    const std::int32_t label = labels[row];
-    // -log softmax at the label, without forming the (possibly underflowed) probability.
-    row_loss[row] = label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
+    row_loss[row] = row_loss_at(x, labels[row], classes, max, total);
   }
   if (!arrive_last(arrivals)) return;
   // The mean in double over a fixed tree (each thread's rows in order, then the block sum):
@@ -76,15 +103,7 @@ __global__ void count_kernel(const T* logits, const std::int32_t* labels,
   }
   ALLOY_GRID_STRIDE(row, rows) {
     const T* x = logits + row * classes;
-    std::int64_t best = 0;
-    float best_value = widen(x[0]);
-    for (std::int64_t c = 1; c < classes; ++c) {
-      const float value = widen(x[c]);
-      if (value > best_value || (value != value && best_value == best_value)) {
-        best = c;
-        best_value = value;
-      }
-    }
+    const std::int64_t best = row_argmax(x, classes);
     if (best == labels[row]) atomicAdd(correct, 1ull);  // integer: order-independent
   }
 }
@@ -102,11 +121,7 @@ __global__ void step_kernel(const T* logits, const std::int32_t* labels, const f
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
   T* dx = dlogits + row * classes;
-  float local_max = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
-    local_max = fmaxf(local_max, widen(x[c]));
-  }
-  const float max = block_max(local_max);
+  const float max = row_max(x, classes);
   float local_sum = 0.0f;
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     local_sum += expf(widen(x[c]) - max);
@@ -121,16 +136,8 @@ __global__ void step_kernel(const T* logits, const std::int32_t* labels, const f
     dx[c] = narrow<T>(c == label ? (p - 1.0f) * factor : p * factor);
   }
   if (threadIdx.x == 0) {
-    row_loss[row] = label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
-    std::int64_t best = 0;
-    float best_value = widen(x[0]);
-    for (std::int64_t c = 1; c < classes; ++c) {
-      const float value = widen(x[c]);
-      if (value > best_value || (value != value && best_value == best_value)) {
-        best = c;
-        best_value = value;
-      }
-    }
+    row_loss[row] = row_loss_at(x, label, classes, max, total);
+    const std::int64_t best = row_argmax(x, classes);
     row_correct[row] = best == label;
   }
   if (!arrive_last(arrivals)) return;
