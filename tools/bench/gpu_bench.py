@@ -11,12 +11,14 @@
       Reads OUT/facts.json, OUT/runs.jsonl and each run's output; writes OUT/gpu_bench.md (after
       every round, so a run cut short still leaves a summary) and prints JSON lines on stdout:
       with --round, one record per comparison of round R; with --final, one summary record per
-      comparison, and the results table in words on stderr.
+      comparison, and the results table in words on stderr (exit 1 if a run that succeeded left
+      output that cannot be read).
 
 Needs Python 3.9+; make-data needs numpy, facts needs torch, summarize only the standard library.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -84,10 +86,12 @@ def make_data(args):
 def facts(args):
     info = {key: value for key, value in vars(args).items() if key not in ("command", "out")}
     try:
+        if importlib.util.find_spec("numpy") is None:  # make-data and lenet_pytorch.py need it
+            raise ImportError("No module named 'numpy'", name="numpy")
         import torch
     except ImportError as error:
-        sys.exit(f"gpu_vs_pytorch.sh: error: cannot import torch with {sys.executable} ({error}); "
-                 "pass --python PATH of a Python with PyTorch")
+        sys.exit(f"gpu_vs_pytorch.sh: cannot import {error.name} with {sys.executable}: pass "
+                 "--python PATH of a Python with PyTorch and numpy")
     cuda = torch.cuda.is_available()
     info.update({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                  "cuda_available": cuda})
@@ -291,14 +295,13 @@ def host_wait_rows(rounds):
     return rows
 
 
-def number(x, unit=None):
+def number(x, unit):
+    """A median in the table's words, with its unit."""
     if x is None:
         return "n/a"
     if unit == "s/epoch":
-        return f"{x:.4f}" if x < 1 else f"{x:.3f}"
-    if unit == "images/s":
-        return f"{x:.0f}" if x >= 100 else f"{x:.2f}"
-    return f"{x:.4g}"
+        return f"{x:.4f} s" if x < 1 else f"{x:.3f} s"
+    return f"{x:.0f} images/s" if x >= 100 else f"{x:.2f} images/s"
 
 
 def verdict(summary):
@@ -322,7 +325,7 @@ def results_table(summary_records):
                      + (f", {s['rounds_missing']} missing" if s["rounds_missing"] else "") + ")")
         goal = "-" if s["goal"] is None else f">= {s['goal']:g}x"
         lines.append(f"| {s['title']} | {s['baseline']} | {number(s.get('baseline_median'), unit)}"
-                     f" {unit} | {s['subject']} | {number(s.get('subject_median'), unit)} {unit} | "
+                     f" | {s['subject']} | {number(s.get('subject_median'), unit)} | "
                      f"{'n/a' if speed is None else f'**{speed:.2f}x**'} | {per_round} | {goal} | "
                      f"{verdict(s)} |")
     return lines
@@ -333,6 +336,8 @@ def host_table(rows):
              "of which the overflow monitor's polls | other host waits / step | uploads / step | "
              "downloads / step | device allocations | CUDA graph | goal |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    if not rows:
+        return ["No Alloy run succeeded."]
     for r in rows:
         if r["goal"] is None:
             goal = "-"
@@ -461,6 +466,11 @@ def summarize(args):
     for record in summary_records + rows:
         print(json.dumps(record), flush=True)
     print("\n".join(results_table(summary_records) + [""] + host_table(rows)), file=sys.stderr)
+    unreadable = [f"{run['name']} in round {number_}" for number_, runs in sorted(rounds.items())
+                  for run in runs.values() if "error" in run]
+    if unreadable:
+        sys.exit(f"gpu_bench.py: the output of {', '.join(unreadable)} could not be read "
+                 "(see gpu_bench.md)")
 
 
 def main():

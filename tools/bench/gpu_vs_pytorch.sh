@@ -68,9 +68,9 @@
 # 1 to test), batch 8, LeNet 3 epochs, resnet18 2 epochs (2 warm-up + 2 timed steps) and fp32
 # where PyTorch would use AMP (there is no AMP on the CPU); its figures mean nothing.
 #
-# Exit status: 0 every run succeeded; 1 a run failed or timed out (the summary still covers the
-# others), or a setup error (no alloy, a CPU-only alloy with --device cuda, no torch); 2 a usage
-# error; 77 no usable CUDA device (nvidia-smi and torch.cuda.is_available() say why).
+# Exit status: 0 every run succeeded; 1 a run failed, timed out or left unreadable output (the
+# summary still covers the others), or a setup error (no alloy, a CPU-only alloy with --device
+# cuda, no torch); 2 a usage error; 77 no usable CUDA device (nvidia-smi and torch say why).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -139,7 +139,8 @@ declare -A part_runs=(
   [resnet-amp]="r18-pytorch-amp r18-pytorch-amp-cl r18-alloy-O2"
 )
 [[ "$parts" =~ ^(lenet|resnet-fp32|resnet-amp)(,(lenet|resnet-fp32|resnet-amp))*$ ]] ||
-  usage_error "--parts must be a comma-separated list of lenet, resnet-fp32, resnet-amp, not '$parts'"
+  usage_error "--parts must be a comma-separated list of lenet, resnet-fp32, resnet-amp," \
+    "not '$parts'"
 runs=()  # one round's runs, in the order of odd rounds
 for part in lenet resnet-fp32 resnet-amp; do
   if [[ ",$parts," == *",$part,"* ]]; then
@@ -155,7 +156,8 @@ has_idx_files() {
   done
 }
 if [[ "$device" == cuda && "$data_dir_given" == 1 ]] && ! has_idx_files "$data_dir"; then
-  usage_error "--data-dir '$data_dir' lacks the Fashion-MNIST IDX files (train-images-idx3-ubyte[.gz] and the rest)"
+  usage_error "--data-dir '$data_dir' lacks the Fashion-MNIST IDX files" \
+    "(train-images-idx3-ubyte[.gz] and the rest)"
 fi
 require_alloy
 alloy_version="$("$alloy" --version 2>&1)" ||
@@ -188,8 +190,10 @@ if [[ -z "$commit" ]]; then
   fi
 fi
 
-# The data: Fashion-MNIST for LeNet on the GPU (random data of its shape where it is missing)
-# and Alloy's synthetic set for resnet18; tiny random IDX files for both in the CPU rehearsal.
+# The data, made once torch has been found: Fashion-MNIST for LeNet on the GPU (random data of
+# its shape where it is missing) and Alloy's synthetic set for resnet18; tiny random IDX files
+# for both in the CPU rehearsal (which ignores --data-dir).
+make_data=()  # the arguments of gpu_bench.py make-data, if random data is needed
 if [[ "$device" == cuda ]]; then
   resnet_data=(--dataset synthetic)
   resnet_steps_per_epoch=$(((12800 + batch - 1) / batch))  # README: synthetic is 12800 train
@@ -199,14 +203,14 @@ if [[ "$device" == cuda ]]; then
     data="Fashion-MNIST from $data_dir; resnet18: Alloy's synthetic set and one random batch"
   else
     lenet_data="$work/data"
-    "$python" "$bench/gpu_bench.py" make-data "$lenet_data" --train 60000 --test 10000
+    make_data=(--train 60000 --test 10000)
     data="random pixels and labels in Fashion-MNIST's shape (60000 train, 10000 test images:"
     data+=" no Fashion-MNIST in $data_dir; timing only); resnet18: Alloy's synthetic set and"
     data+=" one random batch"
   fi
 else
   lenet_data="$work/tiny"
-  "$python" "$bench/gpu_bench.py" make-data "$lenet_data" --train $((2 * batch)) --test "$batch"
+  make_data=(--train $((2 * batch)) --test "$batch")
   resnet_data=(--dataset fashion-mnist --data-dir "$lenet_data")
   resnet_steps_per_epoch=2
   amp_precision=fp32
@@ -218,6 +222,9 @@ fi
   --rounds "$rounds" --batch-size "$batch" --epochs "$epochs" \
   --resnet-epochs "$resnet_epochs" --resnet-steps-per-epoch "$resnet_steps_per_epoch" \
   --runs "${runs[@]}"
+if ((${#make_data[@]})); then
+  "$python" "$bench/gpu_bench.py" make-data "$lenet_data" "${make_data[@]}"
+fi
 make_out_dir
 mv "$work/facts.json" "$out/facts.json"
 : >"$out/runs.jsonl"
@@ -313,10 +320,15 @@ for ((round = 1; round <= rounds; round++)); do
       esac
     fi
     [[ "$status" == ok ]] || failures=$((failures + 1))
-    printf '{"round": %d, "name": "%s", "status": "%s", "exit": %d, "seconds": %s, "output": "%s", "stderr": "%s"}\n' \
-      "$round" "$name" "$status" "$rc" "$seconds" "$output" "$stderr" >>"$out/runs.jsonl"
+    record='{"round": %d, "name": "%s", "status": "%s", "exit": %d, "seconds": %s, '
+    record+='"output": "%s", "stderr": "%s"}\n'
+    # shellcheck disable=SC2059  # the format is the record above
+    printf "$record" "$round" "$name" "$status" "$rc" "$seconds" "$output" "$stderr" \
+      >>"$out/runs.jsonl"
     echo "round $round/$rounds: $name: $status ($seconds s)" >&2
-    [[ "$status" == ok || "$status" == skipped* ]] || tail -n 3 "$out/$stderr" | sed 's/^/    /' >&2
+    if [[ "$status" != ok && "$status" != skipped* ]]; then  # its last words
+      tail -n 3 "$out/$stderr" 2>/dev/null | sed 's/^/    /' >&2 || true
+    fi
   done
   last_round=$round
   "$python" "$bench/gpu_bench.py" summarize "$out" --round "$round" ||
@@ -330,10 +342,11 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 "$python" "$bench/gpu_bench.py" summarize "$out" --final \
-  --end-date "$(date -u '+%Y-%m-%d %H:%M:%S')"
+  --end-date "$(date -u '+%Y-%m-%d %H:%M:%S')" || failures=$((failures + 1))
 echo "rounds done: $last_round of $rounds, in $((SECONDS - start_seconds)) s; summary:" \
   "$out/gpu_bench.md" >&2
 if ((failures > 0)); then
-  echo "${0##*/}: $failures runs did not succeed: see $out/gpu_bench.md and the logs beside it" >&2
+  echo "${0##*/}: not every run succeeded with readable output: see $out/gpu_bench.md and the" \
+    "logs beside it" >&2
   exit 1
 fi
