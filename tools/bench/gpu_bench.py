@@ -14,13 +14,13 @@
       comparison, and the results table in words on stderr (exit 1 if a run that succeeded left
       output that cannot be read).
 
-Needs Python 3.9+; make-data needs numpy, facts needs torch, summarize only the standard library.
+Needs Python 3.9+; facts needs torch, the rest only the standard library.
 """
 
 import argparse
-import importlib.util
 import json
 import os
+import random
 import statistics
 import sys
 
@@ -67,18 +67,15 @@ def json_lines(path):
 # --- make-data -------------------------------------------------------------------------------
 
 def make_data(args):
-    import numpy as np
-
-    rng = np.random.default_rng(args.seed)
+    rng = random.Random(args.seed)
     os.makedirs(args.dir, exist_ok=True)
     for prefix, count in (("train", args.train), ("t10k", args.test)):
-        images = rng.integers(0, 256, size=(count, 28, 28), dtype=np.uint8)
-        labels = rng.integers(0, 10, size=count, dtype=np.uint8)
-        for kind, magic, array in (("images-idx3", 0x803, images), ("labels-idx1", 0x801, labels)):
-            header = magic.to_bytes(4, "big") + b"".join(
-                d.to_bytes(4, "big") for d in array.shape)
+        files = (("images-idx3", 0x803, (count, 28, 28), rng.randbytes(count * 28 * 28)),
+                 ("labels-idx1", 0x801, (count,), bytes(rng.randrange(10) for _ in range(count))))
+        for kind, magic, shape, payload in files:
+            header = magic.to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in shape)
             with open(os.path.join(args.dir, f"{prefix}-{kind}-ubyte"), "wb") as f:
-                f.write(header + array.tobytes())
+                f.write(header + payload)
 
 
 # --- facts -----------------------------------------------------------------------------------
@@ -86,12 +83,10 @@ def make_data(args):
 def facts(args):
     info = {key: value for key, value in vars(args).items() if key not in ("command", "out")}
     try:
-        if importlib.util.find_spec("numpy") is None:  # make-data and lenet_pytorch.py need it
-            raise ImportError("No module named 'numpy'", name="numpy")
         import torch
     except ImportError as error:
-        sys.exit(f"gpu_vs_pytorch.sh: cannot import {error.name} with {sys.executable}: pass "
-                 "--python PATH of a Python with PyTorch and numpy")
+        sys.exit(f"gpu_vs_pytorch.sh: cannot import torch with {sys.executable} ({error}): pass "
+                 "--python PATH of a Python with PyTorch")
     cuda = torch.cuda.is_available()
     info.update({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
                  "cuda_available": cuda})

@@ -21,16 +21,15 @@ seconds_per_epoch and images_per_second_after_first over the epochs after the fi
 cuBLAS and allocator warm-up; null with one epoch), the GPU's name, the torch, CUDA and cuDNN
 versions and the --tf32 and --cudnn-benchmark settings as read back (tools/bench/torch_device.py).
 
-Needs PyTorch and numpy (Debian: python3-torch python3-numpy; run it with /usr/bin/python3).
+Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
 import gzip
 import json
+import math
 import os
 import sys
 import time
-
-import numpy as np
 
 try:
     import torch
@@ -44,10 +43,11 @@ import torch_device  # noqa: E402  (beside this file; needs torch)
 
 
 def read_idx(path, expected_magic):
-    """Reads a .gz or raw IDX file of unsigned bytes into a numpy array."""
+    """Reads a .gz or raw IDX file of unsigned bytes into a uint8 tensor (torch alone: a GPU
+    machine's PyTorch may come without numpy)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        data = f.read()
+        data = bytearray(f.read())  # writable, as torch.frombuffer wants
     if len(data) < 4:
         raise ValueError(f"{path}: truncated header")
     magic = int.from_bytes(data[0:4], "big")
@@ -56,10 +56,10 @@ def read_idx(path, expected_magic):
     rank = magic & 0xFF
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
     offset = 4 + 4 * rank
-    count = int(np.prod(dims))
+    count = math.prod(dims)
     if len(data) - offset != count:
         raise ValueError(f"{path}: header promises {count} bytes, file has {len(data) - offset}")
-    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
+    return torch.frombuffer(data, dtype=torch.uint8, offset=offset).reshape(dims)
 
 
 def find(directory, base):
@@ -75,8 +75,8 @@ def load(directory, prefix):
     labels = read_idx(find(directory, f"{prefix}-labels-idx1-ubyte"), 0x00000801)
     if images.shape[0] != labels.shape[0]:
         raise ValueError(f"{prefix}: {images.shape[0]} images but {labels.shape[0]} labels")
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1).contiguous()
-    y = torch.from_numpy(labels.astype(np.int64))
+    x = (images.float() / 255.0).unsqueeze(1).contiguous()
+    y = labels.long()
     return x, y
 
 
