@@ -57,8 +57,9 @@
 #
 # Robustness, for a run on a GPU that nobody here has watched: each run has --run-timeout
 # seconds (a run that times out is not retried in later rounds); a failed run is recorded and
-# the rest go on; no round starts once --time-budget seconds (0: no limit) have passed or would
-# pass by its end at the last round's pace; gpu_bench.md is rewritten after every round. When
+# the rest go on; no round starts once --time-budget seconds (0: no limit) from the script's
+# start would pass by its end at the last round's pace, and no run goes past the budget (runs
+# left then are skipped); gpu_bench.md is rewritten after every round. When
 # Fashion-MNIST is missing from the default --data-dir, LeNet trains on random pixels and labels
 # of the same shape (timing only; gpu_bench.md says so). --parts picks comparisons, e.g. to
 # split the work over several calls. --commit records the commit where the tree has no .git.
@@ -261,25 +262,38 @@ command_of() {
   esac
 }
 
-# Runs "$@" under the run timeout (where coreutils' timeout exists), standard output to the
-# file $1 and standard error to the file $2 (shifted off; the same file: both into it); returns
-# its exit status (124: timed out; 137: killed, after a timeout it ignored, or for memory).
-bounded() {
-  local stdout="$1" stderr="$2" limit=()
-  shift 2
-  ! command -v timeout >/dev/null || limit=(timeout --kill-after=10 "$run_timeout")
-  if [[ "$stdout" == "$stderr" ]]; then
-    "${limit[@]}" "$@" >"$stdout" 2>&1
+# Seconds a run may take: --run-timeout, cut to what is left of --time-budget, so that a run
+# that hangs cannot carry the script past the budget.
+# At least 1: `timeout 0` would mean no limit.
+run_limit() {
+  local left=$((time_budget - (SECONDS - start_seconds)))
+  if ((time_budget == 0 || left >= run_timeout)); then
+    echo "$run_timeout"
   else
-    "${limit[@]}" "$@" >"$stdout" 2>"$stderr"
+    echo $((left > 1 ? left : 1))
+  fi
+}
+
+# Runs "$@" for at most $1 seconds (where coreutils' timeout exists), standard output to the
+# file $2 and standard error to the file $3 (the same file: both into it); returns its exit
+# status (124: timed out; 137: killed, after a timeout it ignored, or for memory).
+bounded() {
+  local seconds="$1" stdout="$2" stderr="$3" timer=()
+  shift 3
+  ! command -v timeout >/dev/null || timer=(timeout --kill-after=10 "$seconds")
+  if [[ "$stdout" == "$stderr" ]]; then
+    "${timer[@]}" "$@" >"$stdout" 2>&1
+  else
+    "${timer[@]}" "$@" >"$stdout" 2>"$stderr"
   fi
 }
 
 # One untimed Alloy run first: file caches, the driver's first CUDA context, a PTX JIT if the
 # build lacks this GPU's code, so that round 1 starts warm like the others.
 echo "warm-up: an untimed alloy train --model lenet --opt-level O2 --epochs 1" >&2
-bounded "$out/warmup.log" "$out/warmup.log" "$alloy" train --model lenet --device "$device" \
-  --opt-level O2 --epochs 1 --batch-size "$batch" --data-dir "$lenet_data" && rc=0 || rc=$?
+bounded "$(run_limit)" "$out/warmup.log" "$out/warmup.log" "$alloy" train --model lenet \
+  --device "$device" --opt-level O2 --epochs 1 --batch-size "$batch" --data-dir "$lenet_data" &&
+  rc=0 || rc=$?
 ((rc == 0)) || echo "the untimed warm-up run failed (exit $rc): see warmup.log" |
   tee -a "$out/notes.txt" >&2
 
@@ -301,20 +315,24 @@ for ((round = 1; round <= rounds; round++)); do
       status="skipped: timed out in round ${timed_out[$name]}"
       rc=0
       seconds=0
+    elif allowed=$(run_limit) && ((allowed < 10)); then
+      status="skipped: the time budget of $time_budget s is spent"
+      rc=0
+      seconds=0
     else
       command_of "$name" "$out/$output"
       printf 'round %d %s: %s\n' "$round" "$name" "$(printf '%q ' "${cmd[@]}")" \
         >>"$out/commands.txt"
       began=$(date +%s.%N)
       if [[ "$name" == *alloy* ]]; then  # the JSON goes to --log-json, the rest to the log
-        bounded "$out/$stderr" "$out/$stderr" "${cmd[@]}" && rc=0 || rc=$?
+        bounded "$allowed" "$out/$stderr" "$out/$stderr" "${cmd[@]}" && rc=0 || rc=$?
       else
-        bounded "$out/$output" "$out/$stderr" "${cmd[@]}" && rc=0 || rc=$?
+        bounded "$allowed" "$out/$output" "$out/$stderr" "${cmd[@]}" && rc=0 || rc=$?
       fi
       seconds=$(awk -v a="$began" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}')
       case "$rc" in
         0) status=ok ;;
-        124) status="timed out after $run_timeout s"; timed_out[$name]=$round ;;
+        124) status="timed out at its limit of $allowed s"; timed_out[$name]=$round ;;
         137) status="killed (past the timeout, or out of memory)"; timed_out[$name]=$round ;;
         *) status="failed (exit $rc)" ;;
       esac
