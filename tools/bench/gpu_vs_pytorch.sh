@@ -16,8 +16,8 @@
 # python3 (with PyTorch), Fashion-MNIST in /usr/share/datasets/fashion-mnist, batch 256, LeNet
 # 6 epochs per run, resnet18 3 epochs of 50 steps per Alloy run (the synthetic set's 12800
 # images) and 50 warm-up + 100 timed steps per PyTorch run, every part, --out
-# gpu-bench-<UTC date and time> in the current folder, at most 150 s per run, and no new round
-# started after 540 s, so that the whole run ends within a 10-minute call.
+# gpu-bench-<UTC date and time> in the current folder, at most 150 s per run and a time budget
+# of 540 s, so that the whole script ends within a 10-minute call (below).
 #
 # What is compared. Every run is a fresh process; the first epoch of every run (PyTorch's
 # resnet18: the first 50 steps) is its warm-up (cuDNN and cuBLAS setup, the caching allocators,
@@ -57,17 +57,18 @@
 #
 # Robustness, for a run on a GPU that nobody here has watched: each run has --run-timeout
 # seconds (a run that times out is not retried in later rounds); a failed run is recorded and
-# the rest go on; no round starts once --time-budget seconds (0: no limit) from the script's
-# start would pass by its end at the last round's pace, and no run goes past the budget (runs
-# left then are skipped); gpu_bench.md is rewritten after every round. When
-# Fashion-MNIST is missing from the default --data-dir, LeNet trains on random pixels and labels
-# of the same shape (timing only; gpu_bench.md says so). --parts picks comparisons, e.g. to
-# split the work over several calls. --commit records the commit where the tree has no .git.
+# the rest go on; no round starts that would end past --time-budget seconds from the script's
+# start (0: no budget) at the last round's pace, and no run goes past the budget (the runs left
+# then are skipped); gpu_bench.md is rewritten after every round. When Fashion-MNIST is missing
+# from the default --data-dir, LeNet trains on random pixels and labels of the same shape
+# (timing only; gpu_bench.md says so). --parts picks comparisons, e.g. to split the work over
+# several calls. --commit records the commit where the tree has no .git.
 #
 # --device cpu is a rehearsal, not a measurement: the whole pipeline (arguments, probes,
 # rounds, parsing, tables, gpu_bench.md) on the CPU, with tiny random data (2 batches to train,
 # 1 to test), batch 8, LeNet 3 epochs, resnet18 2 epochs (2 warm-up + 2 timed steps) and fp32
-# where PyTorch would use AMP (there is no AMP on the CPU); its figures mean nothing.
+# where PyTorch would use AMP (there is no AMP on the CPU), no time budget, --data-dir ignored;
+# its figures mean nothing.
 #
 # Exit status: 0 every run succeeded; 1 a run failed, timed out or left unreadable output (the
 # summary still covers the others), or a setup error (no alloy, a CPU-only alloy with --device
