@@ -170,34 +170,37 @@ def value(runs, name, key="images_per_second"):
     return run["figure"].get(key) if run and "figure" in run else None
 
 
+AMP_RUNS = ("r18-pytorch-amp", "r18-pytorch-amp-cl")  # PyTorch AMP in NCHW, in channels-last
+
+
 def best_amp(runs):
     """PyTorch AMP's better layout in this round: (images/s, run name), or (None, None)."""
-    options = [(value(runs, n), n) for n in ("r18-pytorch-amp", "r18-pytorch-amp-cl")]
+    options = [(value(runs, n), n) for n in AMP_RUNS]
     options = [o for o in options if o[0] is not None]
     return max(options) if options else (None, None)
 
 
 def comparisons(facts):
     """The rows of the results table whose runs are among facts["runs"]. Each reads a round's
-    runs: "baseline" and "subject" give (figure, the run it came from); "seconds": the figure is seconds (fewer is faster), else
-    images/s. The speedup is how many times faster the subject is."""
+    runs: "baseline" and "subject" give (figure, the run it came from); "seconds": the figure
+    is seconds (fewer is faster), else images/s. The speedup is how many times faster the
+    subject is."""
     labels = dict(LABELS, **(REHEARSAL_LABELS if facts["mode"] == "cpu" else {}))
     batch = facts["batch_size"]
 
-    def run(name, key="images_per_second"):
+    def run(name, key):
         return lambda runs: (value(runs, name, key), name)
 
     def row(key, title, baseline, subject, goal, baseline_label=None):
         seconds = key.startswith("lenet")
-        needs = {subject} | ({"r18-pytorch-amp", "r18-pytorch-amp-cl"} if baseline == "best-amp"
-                             else {baseline})
-        return {"key": key, "needs": needs, "title": title, "unit": "s/epoch" if seconds else "images/s",
+        figure = "seconds_per_epoch" if seconds else "images_per_second"
+        amp = baseline == "best-amp"
+        return {"key": key, "title": title, "unit": "s/epoch" if seconds else "images/s",
+                "needs": {subject} | (set(AMP_RUNS) if amp else {baseline}),
                 "baseline_label": baseline_label or labels[baseline],
                 "subject_label": labels[subject],
-                "baseline": run(baseline, "seconds_per_epoch") if seconds else (
-                    best_amp if baseline == "best-amp" else run(baseline)),
-                "subject": run(subject, "seconds_per_epoch") if seconds else run(subject),
-                "seconds": seconds, "goal": goal}
+                "baseline": best_amp if amp else run(baseline, figure),
+                "subject": run(subject, figure), "seconds": seconds, "goal": goal}
 
     rows = [
         row("lenet_seconds_per_epoch", f"LeNet b{batch}, seconds per epoch (training only)",
@@ -269,9 +272,9 @@ def host_wait_rows(rounds):
     for name in ("lenet-alloy", "r18-alloy-O0", "r18-alloy-O2"):
         figures = [rounds[n][name]["figure"] for n in sorted(rounds)
                    if name in rounds[n] and "figure" in rounds[n][name]]
-        if not figures:
-            continue
         steps = sum(f["steps"] for f in figures)
+        if not steps:
+            continue
         waits = sum(f["host_waits"] for f in figures)
         polls = sum(f["monitor_polls"] for f in figures)
         rows.append({
