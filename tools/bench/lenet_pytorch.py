@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Trains the reference LeNet recipe on Fashion-MNIST with PyTorch on the CPU.
+"""Trains the reference LeNet recipe on Fashion-MNIST with PyTorch, on the CPU or a CUDA GPU.
 
 The same recipe as `alloy train --model lenet --opt-level O0`:
   conv 1->20 3x3, relu, avgpool 2; conv 20->50 5x5, relu, avgpool 2;
@@ -12,17 +12,24 @@ Prints one JSON line per epoch on stdout and a final summary line:
 images_per_second counts training images over the time spent in training steps (data
 already in memory, test evaluation excluded), the same quantity Alloy's epoch event reports.
 
-Needs PyTorch and numpy (Debian: python3-torch python3-numpy; run it with /usr/bin/python3).
+With --device cuda (eager mode, as a user writes it) the whole training and test sets are
+uploaded once, as fp32 in [0, 1]; each epoch's shuffle is drawn on the GPU and its batches are
+gathered there; the loss and accuracy sums stay on the GPU until the epoch ends, so no step
+waits for the device (nor does Alloy's). An epoch's time runs from a synchronised device after
+the shuffle to the synchronised end of its last step. The end line then also has
+seconds_per_epoch and images_per_second_after_first over the epochs after the first (its cuDNN,
+cuBLAS and allocator warm-up; null with one epoch), the GPU's name, the torch, CUDA and cuDNN
+versions and the --tf32 and --cudnn-benchmark settings as read back (tools/bench/torch_device.py).
+
+Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
-import argparse
 import gzip
 import json
+import math
 import os
 import sys
 import time
-
-import numpy as np
 
 try:
     import torch
@@ -32,12 +39,15 @@ except ImportError as error:  # a pyenv python without torch, usually
     sys.exit(f"lenet_pytorch.py: error: cannot import torch ({error}); "
              "install python3-torch and run with /usr/bin/python3")
 
+import torch_device  # noqa: E402  (beside this file; needs torch)
+
 
 def read_idx(path, expected_magic):
-    """Reads a .gz or raw IDX file of unsigned bytes into a numpy array."""
+    """Reads a .gz or raw IDX file of unsigned bytes into a uint8 tensor (torch alone: a GPU
+    machine's PyTorch may come without numpy)."""
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
-        data = f.read()
+        data = bytearray(f.read())  # writable, as torch.frombuffer wants
     if len(data) < 4:
         raise ValueError(f"{path}: truncated header")
     magic = int.from_bytes(data[0:4], "big")
@@ -46,10 +56,10 @@ def read_idx(path, expected_magic):
     rank = magic & 0xFF
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
     offset = 4 + 4 * rank
-    count = int(np.prod(dims))
+    count = math.prod(dims)
     if len(data) - offset != count:
         raise ValueError(f"{path}: header promises {count} bytes, file has {len(data) - offset}")
-    return np.frombuffer(data, dtype=np.uint8, offset=offset).reshape(dims)
+    return torch.frombuffer(data, dtype=torch.uint8, offset=offset).reshape(dims)
 
 
 def find(directory, base):
@@ -65,8 +75,8 @@ def load(directory, prefix):
     labels = read_idx(find(directory, f"{prefix}-labels-idx1-ubyte"), 0x00000801)
     if images.shape[0] != labels.shape[0]:
         raise ValueError(f"{prefix}: {images.shape[0]} images but {labels.shape[0]} labels")
-    x = torch.from_numpy(images.astype(np.float32) / 255.0).unsqueeze(1).contiguous()
-    y = torch.from_numpy(labels.astype(np.int64))
+    x = (images.float() / 255.0).unsqueeze(1).contiguous()
+    y = labels.long()
     return x, y
 
 
@@ -101,7 +111,7 @@ def evaluate(model, x, y, batch_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = torch_device.Parser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -110,26 +120,38 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--save-state", metavar="FILE",
                         help="save the final model and optimizer state_dicts (torch.save)")
+    torch_device.add_arguments(parser)
     args = parser.parse_args()
     if args.epochs < 1 or args.threads < 1 or args.batch_size < 1:
         parser.error("--epochs, --threads and --batch-size must be at least 1")
+    if not args.lr > 0:
+        parser.error(f"--lr must be positive, got {args.lr}")
+    device = torch_device.setup(args, parser.prog)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
-    train_x, train_y = load(args.data_dir, "train")
-    test_x, test_y = load(args.data_dir, "t10k")
+    try:
+        train_x, train_y = load(args.data_dir, "train")
+        test_x, test_y = load(args.data_dir, "t10k")
+    except (OSError, ValueError) as error:
+        torch_device.fail(parser.prog, str(error))
+    train_x, train_y = train_x.to(device), train_y.to(device)
+    test_x, test_y = test_x.to(device), test_y.to(device)
 
-    model = LeNet()
+    model = LeNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
-    generator = torch.Generator().manual_seed(args.seed)
+    generator = torch.Generator(device=device).manual_seed(args.seed)
     n = train_x.shape[0]
 
-    train_seconds = 0.0
+    epoch_seconds = []
     images = 0
     test_acc = 0.0
     for epoch in range(1, args.epochs + 1):
-        order = torch.randperm(n, generator=generator)
-        total_loss, correct, seen = 0.0, 0, 0
+        order = torch.randperm(n, generator=generator, device=device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        seen = 0
+        torch_device.synchronize(device)
         start = time.perf_counter()
         # Like Alloy: the last, partial batch is a step too (60000 / 256 -> 235 steps).
         for first in range(0, n, args.batch_size):
@@ -140,25 +162,33 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total_loss += loss.item() * yb.shape[0]
-            correct += (logits.argmax(1) == yb).sum().item()
+            loss_sum.add_(loss.detach(), alpha=yb.shape[0])
+            correct.add_((logits.argmax(1) == yb).sum())
             seen += yb.shape[0]
+        torch_device.synchronize(device)
         seconds = time.perf_counter() - start
-        train_seconds += seconds
+        epoch_seconds.append(seconds)
         images += seen
         test_acc = evaluate(model, test_x, test_y, 1000)
         print(json.dumps({"event": "epoch", "framework": "pytorch", "epoch": epoch,
-                          "train_loss": total_loss / seen, "train_acc": correct / seen,
+                          "train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen,
                           "test_acc": test_acc, "epoch_seconds": seconds,
                           "images_per_second": seen / seconds}), flush=True)
 
     if args.save_state:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict()},
                    args.save_state)
-    print(json.dumps({"event": "end", "framework": "pytorch", "torch": torch.__version__,
-                      "threads": args.threads, "epochs": args.epochs,
-                      "batch_size": args.batch_size, "lr": args.lr,
-                      "images_per_second": images / train_seconds, "test_acc": test_acc}),
+    # Every epoch has n images; the first is the warm-up.
+    after_first = epoch_seconds[1:]
+    print(json.dumps({"event": "end", "framework": "pytorch", "threads": args.threads,
+                      "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
+                      "images_per_second": images / sum(epoch_seconds), "test_acc": test_acc,
+                      "timed_epochs": len(after_first),
+                      "seconds_per_epoch": (sum(after_first) / len(after_first)
+                                            if after_first else None),
+                      "images_per_second_after_first": (n * len(after_first) / sum(after_first)
+                                                        if after_first else None),
+                      **torch_device.facts(args, device)}),
           flush=True)
 
 

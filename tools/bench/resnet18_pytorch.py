@@ -1,26 +1,35 @@
 #!/usr/bin/python3
-"""Times fp32 resnet18 training steps with PyTorch on the CPU.
+"""Times resnet18 training steps with PyTorch, on the CPU or a CUDA GPU, in fp32 or with AMP.
 
-The same network and step as `alloy mem --model resnet18 --opt-levels O0` (core/models/resnet18.cpp,
-apps/memory_report.cpp), for 28x28 single-channel images and 10 classes:
+The same network and step as `alloy train --model resnet18` and `alloy mem --model resnet18`
+(core/models/resnet18.cpp, apps/train_step.cpp), for 28x28 single-channel images and 10 classes:
   conv 1->64 3x3 (stride 1, padding 1, no bias), batch norm, relu (no max pooling);
   four stages of two basic blocks, widths 64, 128, 256, 512, the first block of stages 2-4 with
   stride 2 and a 1x1 convolution + batch norm shortcut (28 -> 28 -> 14 -> 7 -> 4);
   global average pooling, linear 512 -> 10; Kaiming normal (fan_out, relu) convolutions.
-One synthetic uint8 batch, normalised to [0, 1] in every step; softmax cross-entropy (mean over
-the batch); SGD with momentum 0.9.
+One synthetic uint8 batch, on the device, normalised to [0, 1] in every step; softmax
+cross-entropy (mean over the batch); SGD with momentum 0.9, lr 0.01.
+
+--precision amp (CUDA only) is PyTorch's recipe: forward and loss under
+torch.autocast("cuda", dtype=torch.float16), backward, optimizer step and scale update through a
+GradScaler (torch.amp.GradScaler("cuda") where it exists, else torch.cuda.amp.GradScaler()).
+--channels-last converts the model and the input to NHWC. No step reads anything back (the
+GradScaler itself waits once per step for its inf check, as it always does).
 
 Prints one JSON line per batch size:
   {"framework":"pytorch","batch_size":64,"timed_steps":4,"images_per_second":...,
-   "cpu_seconds":...,"images_per_cpu_second":...}
-images_per_second counts the images of the steps after the first over their wall time, as
-alloy mem does; cpu_seconds is this process's user + system CPU time over the same steps
-(images_per_cpu_second is null if that reads 0: the process clock ticks are coarse).
+   "cpu_seconds":...,"images_per_cpu_second":...,"device":"cpu",...}
+images_per_second counts the images of the steps after the --warmup-steps first ones (default
+1) over their wall time, from a synchronised device to a synchronised device; cpu_seconds is
+this process's user + system CPU time over the same steps (images_per_cpu_second is null if that
+reads 0: the process clock ticks are coarse). The line also has the precision, the layout, the
+final loss and loss scale (a NaN loss or a collapsed scale means the figure is not to be
+trusted), the device's name, the torch, CUDA and cuDNN versions and the --tf32 and
+--cudnn-benchmark settings as read back (tools/bench/torch_device.py).
 
-Needs PyTorch and numpy (Debian: python3-torch python3-numpy; run it with /usr/bin/python3).
+Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
-import argparse
 import json
 import os
 import sys
@@ -33,6 +42,8 @@ try:
 except ImportError as error:  # a pyenv python without torch, usually
     sys.exit(f"resnet18_pytorch.py: error: cannot import torch ({error}); "
              "install python3-torch and run with /usr/bin/python3")
+
+import torch_device  # noqa: E402  (beside this file; needs torch)
 
 
 class BasicBlock(nn.Module):
@@ -83,51 +94,85 @@ def cpu_seconds():
     return times.user + times.system
 
 
-def measure(batch_size, steps, seed):
-    torch.manual_seed(seed)
-    model = ResNet18()
+def grad_scaler():
+    """PyTorch's loss scaler for fp16 on CUDA, by the name of the running version: torch.amp's
+    since 2.3 (torch.cuda.amp's then warns that it is deprecated), torch.cuda.amp's before."""
+    scaler_class = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    return scaler_class("cuda") if scaler_class is not None else torch.cuda.amp.GradScaler()
+
+
+def measure(args, device, batch_size):
+    torch.manual_seed(args.seed)
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    model = ResNet18().to(device=device, memory_format=layout)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(args.seed)
     images = torch.randint(0, 256, (batch_size, 1, 28, 28), dtype=torch.uint8,
-                           generator=generator)
-    labels = torch.randint(0, 10, (batch_size,), generator=generator)
-    wall_from, cpu_from = time.perf_counter(), cpu_seconds()
-    for step in range(steps):
-        if step == 1:  # the first step allocates and warms up; time the rest
+                           generator=generator).to(device)
+    labels = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
+    amp = args.precision == "amp"
+    scaler = grad_scaler() if amp else None
+    for step in range(args.steps):
+        if step == args.warmup_steps:  # the first steps allocate and warm up; time the rest
+            torch_device.synchronize(device)
             wall_from, cpu_from = time.perf_counter(), cpu_seconds()
-        logits = model(images.float() / 255.0)
-        loss = F.cross_entropy(logits, labels)
+        x = (images.float() / 255.0).contiguous(memory_format=layout)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        loss.item()
+        if amp:
+            with torch.autocast("cuda", dtype=torch.float16):
+                loss = F.cross_entropy(model(x), labels)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            loss = F.cross_entropy(model(x), labels)
+            loss.backward()
+            optimizer.step()
+    torch_device.synchronize(device)
     wall, cpu = time.perf_counter() - wall_from, cpu_seconds() - cpu_from
-    timed = steps - 1
-    return {"framework": "pytorch", "torch": torch.__version__,
-            "threads": torch.get_num_threads(), "batch_size": batch_size, "timed_steps": timed,
+    timed = args.steps - args.warmup_steps
+    return {"framework": "pytorch", "threads": torch.get_num_threads(), "batch_size": batch_size,
+            "timed_steps": timed, "warmup_steps": args.warmup_steps,
             "images_per_second": timed * batch_size / wall, "cpu_seconds": cpu,
-            "images_per_cpu_second": timed * batch_size / cpu if cpu > 0 else None}
+            "images_per_cpu_second": timed * batch_size / cpu if cpu > 0 else None,
+            "precision": args.precision, "channels_last": args.channels_last,
+            "final_loss": loss.item(), "loss_scale": scaler.get_scale() if amp else 1.0,
+            **torch_device.facts(args, device)}
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = torch_device.Parser(description=__doc__.split("\n")[0])
     parser.add_argument("--batch-sizes", default="64,128", help="comma-separated")
     parser.add_argument("--steps", type=int, default=5,
-                        help="steps per batch size; the first is not timed")
+                        help="steps per batch size, the warm-up steps included")
+    parser.add_argument("--warmup-steps", type=int, default=1,
+                        help="first steps, not timed (default 1)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--precision", choices=("fp32", "amp"), default="fp32",
+                        help="amp: autocast to float16 + GradScaler (CUDA only)")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="model and input in NHWC (torch.channels_last)")
+    torch_device.add_arguments(parser)
     args = parser.parse_args()
     try:
         batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     except ValueError:
         parser.error(f"--batch-sizes: not a comma-separated list of integers: {args.batch_sizes}")
-    if args.steps < 2 or args.threads < 1 or min(batch_sizes) < 1:
-        parser.error("--steps must be at least 2, --threads and each batch size at least 1")
+    if args.warmup_steps < 1 or args.steps <= args.warmup_steps:
+        parser.error(f"--warmup-steps must be at least 1 and --steps above it, got "
+                     f"{args.warmup_steps} and {args.steps}")
+    if args.threads < 1 or min(batch_sizes) < 1:
+        parser.error("--threads and each batch size must be at least 1")
+    if args.precision == "amp" and args.device != "cuda":
+        parser.error("--precision amp needs --device cuda (autocast to float16 with a "
+                     "GradScaler is PyTorch's CUDA recipe)")
+    device = torch_device.setup(args, parser.prog)
 
     torch.set_num_threads(args.threads)
     for batch_size in batch_sizes:
-        print(json.dumps(measure(batch_size, args.steps, args.seed)), flush=True)
+        print(json.dumps(measure(args, device, batch_size)), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,507 @@
+#!/usr/bin/env python3
+"""The Python side of tools/bench/gpu_vs_pytorch.sh (its header says what is compared and why).
+
+  gpu_bench.py make-data DIR --train N --test M [--seed S]
+      IDX files of random pixels and labels shaped like Fashion-MNIST (N train, M test images),
+      for timing where the real data set is missing, and for the CPU rehearsal.
+  gpu_bench.py facts OUT --mode cuda|cpu [--KEY VALUE ...]
+      OUT/facts.json: the machine, versions and settings of the run. Imports torch: exit 1 when
+      it cannot, 77 in cuda mode when torch sees no usable CUDA device (the message says why).
+  gpu_bench.py summarize OUT (--round R | --final)
+      Reads OUT/facts.json, OUT/runs.jsonl and each run's output; writes OUT/gpu_bench.md (after
+      every round, so a run cut short still leaves a summary) and prints JSON lines on stdout:
+      with --round, one record per comparison of round R; with --final, one summary record per
+      comparison, and the results table in words on stderr (exit 1 if a run that succeeded left
+      output that cannot be read).
+
+Needs Python 3.9+; facts needs torch, the rest only the standard library.
+"""
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+
+# What each run is, in the table's words. The CPU rehearsal runs fp32 where AMP would be.
+LABELS = {
+    "lenet-pytorch": "PyTorch eager, fp32 (TF32 off), data on the device",
+    "lenet-alloy": "Alloy O0 (`alloy train --model lenet`)",
+    "r18-pytorch-fp32": "PyTorch fp32, TF32 off",
+    "r18-pytorch-tf32": "PyTorch fp32, TF32 on",
+    "r18-alloy-O0": "Alloy O0",
+    "r18-pytorch-amp": "PyTorch autocast fp16 + GradScaler, NCHW",
+    "r18-pytorch-amp-cl": "PyTorch autocast fp16 + GradScaler, channels-last",
+    "r18-alloy-O2": "Alloy O2",
+}
+REHEARSAL_LABELS = {
+    "r18-pytorch-amp": "PyTorch fp32 NCHW (rehearsal stand-in for AMP: no AMP on the CPU)",
+    "r18-pytorch-amp-cl": "PyTorch fp32 channels-last (rehearsal stand-in for AMP)",
+}
+
+# Alloy's overflow monitor reads the loss scaler every 25th step of a dynamic scale
+# (apps/overflow_monitor.h, kDefaultInterval), one download and one host wait, and its count
+# starts afresh each epoch (the epoch's end polls too, outside the step loop).
+MONITOR_INTERVAL = 25
+DYNAMIC_SCALE_LEVELS = ("O1", "O2")  # with fp16 and no --loss-scale, as the script runs them
+
+
+def json_lines(path):
+    """The JSON objects among a file's lines; other lines (warnings, say) are skipped."""
+    records = []
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                line = line.strip()
+                if line.startswith("{"):
+                    try:
+                        records.append(json.loads(line))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return records
+
+
+# --- make-data -------------------------------------------------------------------------------
+
+def make_data(args):
+    rng = random.Random(args.seed)
+    os.makedirs(args.dir, exist_ok=True)
+    for prefix, count in (("train", args.train), ("t10k", args.test)):
+        files = (("images-idx3", 0x803, (count, 28, 28), rng.randbytes(count * 28 * 28)),
+                 ("labels-idx1", 0x801, (count,), bytes(rng.randrange(10) for _ in range(count))))
+        for kind, magic, shape, payload in files:
+            header = magic.to_bytes(4, "big") + b"".join(d.to_bytes(4, "big") for d in shape)
+            with open(os.path.join(args.dir, f"{prefix}-{kind}-ubyte"), "wb") as f:
+                f.write(header + payload)
+
+
+# --- facts -----------------------------------------------------------------------------------
+
+def facts(args):
+    info = {key: value for key, value in vars(args).items() if key not in ("command", "out")}
+    try:
+        import torch
+    except ImportError as error:
+        sys.exit(f"gpu_vs_pytorch.sh: cannot import torch with {sys.executable} ({error}): pass "
+                 "--python PATH of a Python with PyTorch")
+    cuda = torch.cuda.is_available()
+    info.update({"torch": torch.__version__, "torch_cuda": torch.version.cuda,
+                 "cuda_available": cuda})
+    if args.mode == "cuda":
+        if not cuda:
+            sys.stderr.write(
+                f"gpu_vs_pytorch.sh: no usable CUDA device: torch {torch.__version__} (CUDA "
+                f"{torch.version.cuda or 'none: a CPU-only build'}) says "
+                f"torch.cuda.is_available() is False; nvidia-smi: {args.nvidia_smi}\n")
+            sys.exit(77)
+        info.update({"torch_device_name": torch.cuda.get_device_name(0),
+                     "cudnn": torch.backends.cudnn.version()})
+    with open(os.path.join(args.out, "facts.json"), "w") as f:
+        json.dump(info, f)
+        f.write("\n")
+
+
+# --- summarize -------------------------------------------------------------------------------
+
+def timed_epochs(events, expected):
+    """The figures of a training log's epoch events after the first (the warm-up)."""
+    epochs = [e for e in events if e.get("event") == "epoch"]
+    if len(epochs) != expected:
+        raise ValueError(f"{len(epochs)} epoch events, expected {expected}")
+    timed = epochs[1:]
+    seconds = sum(e["epoch_seconds"] for e in timed)
+    images = sum(e["images_per_second"] * e["epoch_seconds"] for e in timed)
+    figure = {"seconds_per_epoch": seconds / len(timed), "images_per_second": images / seconds,
+              "timed_epochs": len(timed), "test_acc": epochs[-1].get("test_acc")}
+    if "host_waits" in timed[0]:  # Alloy's
+        start = next((e for e in events if e.get("event") == "start"), {})
+        level = start.get("opt_level")
+        steps = polls = 0
+        for before, epoch in zip(epochs, timed):
+            epoch_steps = epoch["step"] - before["step"]
+            steps += epoch_steps
+            if level in DYNAMIC_SCALE_LEVELS:
+                polls += epoch_steps // MONITOR_INTERVAL
+        figure.update({
+            "opt_level": level, "cuda_graph": start.get("cuda_graph"),
+            "device": start.get("device"), "steps": steps,
+            "host_waits": sum(e["host_waits"] for e in timed),
+            "uploads": sum(e["uploads"] for e in timed),
+            "downloads": sum(e["downloads"] for e in timed),
+            "device_allocations": sum(e["device_allocations"] for e in timed),
+            "monitor_polls": polls,
+            "skipped_steps": epochs[-1].get("skipped_steps"),
+            "loss_scale": epochs[-1].get("loss_scale"),
+        })
+    return figure
+
+
+def run_figure(out, run, facts):
+    """A run's figure (a dict, images_per_second in it), or raises ValueError saying why not."""
+    events = json_lines(os.path.join(out, run["output"]))
+    if run["name"].startswith("lenet-"):
+        return timed_epochs(events, facts["epochs"])
+    if run["name"].startswith("r18-alloy-"):
+        return timed_epochs(events, facts["resnet_epochs"])
+    lines = [e for e in events if "images_per_second" in e]
+    if len(lines) != 1:
+        raise ValueError(f"{len(lines)} result lines, expected 1")
+    return lines[0]
+
+
+def load_rounds(out, facts):
+    """{round: {run name: run record with "figure" or "error"}} from runs.jsonl."""
+    rounds = {}
+    for run in json_lines(os.path.join(out, "runs.jsonl")):
+        if run["status"] == "ok":
+            try:
+                run["figure"] = run_figure(out, run, facts)
+            except (ValueError, KeyError, TypeError, ZeroDivisionError) as error:
+                run["error"] = f"unreadable output ({type(error).__name__}: {error})"
+        rounds.setdefault(run["round"], {})[run["name"]] = run
+    return rounds
+
+
+def value(runs, name, key="images_per_second"):
+    run = runs.get(name)
+    return run["figure"].get(key) if run and "figure" in run else None
+
+
+AMP_RUNS = ("r18-pytorch-amp", "r18-pytorch-amp-cl")  # PyTorch AMP in NCHW, in channels-last
+
+
+def best_amp(runs):
+    """PyTorch AMP's better layout in this round: (images/s, run name), or (None, None)."""
+    options = [(value(runs, n), n) for n in AMP_RUNS]
+    options = [o for o in options if o[0] is not None]
+    return max(options) if options else (None, None)
+
+
+def comparisons(facts):
+    """The rows of the results table whose runs are among facts["runs"]. Each reads a round's
+    runs: "baseline" and "subject" give (figure, the run it came from); "seconds": the figure
+    is seconds (fewer is faster), else images/s. The speedup is how many times faster the
+    subject is."""
+    labels = dict(LABELS, **(REHEARSAL_LABELS if facts["mode"] == "cpu" else {}))
+    batch = facts["batch_size"]
+
+    def run(name, key):
+        return lambda runs: (value(runs, name, key), name)
+
+    def row(key, title, baseline, subject, goal, baseline_label=None):
+        seconds = key.startswith("lenet")
+        figure = "seconds_per_epoch" if seconds else "images_per_second"
+        amp = baseline == "best-amp"
+        return {"key": key, "title": title, "unit": "s/epoch" if seconds else "images/s",
+                "needs": {subject} | (set(AMP_RUNS) if amp else {baseline}),
+                "baseline_label": baseline_label or labels[baseline],
+                "subject_label": labels[subject],
+                "baseline": best_amp if amp else run(baseline, figure),
+                "subject": run(subject, figure), "seconds": seconds, "goal": goal}
+
+    rows = [
+        row("lenet_seconds_per_epoch", f"LeNet b{batch}, seconds per epoch (training only)",
+            "lenet-pytorch", "lenet-alloy", 5.0),
+        row("resnet18_fp32", f"resnet18 b{batch} fp32", "r18-pytorch-fp32", "r18-alloy-O0", 1.0),
+        row("resnet18_fp32_vs_tf32", f"resnet18 b{batch} fp32 against TF32 (extra)",
+            "r18-pytorch-tf32", "r18-alloy-O0", None),
+        row("resnet18_amp", f"resnet18 b{batch} mixed precision", "best-amp", "r18-alloy-O2", 1.2,
+            baseline_label="the better of the two PyTorch AMP runs in each round (NCHW, "
+                           "channels-last)"),
+        row("resnet18_amp_vs_nchw", f"resnet18 b{batch} mixed precision against NCHW (extra)",
+            "r18-pytorch-amp", "r18-alloy-O2", None),
+        row("resnet18_amp_vs_channels_last",
+            f"resnet18 b{batch} mixed precision against channels-last (extra)",
+            "r18-pytorch-amp-cl", "r18-alloy-O2", None),
+        row("alloy_o2_over_o0", f"resnet18 b{batch}, Alloy O2 over Alloy O0", "r18-alloy-O0",
+            "r18-alloy-O2", 2.0),
+    ]
+    # The rows of the parts that ran (--parts).
+    return [r for r in rows if r["needs"] <= set(facts["runs"])]
+
+
+def speedup(row, baseline, subject):
+    return baseline / subject if row["seconds"] else subject / baseline
+
+
+def round_records(rounds, facts):
+    records = []
+    for number_ in sorted(rounds):
+        runs = rounds[number_]
+        for row in comparisons(facts):
+            (baseline, baseline_run), (subject, _) = row["baseline"](runs), row["subject"](runs)
+            both = baseline is not None and subject is not None and baseline > 0 and subject > 0
+            records.append({
+                "record": "round", "round": number_, "comparison": row["key"],
+                "unit": row["unit"], "baseline": row["baseline_label"],
+                "baseline_run": baseline_run, "baseline_value": baseline,
+                "subject": row["subject_label"], "subject_value": subject,
+                "speedup": speedup(row, baseline, subject) if both else None,
+                "goal": row["goal"]})
+    return records
+
+
+def summaries(records, facts):
+    result = []
+    for row in comparisons(facts):
+        mine = [r for r in records if r["comparison"] == row["key"]]
+        both = [r for r in mine if r["speedup"] is not None]
+        summary = {"record": "summary", "comparison": row["key"], "title": row["title"],
+                   "unit": row["unit"], "baseline": row["baseline_label"],
+                   "subject": row["subject_label"], "rounds": len(both),
+                   "rounds_missing": len(mine) - len(both), "goal": row["goal"]}
+        if both:
+            b = statistics.median(r["baseline_value"] for r in both)
+            s = statistics.median(r["subject_value"] for r in both)
+            ratios = [r["speedup"] for r in both]
+            summary.update({"baseline_median": b, "subject_median": s,
+                            "speedup_of_medians": speedup(row, b, s),
+                            "round_speedup_min": min(ratios), "round_speedup_max": max(ratios),
+                            "met": None if row["goal"] is None
+                            else speedup(row, b, s) >= row["goal"]})
+        result.append(summary)
+    return result
+
+
+def host_wait_rows(rounds):
+    """Per Alloy run, over the rounds: host round trips per step of the timed epochs."""
+    rows = []
+    for name in ("lenet-alloy", "r18-alloy-O0", "r18-alloy-O2"):
+        figures = [rounds[n][name]["figure"] for n in sorted(rounds)
+                   if name in rounds[n] and "figure" in rounds[n][name]]
+        steps = sum(f["steps"] for f in figures)
+        if not steps:
+            continue
+        waits = sum(f["host_waits"] for f in figures)
+        polls = sum(f["monitor_polls"] for f in figures)
+        rows.append({
+            "record": "summary", "comparison": f"host_round_trips_{name}", "run": name,
+            "opt_level": figures[0]["opt_level"], "rounds": len(figures), "steps": steps,
+            "host_waits_per_step": waits / steps,
+            "monitor_polls_per_step": polls / steps,
+            "other_host_waits_per_step": (waits - polls) / steps,
+            "host_waits_per_round": [f["host_waits"] for f in figures],
+            "uploads_per_step": sum(f["uploads"] for f in figures) / steps,
+            "downloads_per_step": sum(f["downloads"] for f in figures) / steps,
+            "device_allocations": sum(f["device_allocations"] for f in figures),
+            "cuda_graph": [f["cuda_graph"] for f in figures],
+            "goal": 0 if name == "r18-alloy-O2" else None,
+        })
+    return rows
+
+
+def number(x, unit):
+    """A median in the table's words, with its unit."""
+    if x is None:
+        return "n/a"
+    if unit == "s/epoch":
+        return f"{x:.4f} s" if x < 1 else f"{x:.3f} s"
+    return f"{x:.0f} images/s" if x >= 100 else f"{x:.2f} images/s"
+
+
+def verdict(summary):
+    if summary.get("speedup_of_medians") is None:
+        return "n/a"
+    if summary["goal"] is None:
+        return "-"
+    return "**yes**" if summary["met"] else "**no**"
+
+
+def results_table(summary_records):
+    lines = ["| comparison | baseline | baseline median | Alloy | Alloy median | "
+             "Alloy speedup (of medians) | per round | goal | met |",
+             "|---|---|---:|---|---:|---:|---|---|---|"]
+    for s in summary_records:
+        unit = s["unit"]
+        speed = s.get("speedup_of_medians")
+        per_round = ("n/a" if speed is None else
+                     f"{s['round_speedup_min']:.2f}x-{s['round_speedup_max']:.2f}x "
+                     f"({s['rounds']} round{'' if s['rounds'] == 1 else 's'}"
+                     + (f", {s['rounds_missing']} missing" if s["rounds_missing"] else "") + ")")
+        goal = "-" if s["goal"] is None else f">= {s['goal']:g}x"
+        lines.append(f"| {s['title']} | {s['baseline']} | {number(s.get('baseline_median'), unit)}"
+                     f" | {s['subject']} | {number(s.get('subject_median'), unit)} | "
+                     f"{'n/a' if speed is None else f'**{speed:.2f}x**'} | {per_round} | {goal} | "
+                     f"{verdict(s)} |")
+    return lines
+
+
+def host_table(rows):
+    lines = ["| Alloy run | level | steps (timed epochs, all rounds) | host waits / step | "
+             "of which the overflow monitor's polls | other host waits / step | uploads / step | "
+             "downloads / step | device allocations | CUDA graph | goal |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|"]
+    if not rows:
+        return ["No Alloy run succeeded."]
+    for r in rows:
+        if r["goal"] is None:
+            goal = "-"
+        elif r["host_waits_per_step"] == 0:
+            goal = "0: **met**"
+        elif r["other_host_waits_per_step"] == 0:
+            goal = "0: **met but for the monitor's polls**"
+        else:
+            goal = "0: **not met**"
+        graph = ", ".join(sorted({str(g).lower() for g in r["cuda_graph"]}))
+        lines.append(f"| {r['run']} | {r['opt_level']} | {r['steps']} | "
+                     f"{r['host_waits_per_step']:.4f} | {r['monitor_polls_per_step']:.4f} | "
+                     f"{r['other_host_waits_per_step']:.4f} | {r['uploads_per_step']:.3f} | "
+                     f"{r['downloads_per_step']:.4f} | {r['device_allocations']} | {graph} | "
+                     f"{goal} |")
+    return lines
+
+
+def run_table(rounds):
+    lines = ["| round | run | status | seconds | figure | output |", "|---|---|---|---:|---|---|"]
+    for number_ in sorted(rounds):
+        for name, run in rounds[number_].items():
+            figure = run.get("figure")
+            if figure:
+                text = f"{figure['images_per_second']:.1f} images/s"
+                if "seconds_per_epoch" in figure:
+                    text += f", {figure['seconds_per_epoch']:.4f} s/epoch"
+                if "final_loss" in figure:  # PyTorch's resnet18: a NaN loss voids the figure
+                    text += (f", {figure.get('precision')}, final loss "
+                             f"{figure['final_loss']:.4g}, loss scale {figure.get('loss_scale'):g}")
+                if "skipped_steps" in figure:
+                    text += (f", loss scale {figure.get('loss_scale'):g}, skipped steps "
+                             f"{figure.get('skipped_steps')}")
+            else:
+                text = run.get("error", "-")
+            lines.append(f"| {number_} | {name} | {run['status']} | {run['seconds']} | {text} | "
+                         f"`{run['output']}`, `{run['stderr']}` |")
+    return lines
+
+
+def alloy_warnings(out, rounds, limit=8):
+    """The first `limit` distinct status, warning and error lines of Alloy's runs (the device
+    it chose; a CUDA graph that could not be captured says so here)."""
+    seen = []
+    for number_ in sorted(rounds):
+        for name, run in rounds[number_].items():
+            if "alloy" not in name:
+                continue
+            try:
+                with open(os.path.join(out, run["stderr"]), errors="replace") as f:
+                    for line in f:
+                        line = line.strip()
+                        if line.startswith("alloy: ") and line not in seen:
+                            seen.append(line)
+            except OSError:
+                pass
+    return seen[:limit]
+
+
+def markdown(out, facts, rounds, records, final):
+    summary_records = summaries(records, facts)
+    rows = host_wait_rows(rounds)
+    rehearsal = facts["mode"] == "cpu"
+    lines = ["# Alloy vs PyTorch on one GPU (tools/bench/gpu_vs_pytorch.sh)", ""]
+    if rehearsal:
+        lines += ["**CPU rehearsal: not a measurement.** It ran the whole pipeline on the CPU with "
+                  "tiny random data and step counts, and fp32 in place of PyTorch's AMP; the "
+                  "figures below say nothing about speed.", ""]
+    if not final:
+        lines += [f"*Partial: written after round {max(rounds) if rounds else 0} of "
+                  f"{facts['rounds']}; the script has not finished.*", ""]
+    notes_path = os.path.join(out, "notes.txt")
+    notes = open(notes_path).read().splitlines() if os.path.exists(notes_path) else []
+    lines += [
+        f"- date (UTC): {facts.get('date')}" + (f" to {facts['end_date']}"
+                                               if facts.get("end_date") else ""),
+        f"- GPU (nvidia-smi name, driver): {facts.get('nvidia_smi')}",
+        f"- PyTorch: torch {facts.get('torch')}, CUDA {facts.get('torch_cuda')}, cuDNN "
+        f"{facts.get('cudnn')}, device {facts.get('torch_device_name', 'cpu')}",
+        f"- Alloy: `{facts.get('alloy')}`: {facts.get('alloy_version')}",
+        f"- commit: {facts.get('commit')}",
+        f"- command: `{facts.get('command_line')}`",
+        f"- rounds: {len(rounds)} done of {facts['rounds']}; parts: {facts['parts']}; batch "
+        f"{facts['batch_size']}; LeNet {facts['epochs']} epochs per run, resnet18 "
+        f"{facts['resnet_epochs']} epochs of {facts['resnet_steps_per_epoch']} steps per Alloy "
+        f"run and the same warm-up + timed steps per PyTorch run; the first epoch of every run "
+        f"(PyTorch's resnet18: the first epoch's worth of steps) is warm-up, not timed",
+        f"- data: {facts.get('data')}",
+        "",
+        "## Results (medians over the rounds)", "",
+        "Speedup: how many times faster Alloy is (baseline seconds / Alloy seconds; Alloy "
+        "images/s / baseline images/s). Per round: the smallest and largest speedup of a "
+        "single round.", "",
+        *results_table(summary_records), "",
+        "## Host round trips of Alloy's training steps", "",
+        "Over the timed epochs of every round, from the epoch events' counters (the step loop "
+        "only: the epoch's end and the evaluation are outside them). The overflow monitor "
+        "reads the loss scaler every 25th step of a dynamic scale (O2): one download and one "
+        "host wait, counted in the monitor column.", "",
+        *host_table(rows), "",
+        "## Runs", "",
+        *run_table(rounds), "",
+    ]
+    warnings = alloy_warnings(out, rounds)
+    if warnings or notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in notes] + [
+            f"- Alloy's message: `{w}`" for w in warnings] + [""]
+    with open(os.path.join(out, "gpu_bench.md"), "w") as f:
+        f.write("\n".join(lines))
+    return summary_records, rows
+
+
+def summarize(args):
+    with open(os.path.join(args.out, "facts.json")) as f:
+        facts = json.load(f)
+    if args.end_date:
+        facts["end_date"] = args.end_date
+    rounds = load_rounds(args.out, facts)
+    records = round_records(rounds, facts)
+    summary_records, rows = markdown(args.out, facts, rounds, records, args.final)
+    if args.round is not None:
+        for record in records:
+            if record["round"] == args.round:
+                print(json.dumps(record), flush=True)
+        return
+    for record in summary_records + rows:
+        print(json.dumps(record), flush=True)
+    print("\n".join(results_table(summary_records) + [""] + host_table(rows)), file=sys.stderr)
+    unreadable = [f"{run['name']} in round {number_}" for number_, runs in sorted(rounds.items())
+                  for run in runs.values() if "error" in run]
+    if unreadable:
+        sys.exit(f"gpu_bench.py: the output of {', '.join(unreadable)} could not be read "
+                 "(see gpu_bench.md)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    data = commands.add_parser("make-data")
+    data.add_argument("dir")
+    data.add_argument("--train", type=int, required=True)
+    data.add_argument("--test", type=int, required=True)
+    data.add_argument("--seed", type=int, default=1)
+    fact = commands.add_parser("facts")
+    fact.add_argument("out")
+    fact.add_argument("--mode", choices=("cuda", "cpu"), required=True)
+    for key in ("nvidia-smi", "alloy", "alloy-version", "commit", "command-line", "date",
+                "data", "parts"):
+        fact.add_argument(f"--{key}", default="")
+    fact.add_argument("--runs", nargs="+", required=True, help="the names of a round's runs")
+    for key in ("rounds", "batch-size", "epochs", "resnet-epochs", "resnet-steps-per-epoch"):
+        fact.add_argument(f"--{key}", type=int, required=True)
+    summary = commands.add_parser("summarize")
+    summary.add_argument("out")
+    when = summary.add_mutually_exclusive_group(required=True)
+    when.add_argument("--round", type=int)
+    when.add_argument("--final", action="store_true")
+    summary.add_argument("--end-date", default="")
+    args = parser.parse_args()
+    if args.command == "make-data":
+        make_data(args)
+    elif args.command == "facts":
+        facts(args)
+    else:
+        summarize(args)
+
+
+if __name__ == "__main__":
+    main()
