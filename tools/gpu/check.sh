@@ -188,12 +188,12 @@ judge() {
 # |a - b| <= t, with room for the decimal figures' binary rounding (0.8471 - 0.8371 > 0.01).
 within='(a - b <= t + 1e-9) && (b - a <= t + 1e-9)'
 
-# Signed difference a - b, and a number, with 4 decimals.
+# Signed difference a - b, and a number, with 4 decimals ("?" for a missing figure).
 difference() {
-  awk -v a="$1" -v b="$2" 'BEGIN { printf "%+.4f", a - b }'
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "") print "?"; else printf "%+.4f", a - b }'
 }
 decimals() {
-  awk -v a="$1" 'BEGIN { printf "%.4f", a }'
+  awk -v a="$1" 'BEGIN { if (a == "") print "?"; else printf "%.4f", a }'
 }
 
 # Runs `alloy train FLAGS... --log-json RUN.jsonl` as run $1 in the logs (RUN.cmd, .out: its
@@ -215,6 +215,7 @@ train() {
   done
   run=$logs/$name
   echo "$command" >"$run.cmd"
+  say "  $name: running"
   "$alloy" train "$@" --log-json "$run.jsonl" </dev/null >"$run.out" 2>&1 || status=$?
   echo "$status" >"$run.rc"
   say "  $name: exit $status, $((SECONDS - started)) s"
@@ -250,6 +251,7 @@ section() {
 phase_tests() {
   local output=$logs/ctest-gpu.txt status=0 key value
   declare -A c
+  say "  ctest -L gpu: running"
   ctest --test-dir "$build" -L gpu -V </dev/null >"$output" 2>&1 || status=$?
   while IFS='=' read -r key value; do c[$key]=$value; done \
     < <(python3 "$figures_py" ctest "$output" "$gpus")
@@ -338,6 +340,7 @@ mem() {
   shift
   command=("$alloy" mem "${on_device[@]}" "${mem_flags[@]}" --json "$logs/$name.jsonl" "$@")
   printf '%q ' "${command[@]}" >"$logs/$name.cmd"
+  say "  $name: running"
   "${command[@]}" </dev/null >"$logs/$name.txt" 2>"$logs/$name.err"
 }
 
@@ -557,14 +560,15 @@ write_out() {
 echo "check.sh: $version, ${gpu_line:-no GPU}; out $out"
 deadline=$((SECONDS + ${budget:-999999}))
 for run_phase in "${phases[@]}"; do
-  seconds=$((deadline - SECONDS - 20))
-  ((seconds < limit[$run_phase])) || seconds=${limit[$run_phase]}
-  if ((seconds < 30)); then
+  left=$((deadline - SECONDS - 20))
+  if ((left < 30)); then
     printf '%s\t%s\t%s\t%s\t%s\n' "$run_phase" "phase started" \
       "not started: $((deadline - SECONDS)) s of --budget left" "30 s to run" FAIL \
       >>"$work/checks.tsv"
     continue
   fi
+  seconds=${limit[$run_phase]}
+  ((seconds <= left)) || seconds=$left
   echo "== $run_phase (limit $seconds s)" | tee -a "$logs/phase-$run_phase.txt"
   phase_started=$SECONDS
   status=0
@@ -575,7 +579,8 @@ for run_phase in "${phases[@]}"; do
   timings+=" $run_phase $((SECONDS - phase_started))"
   if ((status == 124 || status == 137)); then
     printf '%s\t%s\t%s\t%s\t%s\n' "$run_phase" "phase finished in time" \
-      "timed out: killed after $seconds s (its checks so far are above)" "< $seconds s" FAIL \
+      "timed out: killed after $seconds s, at: $(tail -n 1 "$logs/phase-$run_phase.txt")" \
+      "< $seconds s" FAIL \
       >>"$work/checks.tsv"
   elif ((status != 0)); then
     printf '%s\t%s\t%s\t%s\t%s\n' "$run_phase" "phase ran" \
