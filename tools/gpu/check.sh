@@ -289,7 +289,7 @@ phase_recipe() {
     read_run
     if [[ $level == O0 ]]; then
       acc0=${f[test_acc]:-}
-      record recipe "O0 test accuracy" "${f[summary]:-${f[failure]}}" ">= $acc_goal$marked" \
+      record recipe "O0 test accuracy" "${f[failure]:-${f[summary]}}" ">= $acc_goal$marked" \
         "$(judge 'a >= b' "$acc0" "$acc_goal")"
       continue
     fi
@@ -373,10 +373,16 @@ phase_mem() {
   if [[ $device == cuda ]]; then
     while IFS='=' read -r key value; do d[$key]=$value; done \
       < <(python3 "$figures_py" driver "$logs/mem-driver.csv")
-    record mem "driver's view of device memory (nvidia-smi)" \
-      "peak used ${d[peak_mib]:-?} MiB of ${d[total_mib]:-?} (${d[before_mib]:-?} before the run; ${d[samples]} samples)" \
-      ">= O0 peak_bytes (${m[peak_mib_O0]:-?} MiB) over the MiB before" \
-      "$(judge 'a - t >= b / 1048576' "${d[peak_mib]:-}" "${m[peak_O0]:-}" "${d[before_mib]:-0}")"
+    if ((d[samples] > 0)); then
+      record mem "driver's view of device memory (nvidia-smi)" \
+        "peak used ${d[peak_mib]} MiB of ${d[total_mib]} (${d[before_mib]} before the run; ${d[samples]} samples)" \
+        ">= O0 peak_bytes (${m[peak_mib_O0]:-?} MiB) over the MiB before" \
+        "$(judge 'a - t >= b / 1048576' "${d[peak_mib]}" "${m[peak_O0]:-}" "${d[before_mib]}")"
+    else
+      record mem "driver's view of device memory (nvidia-smi)" \
+        "no memory samples from nvidia-smi: $(head -n 1 "$logs/mem-driver.csv")" \
+        ">= O0 peak_bytes over the MiB before" SKIP
+    fi
     status=0
     mem mem-max-batch --max-batch || status=$?
     if ((status == 0)); then
@@ -533,15 +539,16 @@ write_out() {
   skipped=$(cut -f5 "$work/checks.tsv" | grep -c '^SKIP$' || true)
   verdict=$( ((failed)) && echo FAIL || echo PASS)
   mode="on $device"
-  [[ $device == cpu ]] && mode="REHEARSAL on the CPU"
-  ((quick)) && mode+=", --quick (REHEARSAL: short runs, loosened goals)"
+  if [[ $device == cpu ]]; then mode="REHEARSAL on the CPU"; fi
+  if ((quick)); then mode+=", --quick (REHEARSAL: short runs, loosened goals)"; fi
   table=$(python3 "$figures_py" table "$work/checks.tsv")
   {
-    echo "# Alloy GPU check: $verdict ($passed passed, $failed failed, $skipped skipped)"
+    echo "# Alloy GPU check: $verdict ($passed passed, $failed failed, $skipped skipped)" \
+      "$([[ $device == cpu ]] || ((quick)) && echo "- REHEARSAL, not a GPU result")"
     echo
     echo "- mode: $mode; phases: ${phases[*]}"
     echo "- started: $started; written: $(date -u +%FT%TZ); phase seconds:$timings"
-    echo "- host: $(hostname), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc)"
+    echo "- host: ${HOSTNAME:-$(uname -n)}, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //') x $(nproc)"
     echo "- GPU (name, driver, memory total, used at the start): ${gpu_line:-none}"
     echo "- alloy: $version ($alloy); build: $build"
     echo "- commit: $commit"

@@ -56,8 +56,8 @@ def train(path):
     figures = {"ended": int(bool(end))}
     if end:
         figures.update(
-            test_acc=end["test_acc"],
-            digest=end["params_digest"],
+            test_acc=end.get("test_acc", ""),
+            digest=end.get("params_digest", ""),
             digests=",".join(end.get("params_digests", [])),
             world_size=end.get("world_size", start.get("world_size", "")),
         )
@@ -74,7 +74,7 @@ def train(path):
             images_per_second=statistics.median(e["images_per_second"] for e in epochs),
             host_waits_per_step=sum(e.get("host_waits", 0) for e in epochs) / max(steps, 1),
         )
-        parts = [f"acc {end['test_acc']:.4f}" if end else "no end event",
+        parts = [f"acc {end['test_acc']:.4f}" if "test_acc" in end else "no end event",
                  f"scale {scale_text(final['loss_scale'])}",
                  f"skipped {final['skipped_steps']}",
                  f"{figures['epoch_seconds']:.2f} s/epoch (mean of {len(epochs)})",
