@@ -13,19 +13,21 @@
 # commit in ALLOY_COMMIT: the carried tree has no .git, and the summary names it):
 #
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases tests --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,mem --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases ddp,bench --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,mem,ddp --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases bench --budget 540
 #
 # Each brings back 3 files from $OUT: probe.txt (on-device.sh), summary.md and
 # gpu-check-logs.tar.gz; summary.md and the logs are rewritten after every phase, so a call cut
 # short still returns the phases it finished. Minutes per phase on one H100 are ESTIMATES (no
 # GPU has run this yet), from the CPU timings of this machine's rehearsals and the work each
-# phase does: tests ~4 (25 gpu tests; the two-rank DDP test trains LeNet for 10 epochs 4 times),
-# recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at batch 256, ~0.3-1 s
-# an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6 short runs), mem ~0.5
-# (ResNet-18 batch 128, 3 steps at 4 levels, twice), ddp ~2 (NCCL and two-rank Gloo runs), bench:
-# whatever tools/bench/gpu_vs_pytorch.sh takes. Together ~8-10 minutes, so two calls may do
-# (tests,recipe,resume then mem,ddp,bench); the limits below keep a hang from eating a call.
+# phase does: tests ~4 (25 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
+# 10 epochs 4 times), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
+# batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
+# short runs), mem ~0.5 (ResNet-18 batch 128, 3 steps at 4 levels), ddp ~2 (8 runs, two of them
+# two ranks sharing the GPU over Gloo for 10 epochs), bench 4-5 (gpu_vs_pytorch.sh's own
+# estimate: 3 rounds of 60-90 s, a probe and a warm-up; it is given --time-budget to end within
+# the phase). About 13 minutes in all, plus the machine's start; the limits below keep a hang
+# from eating a call.
 #
 # Phases (default: all, in this order):
 #   tests   ctest -L gpu in the build: tests found, none failed, none skipped while a GPU is
@@ -46,13 +48,14 @@
 #           process: test accuracy within 0.015 after the recipe's epochs, O0 and O2 (the docs
 #           promise equal weights "within float tolerance", not bit for bit)
 #   bench   tools/bench/gpu_vs_pytorch.sh --out DIR, its table in the summary (SKIP when the
-#           script is not in this tree or exits 77)
+#           script is not in this tree, exits 77, or in a rehearsal on the CPU)
 #
 # Options:
 #   --phases LIST      comma-separated phases to run (default: all)
 #   --device cuda|cpu  cuda (default): without a GPU (nvidia-smi lists none) it exits 77 and
 #                      runs nothing. cpu: a REHEARSAL on the CPU of the same phases and checks
-#                      (DDP over Gloo where the GPU run uses NCCL; no driver view, no --max-batch)
+#                      (DDP over Gloo where the GPU run uses NCCL; no driver view, --max-batch
+#                      or bench)
 #   --quick            a short rehearsal: the MLP on the synthetic data set for 1 epoch (resume
 #                      1 then 2), mem on LeNet batch 64 for 2 steps, accuracy goals loosened and
 #                      marked "(rehearsal)"
@@ -62,7 +65,7 @@
 #   --budget SECONDS   the whole run's time: each phase's limit is cut to what is left, less 20 s
 #                      to write the summary (a phase with under 30 s left is a FAIL, not run)
 #   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, recipe 240, resume 150,
-#                      mem 150, ddp 300, bench 240); a phase past its limit is killed, with its
+#                      mem 150, ddp 300, bench 540); a phase past its limit is killed, with its
 #                      processes, and is a FAIL naming it
 #
 # Environment: ALLOY (the binary, default build/bin/alloy of this tree), ALLOY_BUILD (the build
@@ -76,7 +79,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 self=$here/tools/gpu/check.sh
 figures_py=$here/tools/gpu/check_figures.py
 all_phases=(tests recipe resume mem ddp bench)
-declare -A limit=([tests]=540 [recipe]=240 [resume]=150 [mem]=150 [ddp]=300 [bench]=240)
+declare -A limit=([tests]=540 [recipe]=240 [resume]=150 [mem]=150 [ddp]=300 [bench]=540)
 phase_list=$(IFS=,; echo "${all_phases[*]}")
 device=cuda
 quick=0
@@ -261,7 +264,7 @@ phase_tests() {
     "$(judge 'a == 0' "${c[failed]}" 0)"
   if ((gpus)); then
     record tests "gpu tests skipped with a GPU present" \
-      "${c[skipped_other]}${c[other_detail]:+: ${c[other_detail]}}; needing more GPUs than the $gpus here: ${c[skipped_allowed]}" \
+      "${c[skipped_other]}${c[other_names]:+: ${c[other_names]}}; needing more GPUs than the $gpus here: ${c[skipped_allowed]}" \
       "0 (but those needing more GPUs)" "$(judge 'a == 0' "${c[skipped_other]}" 0)"
   else
     record tests "gpu tests skipped without a GPU" "${c[skipped]} of ${c[total]}" \
@@ -273,8 +276,11 @@ phase_tests() {
     echo
     echo "- failed: ${c[failed_names]:-none}"
     if ((gpus)); then
-      echo "- skipped, needing more GPUs than the $gpus here: ${c[allowed_detail]:-none}"
-      echo "- skipped otherwise: ${c[other_detail]:-none}"
+      # One test and its reason a line (check_figures.py joins them with " ;; ").
+      echo "- skipped, needing more GPUs than the $gpus here:"
+      echo "  - ${c[allowed_detail]:-none}" | sed 's/ ;; /\n  - /g'
+      echo "- skipped otherwise:"
+      echo "  - ${c[other_detail]:-none}" | sed 's/ ;; /\n  - /g'
     else
       echo "- skipped: ${c[skipped]} (no GPU)"
     fi
@@ -459,31 +465,50 @@ phase_ddp() {
 }
 
 phase_bench() {
-  local script=$here/tools/bench/gpu_vs_pytorch.sh status=0
+  local script=$here/tools/bench/gpu_vs_pytorch.sh status=0 flags
   if [[ ! -e $script ]]; then
     record bench "tools/bench/gpu_vs_pytorch.sh" \
       "not in this tree (being written on another branch)" "exit 0, DIR/gpu_bench.md" SKIP
     return 0
   fi
-  ALLOY=$alloy bash "$script" --out "$logs/bench" </dev/null >"$logs/bench.txt" 2>&1 || status=$?
+  if [[ $device == cpu ]]; then
+    record bench "tools/bench/gpu_vs_pytorch.sh" \
+      "not run: it measures a GPU (its own rehearsal: gpu_vs_pytorch.sh --device cpu)" \
+      "exit 0, DIR/gpu_bench.md" SKIP
+    return 0
+  fi
+  flags=(--out "$logs/bench")
+  # Where the script offers them: stop starting rounds in time to end within this phase's
+  # limit, and name the commit (the carried tree has no .git).
+  if grep -q -- '--time-budget' "$script"; then
+    flags+=(--time-budget $((phase_seconds > 60 ? phase_seconds - 30 : 30)))
+  fi
+  if [[ -n ${ALLOY_COMMIT:-} ]] && grep -q -- '--commit' "$script"; then
+    flags+=(--commit "$ALLOY_COMMIT")
+  fi
+  printf '%q ' "$script" "${flags[@]}" >"$logs/bench.cmd"
+  say "  gpu_vs_pytorch.sh: running"
+  ALLOY=$alloy bash "$script" "${flags[@]}" </dev/null >"$logs/bench.txt" 2>&1 || status=$?
   if ((status == 77)); then
     record bench "gpu_vs_pytorch.sh" "exit 77: $(tail -n 1 "$logs/bench.txt")" \
       "exit 0, DIR/gpu_bench.md" SKIP
   elif ((status == 0)) && [[ -s $logs/bench/gpu_bench.md ]]; then
     record bench "gpu_vs_pytorch.sh" "exit 0; its table below" "exit 0, DIR/gpu_bench.md" PASS
-    { echo "### bench: tools/bench/gpu_vs_pytorch.sh"; echo; cat "$logs/bench/gpu_bench.md"; echo; } |
-      section
   else
     record bench "gpu_vs_pytorch.sh" \
       "exit $status$([[ -s $logs/bench/gpu_bench.md ]] || echo ', no gpu_bench.md'): $(tail -n 1 "$logs/bench.txt")" \
       "exit 0, DIR/gpu_bench.md" FAIL
+  fi
+  if [[ -s $logs/bench/gpu_bench.md ]]; then
+    { echo "### bench: tools/bench/gpu_vs_pytorch.sh"; echo; cat "$logs/bench/gpu_bench.md"; echo; } |
+      section
   fi
 }
 
 # ---- One phase, in the process that `timeout` bounds ----
 
 if [[ -n $run_phase ]]; then
-  work=$GPU_CHECK_WORK gpus=$GPU_CHECK_GPUS
+  work=$GPU_CHECK_WORK gpus=$GPU_CHECK_GPUS phase_seconds=$GPU_CHECK_SECONDS
   logs=$work/logs
   "phase_$run_phase"
   exit 0
@@ -581,12 +606,12 @@ for run_phase in "${phases[@]}"; do
   status=0
   # Its own process under `timeout`, which kills it with every process it started (timeout
   # signals its whole process group) when the limit passes; its errors go to its log.
-  timeout -k 10 "$seconds" "$BASH" "$self" "${arguments[@]}" --run-phase "$run_phase" \
-    </dev/null 2>>"$logs/phase-$run_phase.txt" || status=$?
+  GPU_CHECK_SECONDS=$seconds timeout -k 10 "$seconds" "$BASH" "$self" "${arguments[@]}" \
+    --run-phase "$run_phase" </dev/null 2>>"$logs/phase-$run_phase.txt" || status=$?
   timings+=" $run_phase $((SECONDS - phase_started))"
   if ((status == 124 || status == 137)); then
     printf '%s\t%s\t%s\t%s\t%s\n' "$run_phase" "phase finished in time" \
-      "timed out: killed after $seconds s, at: $(tail -n 1 "$logs/phase-$run_phase.txt")" \
+      "timed out: killed after $seconds s, at: $(tail -n 1 "$logs/phase-$run_phase.txt" | sed 's/^ *//')" \
       "< $seconds s" FAIL \
       >>"$work/checks.tsv"
   elif ((status != 0)); then

@@ -124,9 +124,15 @@ def ctest(path, gpus):
         fewer = re.search(r"this machine has (\d+) CUDA device", reason)
         (allowed if fewer and int(fewer[1]) == gpus else other).append(f"{name}: {reason}")
     emit({"total": len(tests), "passed": len(passed), "failed": len(failed),
-          "failed_names": ", ".join(failed), "skipped": len(allowed) + len(other),
-          "skipped_allowed": len(allowed), "allowed_detail": "; ".join(allowed),
-          "skipped_other": len(other), "other_detail": "; ".join(other)})
+          "failed_names": few(failed), "skipped": len(allowed) + len(other),
+          "skipped_allowed": len(allowed), "allowed_detail": " ;; ".join(allowed),
+          "skipped_other": len(other), "other_names": few([o.split(":")[0] for o in other]),
+          "other_detail": " ;; ".join(other)})
+
+
+def few(names):
+    """The first four names and how many more, for a table cell."""
+    return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
 
 
 def driver(path):
