@@ -199,8 +199,9 @@ decimals() {
   awk -v a="$1" 'BEGIN { if (a == "") print "?"; else printf "%.4f", a }'
 }
 
-# Runs `alloy train FLAGS... --log-json RUN.jsonl` as run $1 in the logs (RUN.cmd, .out: its
-# standard output and error, .rc, .jsonl) and sets `run` to its path without the suffix. A run
+# Runs `alloy train FLAGS... --log-json RUN.jsonl` as run $1 in the logs (RUN.cmd: the command
+# but its --log-json; .out: its standard output and error; .rc; .jsonl) and sets `run` to its
+# path without the suffix. A run
 # with the same flags that this invocation has already finished is not repeated: `run` is that
 # one (the ddp phase's one-process baselines are the recipe's runs when both phases are run).
 train() {
@@ -255,7 +256,10 @@ phase_tests() {
   local output=$logs/ctest-gpu.txt status=0 key value
   declare -A c
   say "  ctest -L gpu: running"
-  ctest --test-dir "$build" -L gpu -V </dev/null >"$output" 2>&1 || status=$?
+  # A hanging test is stopped by ctest at half the phase's time (a Timeout, counted as failed),
+  # so that the other tests still run and report.
+  ctest --test-dir "$build" -L gpu -V --timeout $((phase_seconds / 2)) </dev/null >"$output" \
+    2>&1 || status=$?
   while IFS='=' read -r key value; do c[$key]=$value; done \
     < <(python3 "$figures_py" ctest "$output" "$gpus")
   say "  ctest exited $status"
@@ -274,9 +278,10 @@ phase_tests() {
   {
     echo "### tests: gpu tests not passed (ctest -L gpu -V: logs/ctest-gpu.txt)"
     echo
-    echo "- failed: ${c[failed_names]:-none}"
+    # One test a line (check_figures.py joins them with " ;; ").
+    echo "- failed:"
+    echo "  - ${c[failed_detail]:-none}" | sed 's/ ;; /\n  - /g'
     if ((gpus)); then
-      # One test and its reason a line (check_figures.py joins them with " ;; ").
       echo "- skipped, needing more GPUs than the $gpus here:"
       echo "  - ${c[allowed_detail]:-none}" | sed 's/ ;; /\n  - /g'
       echo "- skipped otherwise:"
@@ -488,7 +493,7 @@ phase_bench() {
   fi
   printf '%q ' "$script" "${flags[@]}" >"$logs/bench.cmd"
   say "  gpu_vs_pytorch.sh: running"
-  ALLOY=$alloy bash "$script" "${flags[@]}" </dev/null >"$logs/bench.txt" 2>&1 || status=$?
+  bash "$script" "${flags[@]}" </dev/null >"$logs/bench.txt" 2>&1 || status=$?
   if ((status == 77)); then
     record bench "gpu_vs_pytorch.sh" "exit 77: $(tail -n 1 "$logs/bench.txt")" \
       "exit 0, DIR/gpu_bench.md" SKIP
@@ -542,7 +547,11 @@ trap 'rm -rf "$work"' EXIT
 logs=$work/logs
 mkdir -p "$logs" "$work/sections"
 : >"$work/checks.tsv"
-export GPU_CHECK_WORK=$work GPU_CHECK_GPUS=$gpus
+# The phases' processes read these; ALLOY and ALLOY_BUILD as absolute paths, as the commands in
+# the logs and the bench script (which may change folders) need them.
+[[ $alloy == /* ]] || alloy=$PWD/$alloy
+[[ $build == /* ]] || build=$PWD/$build
+export GPU_CHECK_WORK=$work GPU_CHECK_GPUS=$gpus ALLOY=$alloy ALLOY_BUILD=$build
 
 if [[ -n ${ALLOY_COMMIT:-} ]]; then
   commit="$ALLOY_COMMIT (ALLOY_COMMIT)"

@@ -124,7 +124,8 @@ def ctest(path, gpus):
         fewer = re.search(r"this machine has (\d+) CUDA device", reason)
         (allowed if fewer and int(fewer[1]) == gpus else other).append(f"{name}: {reason}")
     emit({"total": len(tests), "passed": len(passed), "failed": len(failed),
-          "failed_names": few(failed), "skipped": len(allowed) + len(other),
+          "failed_names": few(failed), "failed_detail": " ;; ".join(failed),
+          "skipped": len(allowed) + len(other),
           "skipped_allowed": len(allowed), "allowed_detail": " ;; ".join(allowed),
           "skipped_other": len(other), "other_names": few([o.split(":")[0] for o in other]),
           "other_detail": " ;; ".join(other)})
