@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# tools/gpu/check.sh rehearsed on the CPU, so that its running, log parsing, checks, table and
+# output folder are tested on machines without a GPU (ctest: tools_gpu_check_test, label e2e):
+#  1. --device cpu --quick over every phase but tests (whose ctest would write into the build
+#     tree this ctest is writing to) with the real alloy: exit 0, a well-formed table in
+#     summary.md with every expected check, and nothing in the output folder but summary.md and
+#     the log tarball;
+#  2. a fake alloy whose resumed runs end with another params_digest: the resume checks FAIL and
+#     the exit status is 1;
+#  3. a fake alloy that hangs: the phase is killed at its --timeout, with a FAIL naming the
+#     phase, and the exit status is 1;
+#  4. no --device cpu on a machine without a GPU: exit 77, nothing written.
+#
+#   tests/tools/gpu_check_test.sh ALLOY
+#
+# Exit 77 (ctest: skipped) without python3, which check.sh needs.
+set -euo pipefail
+
+alloy=$1
+check_sh=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/tools/gpu/check.sh
+if ! command -v python3 >/dev/null; then
+  echo "gpu_check_test: skipped: check.sh needs python3"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+
+fail() {
+  echo "gpu_check_test: FAILED: $*"
+  failures=$((failures + 1))
+}
+
+# Runs check.sh with ALLOY=$1 and the other arguments; sets status and output (stdout + stderr).
+run_check() {
+  local binary=$1
+  shift
+  status=0
+  output=$(ALLOY=$binary bash "$check_sh" "$@" 2>&1) || status=$?
+}
+
+# The table rows of summary.md in $1 whose check (second cell) is $2, one per line.
+rows_of() {
+  grep -F "| $2 " "$1/summary.md" || true
+}
+
+# Checks that summary.md in $1 holds one well-formed table: the header, a rule, and rows of five
+# cells whose last is PASS, FAIL or SKIP.
+well_formed() {
+  local table
+  table=$(grep '^|' "$1/summary.md")
+  [[ $(head -n 1 <<<"$table" | tr -s ' ') == "| phase | check | figure | goal | result |" ]] ||
+    fail "$1: the table's header is $(head -n 1 <<<"$table")"
+  [[ $(sed -n 2p <<<"$table") =~ ^\|(\ -+\ \|){5}$ ]] || fail "$1: no rule under the header"
+  tail -n +3 <<<"$table" | awk -F'|' -v where="$1" '
+    NF != 7 { print "gpu_check_test: FAILED: " where ": row of " NF - 2 " cells: " $0; bad = 1 }
+    $6 !~ /^ (PASS|FAIL|SKIP) *$/ { print "gpu_check_test: FAILED: " where ": result " $6; bad = 1 }
+    END { exit bad }' || failures=$((failures + 1))
+}
+
+# 1. The real alloy, every phase but tests.
+started=$SECONDS
+run_check "$alloy" --device cpu --quick --phases recipe,resume,mem,ddp,bench --out "$work/real"
+echo "case 1: exit $status in $((SECONDS - started)) s"
+((status == 0)) || fail "the rehearsal exited $status: $output"
+[[ -s $work/real/summary.md ]] || { echo "$output"; fail "no summary.md"; exit 1; }
+well_formed "$work/real"
+grep -q '^# Alloy GPU check: PASS' "$work/real/summary.md" || fail "summary.md's verdict is not PASS"
+grep -q 'REHEARSAL on the CPU' "$work/real/summary.md" || fail "summary.md does not say REHEARSAL"
+for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0" \
+  "O3 test accuracy vs O0" "O2 forced to 2^40: skipped steps" \
+  "O2 forced to 2^40: final loss scale" "O2 forced to 2^40: test accuracy vs O2" \
+  "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight" \
+  "O1, O2, O3 peak below O0's" "O0: world size 1 over gloo == one process" \
+  "O2: 2 ranks sharing cpu over gloo agree" "O2: 2 ranks vs one process, global batch 256"; do
+  [[ $(rows_of "$work/real" "$name") == *"| PASS"* ]] || fail "no PASS row '$name'"
+done
+[[ $(rows_of "$work/real" "O0 test accuracy") == *"(rehearsal)"* ]] ||
+  fail "the loosened O0 goal is not marked (rehearsal)"
+[[ $(rows_of "$work/real" "--max-batch") == *"| SKIP"* ]] || fail "--max-batch is not SKIP on the CPU"
+contents=$(cd "$work/real" && find . -mindepth 1 | sort | tr '\n' ' ')
+[[ $contents == "./gpu-check-logs.tar.gz ./summary.md " ]] || fail "the output folder holds $contents"
+listing=$(tar -tzf "$work/real/gpu-check-logs.tar.gz")
+grep -qx 'logs/recipe-O2-forced.jsonl' <<<"$listing" || fail "the tarball lacks logs/recipe-O2-forced.jsonl"
+grep -q '^| resume ' <<<"$output" || fail "the table is not on standard output"
+
+# A stand-in alloy: JSON logs of a finished run whose digest depends on --resume, or a hang.
+fake=$work/fake-alloy
+cat >"$fake" <<'EOF'
+#!/usr/bin/env bash
+[[ $1 == --version ]] && { echo "alloy 0.0.0 (fake)"; exit 0; }
+[[ -n ${FAKE_HANG:-} ]] && exec sleep 300
+log="" digest=aaaaaaaaaaaaaaaa
+while (($#)); do
+  case $1 in
+    --log-json) log=$2; shift ;;
+    --resume) digest=bbbbbbbbbbbbbbbb ;;
+  esac
+  shift
+done
+cat >"$log" <<JSON
+{"event":"start","model":"mlp","device":"cpu","world_size":1,"train_examples":512,"batch_size":256}
+{"event":"epoch","epoch":1,"step":2,"test_acc":0.9,"epoch_seconds":1,"images_per_second":512,"loss_scale":1,"skipped_steps":0,"host_waits":0}
+{"event":"end","epoch":1,"step":2,"test_acc":0.9,"params_digest":"$digest"}
+JSON
+EOF
+chmod +x "$fake"
+
+# 2. A resumed run that ends elsewhere.
+run_check "$fake" --device cpu --quick --phases resume --out "$work/digest"
+((status == 1)) || fail "a wrong resume digest exited $status, not 1: $output"
+well_formed "$work/digest"
+[[ $(rows_of "$work/digest" "O0: 1 epoch + resume to 2 == 2 straight") == *"| FAIL"* ]] ||
+  fail "the wrong digest's resume row is not FAIL"
+grep -q '^# Alloy GPU check: FAIL' "$work/digest/summary.md" || fail "the verdict is not FAIL"
+
+# 3. A phase that hangs.
+started=$SECONDS
+FAKE_HANG=1 run_check "$fake" --device cpu --quick --phases recipe --timeout recipe=2 \
+  --out "$work/hang"
+((status == 1)) || fail "a hanging phase exited $status, not 1: $output"
+((SECONDS - started < 20)) || fail "the hanging phase was stopped after $((SECONDS - started)) s"
+[[ $(grep -F '| recipe ' "$work/hang/summary.md") == *"timed out"*"| FAIL"* ]] ||
+  fail "no FAIL row for the recipe phase's timeout"
+
+# 4. No GPU and no --device cpu.
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "case 4 not run: this machine has a GPU"
+else
+  run_check "$alloy" --phases recipe --out "$work/none"
+  ((status == 77)) || fail "without a GPU check.sh exited $status, not 77: $output"
+  [[ ! -e $work/none ]] || fail "without a GPU check.sh wrote $work/none"
+fi
+
+((failures == 0)) || exit 1
+echo "gpu_check_test: all cases passed"
