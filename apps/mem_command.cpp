@@ -8,6 +8,7 @@
 #include "apps/device_choice.h"
 #include "apps/exit_codes.h"
 #include "apps/json_log.h"
+#include "apps/max_batch.h"
 #include "apps/memory_report.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -27,12 +28,8 @@ int run_mem(const std::vector<std::string>& args) {
 
   set_cpu_threads(options.threads);
   const DeviceChoice device = choose_device(options.device);
-  if (options.max_batch) {
-    if (device.device.is_cpu()) {
-      fail("--max-batch needs a CUDA device, and this run is on the CPU (", device.explanation,
-           ")");
-    }
-    fail("--max-batch is not available yet (issue 3: the device view of memory)");
+  if (options.max_batch && device.device.is_cpu()) {
+    fail("--max-batch needs a CUDA device, and this run is on the CPU (", device.explanation, ")");
   }
   std::cerr << "alloy: " << device.explanation << std::endl;
 
@@ -50,12 +47,20 @@ int run_mem(const std::vector<std::string>& args) {
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;
+  header.max_batch_tolerance = options.max_batch_tolerance;
 
   std::vector<LevelReport> reports;
   for (amp::OptLevel level : options.levels) {
     std::cerr << "alloy: measuring " << amp::opt_level_name(level) << " (" << options.steps
               << (options.steps == 1 ? " step" : " steps") << ")" << std::endl;
-    reports.push_back(measure_level(config, level_properties(level, options.half_dtype)));
+    const amp::AmpProperties properties = level_properties(level, options.half_dtype);
+    reports.push_back(measure_level(config, properties));
+    if (options.max_batch) {
+      std::cerr << "alloy: searching the largest batch of " << amp::opt_level_name(level)
+                << " (up to " << options.max_batch_limit << ")" << std::endl;
+      reports.back().max_batch =
+          find_max_batch(config, properties, options.max_batch_limit, options.max_batch_tolerance);
+    }
   }
 
   std::ostream& table_out = json && json->to_stdout() ? std::cerr : std::cout;

@@ -16,6 +16,7 @@
 #include "apps/json_log.h"
 #include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
+#include "core/cuda/allocator.h"
 #include "core/data/synthetic.h"
 #include "core/error.h"
 #include "core/models/models.h"
@@ -98,6 +99,8 @@ po::options_description mem_options(MemOptions& o) {
     ("plot", value(&o.plot)->value_name("FILE.svg"), "stacked bar chart of the categories")
     ("max-batch", po::bool_switch(&o.max_batch),
      "also search the largest batch each level fits in free device memory (CUDA only)")
+    ("max-batch-limit", value(&o.max_batch_limit)->default_value(32768)->value_name("N"),
+     "the largest batch --max-batch tries")
     ("help,h", "print this help and exit");
   // clang-format on
   return group;
@@ -202,6 +205,11 @@ const char* category_colour(MemoryCategory c) {
   return "#000000";
 }
 
+std::string max_batch_text(const MaxBatch& m) {
+  if (m.reached_limit()) return ">= " + std::to_string(m.largest_fitting);
+  return std::to_string(m.largest_fitting) + " (" + std::to_string(m.smallest_failing) + ")";
+}
+
 std::string header_line(const ReportHeader& h) {
   std::ostringstream out;
   out << "alloy mem: " << h.model << ", batch " << h.batch_size << ", " << h.device << ", "
@@ -256,6 +264,12 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
         "--max-batch searches the free memory of a CUDA device; --device cpu has none "
         "(use --device cuda)");
   }
+  if (o.max_batch_limit < 1) {
+    usage_fail("--max-batch-limit must be at least 1, got ", o.max_batch_limit);
+  }
+  if (!o.max_batch && !values["max-batch-limit"].defaulted()) {
+    usage_fail("--max-batch-limit needs --max-batch");
+  }
   if (o.json == "" && values.count("json")) usage_fail("--json needs a file name or -");
   if (o.plot == "" && values.count("plot")) usage_fail("--plot needs a file name");
   return o;
@@ -272,7 +286,8 @@ void print_mem_help() {
       "and each figure's ratio to O0. A category's figure is that category's own peak;\n"
       "peak_bytes is the peak of the sum, so it is at most the sum of the category peaks.\n"
       "--max-batch needs a CUDA device: with --device cpu it is a usage error (exit 2), and\n"
-      "when --device auto finds no GPU it fails with exit 1.",
+      "when --device auto finds no GPU it fails with exit 1. It doubles the batch from B while\n"
+      "the steps fit in device memory, then bisects to within 1/32 of the largest that fits.",
       options);
 }
 
@@ -301,6 +316,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
   ALLOY_CHECK(config.batch_size >= 1 && config.steps >= 1, "measure_level: batch size ",
               config.batch_size, " and steps ", config.steps, " must be at least 1");
   MemoryStats& stats = memory_stats(config.device);
+  // Blocks an earlier level cached would serve this one and hide its reservation.
+  if (config.device.is_cuda()) cuda::empty_cache(config.device.index);
   const MemorySnapshot before = stats.snapshot();
   LevelReport report;
   report.properties = properties;
@@ -336,6 +353,11 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     }
     report.timed_seconds = seconds_since(timed_from);
     after = stats.snapshot();
+    if (config.device.is_cuda()) {
+      const cuda::DeviceMemoryInfo driver = cuda::device_memory_info(config.device.index);
+      report.device_view = DeviceView{cuda::cache_statistics(config.device.index).reserved_bytes,
+                                      driver.used_bytes(), driver.total_bytes};
+    }
   } catch (...) {
     nn::clear_weight_cast_cache();
     nn::set_cast_policy(nn::CastPolicy{});
@@ -399,6 +421,7 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
         memory_category_name(c),
         [c](const LevelReport& r) { return static_cast<double>(r.bytes(c)); }, bytes_text);
   }
+  const std::size_t summary_rows_begin = rows.size();
   add_row(
       "sum of the above",
       [](const LevelReport& r) { return static_cast<double>(r.sum_of_category_peaks()); },
@@ -409,6 +432,27 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   add_row(
       "images/s", [](const LevelReport& r) { return r.images_per_second; },
       [](double v) { return number(v, v >= 100 ? 0 : 1); });
+  const std::size_t device_rows_begin = rows.size();
+  if (!reports.empty() && reports.front().device_view) {
+    add_row(
+        "reserved by the cache",
+        [](const LevelReport& r) { return static_cast<double>(r.device_view->reserved_bytes); },
+        bytes_text);
+    add_row(
+        "device used (driver)",
+        [](const LevelReport& r) { return static_cast<double>(r.device_view->driver_used_bytes); },
+        bytes_text);
+  }
+  if (!reports.empty() && reports.front().max_batch) {
+    std::vector<std::string> row = {"max batch"};
+    for (const LevelReport& report : reports) {
+      row.push_back(max_batch_text(*report.max_batch));
+      row.push_back(base ? ratio_text(static_cast<double>(report.max_batch->largest_fitting),
+                                      static_cast<double>(base->max_batch->largest_fitting))
+                         : "");
+    }
+    rows.push_back(row);
+  }
 
   std::vector<std::size_t> widths(rows.front().size(), 0);
   for (const auto& row : rows) {
@@ -429,7 +473,9 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
       line += (i % 2 == 1 ? "   " : "  ") + std::string(widths[i] - row[i].size(), ' ') + row[i];
     }
     out << line << '\n';
-    if (r == 0 || r + 4 == rows.size()) {
+    // Rules under the heading, above the totals and above the device's own figures.
+    const std::size_t next = r + 1;
+    if (r == 0 || next == summary_rows_begin || (next == device_rows_begin && next < rows.size())) {
       std::size_t total = widths[0];
       for (std::size_t i = 1; i < widths.size(); ++i) {
         if (widths[i] != 0) total += widths[i] + (i % 2 == 1 ? 3 : 2);
@@ -440,6 +486,21 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   out << "\nEach category's figure is its own peak during the steps; peak (total) is the peak of\n"
          "the sum of all categories, which is at most the sum of the category peaks. Counted by\n"
          "the allocator (core/memory.h) after setup; images/s over the steps after the first.\n";
+  if (!reports.empty() && reports.front().device_view) {
+    out << "Reserved by the cache: the blocks the level held from the driver (its peak: the\n"
+           "cache gives blocks back only when an allocation fails). Device used: the driver's\n"
+           "view after the steps, with the CUDA context, the libraries and other processes,\n"
+           "of the device's "
+        << mib(reports.front().device_view->driver_total_bytes) << ".\n";
+  }
+  if (!reports.empty() && reports.front().max_batch) {
+    const MaxBatch& m = *reports.front().max_batch;
+    out << "Max batch: the largest batch whose training step fits in the device's memory, found\n"
+           "within "
+        << number(100.0 * header.max_batch_tolerance, 1)
+        << "% (the smallest failing batch in brackets); \">=\" means every batch up to the\n"
+        << "search's limit of " << m.limit << " fitted (--max-batch-limit).\n";
+  }
   for (const LevelReport& report : reports) {
     if (report.leaked_bytes != 0) {
       out << "warning: " << amp::opt_level_name(report.properties.level) << " left "
@@ -478,6 +539,18 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     object.add("optimizer", header.optimizer);
     object.add("steps", r.steps);
     object.add("parameter_count", r.parameter_count);
+    if (r.device_view) {
+      object.add("device_reserved_bytes", r.device_view->reserved_bytes);
+      object.add("driver_used_bytes", r.device_view->driver_used_bytes);
+      object.add("driver_total_bytes", r.device_view->driver_total_bytes);
+    }
+    if (r.max_batch) {
+      object.add("max_batch", r.max_batch->largest_fitting);
+      object.add("max_batch_failing", r.max_batch->smallest_failing);
+      object.add("max_batch_limit", r.max_batch->limit);
+      object.add("max_batch_reached_limit", r.max_batch->reached_limit());
+      object.add("max_batch_probes", r.max_batch->probes);
+    }
     if (base) {
       const auto ratio = [](double v, double b) { return b > 0 ? v / b : 0.0; };
       for (MemoryCategory c : all) {

@@ -39,7 +39,9 @@ struct MemOptions {
   std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
   std::string json;               // empty: none; "-": standard output
   std::string plot;               // empty: none
-  bool max_batch = false;         // needs a CUDA device (issue 3)
+  bool max_batch = false;         // needs a CUDA device
+  std::int64_t max_batch_limit = 32768;
+  double max_batch_tolerance = 1.0 / 32;
 };
 
 // Parses the words after `alloy mem`. Bad flags and values are UsageErrors naming the flag:
@@ -63,6 +65,25 @@ struct MeasureConfig {
 
 using CategoryBytes = std::array<std::int64_t, kMemoryCategoryCount>;
 
+// A CUDA device's memory after a level's steps, before its teardown. The block cache holds every
+// block the level allocated (it gives none back while the level runs), so reserved_bytes is the
+// level's peak reservation; the driver's used bytes add the CUDA context, the libraries' memory
+// and any other process on the device.
+struct DeviceView {
+  std::int64_t reserved_bytes = 0;     // cuda::cache_statistics: in use plus cached
+  std::int64_t driver_used_bytes = 0;  // cudaMemGetInfo: total minus free
+  std::int64_t driver_total_bytes = 0;
+};
+
+// `--max-batch`'s answer for one level (apps/max_batch.h).
+struct MaxBatch {
+  std::int64_t largest_fitting = 0;   // 0: not even batch 1 fits
+  std::int64_t smallest_failing = 0;  // the smallest batch seen not to fit; 0: none up to limit
+  std::int64_t limit = 0;             // the largest batch the search would try
+  int probes = 0;                     // batches tried
+  bool reached_limit() const { return smallest_failing == 0; }
+};
+
 struct LevelReport {
   amp::AmpProperties properties;
   CategoryBytes peak{};         // each category's own peak during the steps
@@ -74,6 +95,8 @@ struct LevelReport {
   std::int64_t steps = 0;
   double timed_seconds = 0;  // the steps after the first (the only one when steps == 1)
   double images_per_second = 0;
+  std::optional<DeviceView> device_view;  // on a CUDA device
+  std::optional<MaxBatch> max_batch;      // with --max-batch
 
   std::int64_t bytes(MemoryCategory c) const { return peak[static_cast<int>(c)]; }
   std::int64_t sum_of_category_peaks() const;
@@ -83,7 +106,8 @@ struct LevelReport {
 // config.steps steps (train_step, with its step tally) on one synthetic batch of
 // config.batch_size 28x28x1 images, and frees
 // everything before returning. Peaks are reset after setup, so other levels measured before in
-// the same process do not show.
+// the same process do not show. On a CUDA device it starts by emptying the block cache, so the
+// device view is the level's own.
 LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties& properties);
 
 // The properties of each level with the optional --half-dtype applied.
@@ -99,6 +123,7 @@ struct ReportHeader {
   std::string device;
   std::string optimizer;
   std::int64_t steps = 0;
+  double max_batch_tolerance = 0;  // with --max-batch
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

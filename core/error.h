@@ -15,6 +15,14 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A device allocation that the device's memory cannot satisfy, even after the caching allocator
+// has given its cached blocks back (exit status 1, like any Error). Its own type so that
+// `alloy mem --max-batch` can tell "this batch does not fit" from every other failure.
+class OutOfMemory : public Error {
+ public:
+  explicit OutOfMemory(const std::string& message) : Error(message) {}
+};
+
 // A bad option or option value (exit status 2).
 class UsageError : public Error {
  public:

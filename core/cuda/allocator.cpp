@@ -249,10 +249,16 @@ class CachingAllocator final : public Allocator {
     }
     if (status != cudaSuccess) {
       const MemorySnapshot in_use = stats().snapshot();
-      fail_call("cudaMalloc(&pointer, size)", status_text(status),
-                detail::concat("allocating ", bytes, " bytes (block of ", size, ") for ",
-                               memory_category_name(category), " on cuda:", device_, "; ",
-                               in_use.total_current, " bytes in use by tensors"));
+      const std::string message =
+          call_failure("cudaMalloc(&pointer, size)", status_text(status),
+                       detail::concat("allocating ", bytes, " bytes (block of ", size, ") for ",
+                                      memory_category_name(category), " on cuda:", device_, "; ",
+                                      in_use.total_current, " bytes in use by tensors"));
+      if (status == cudaErrorMemoryAllocation) {
+        static_cast<void>(cudaGetLastError());  // leave no error for the next launch check
+        throw OutOfMemory(message);
+      }
+      throw Error(message);
     }
     count_device_allocation();  // core/round_trips.h: one per cudaMalloc
     std::lock_guard<std::mutex> lock(mutex_);
@@ -302,6 +308,15 @@ CacheStatistics cache_statistics(int device) {
 
 void empty_cache(int device) {
   allocator_of(device).release_cached();
+}
+
+DeviceMemoryInfo device_memory_info(int device) {
+  cuda_allocator(device);  // fails with the reason when the device cannot be used
+  const DeviceGuard guard(device);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  ALLOY_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes),
+                   "reading the memory of cuda:", device);
+  return {static_cast<std::int64_t>(free_bytes), static_cast<std::int64_t>(total_bytes)};
 }
 
 GraphPool::GraphPool(int device) : device_(device) {

@@ -27,6 +27,16 @@ struct CacheStatistics {
 std::size_t cache_block_size(std::size_t bytes);
 
 CacheStatistics cache_statistics(int device);
+
+// The driver's view of a device's memory (cudaMemGetInfo): every process's allocations, the
+// CUDA context and the libraries' own memory included, so it is more than this process's
+// reserved bytes.
+struct DeviceMemoryInfo {
+  std::int64_t free_bytes = 0;
+  std::int64_t total_bytes = 0;
+  std::int64_t used_bytes() const { return total_bytes - free_bytes; }
+};
+DeviceMemoryInfo device_memory_info(int device);
 // Returns every cached (free) block to the driver; blocks in use are untouched.
 void empty_cache(int device);
 

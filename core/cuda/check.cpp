@@ -21,9 +21,13 @@ std::string status_text(ncclResult_t status) {
   return detail::concat(ncclGetErrorString(status), " (ncclResult ", static_cast<int>(status), ")");
 }
 
+std::string call_failure(const char* call, const std::string& status, const std::string& what) {
+  if (what.empty()) return detail::concat(call, " failed: ", status);
+  return detail::concat(call, " failed: ", status, " [", what, "]");
+}
+
 void fail_call(const char* call, const std::string& status, const std::string& what) {
-  if (what.empty()) fail(call, " failed: ", status);
-  fail(call, " failed: ", status, " [", what, "]");
+  throw Error(call_failure(call, status, what));
 }
 
 }  // namespace alloy::cuda

@@ -37,6 +37,8 @@ std::string status_text(cublasStatus_t status);
 std::string status_text(cudnnStatus_t status);
 std::string status_text(ncclResult_t status);
 
+// "<call> failed: <status> [<what>]", the message of every failed call.
+std::string call_failure(const char* call, const std::string& status, const std::string& what);
 [[noreturn]] void fail_call(const char* call, const std::string& status, const std::string& what);
 
 }  // namespace alloy::cuda

@@ -311,6 +311,10 @@ BOOST_AUTO_TEST_CASE(usage_errors_name_the_flag) {
   fails_naming({"--model", "lenet", "--batch-size", "4", "--device", "tpu"}, "--device");
   fails_naming({"--model", "lenet", "--batch-size", "4", "--device", "cpu", "--max-batch"},
                "--max-batch");
+  fails_naming({"--model", "lenet", "--batch-size", "4", "--max-batch-limit", "64"},
+               "--max-batch-limit needs --max-batch");
+  fails_naming({"--model", "lenet", "--batch-size", "4", "--max-batch", "--max-batch-limit", "0"},
+               "--max-batch-limit");
 
   const MemOptions ok = parse_mem_options(
       {"--model", "mlp", "--batch-size", "4", "--opt-levels", "O3,O0", "--half-dtype", "bf16"});
@@ -330,6 +334,63 @@ BOOST_AUTO_TEST_CASE(bf16_halves_like_fp16) {
   BOOST_TEST((r.properties.model_dtype == DType::bf16));
   BOOST_TEST(mem(r, MemoryCategory::parameters) == 2 * kMlpParams);
   BOOST_TEST(mem(r, MemoryCategory::activations) == mlp_activation_bytes(4, 2));
+}
+
+// The CUDA rows, from hand-made reports (a CPU run has neither): the cache's reservation and
+// the driver's view per level, and --max-batch's answer with its failing batch, or ">=" at the
+// search's limit.
+BOOST_AUTO_TEST_CASE(device_rows_and_max_batch_in_the_table_and_json) {
+  constexpr std::int64_t kMiB = 1 << 20;
+  std::vector<LevelReport> reports(2);
+  reports[0].properties = level_properties(amp::OptLevel::O0, std::nullopt);
+  reports[1].properties = level_properties(amp::OptLevel::O2, std::nullopt);
+  reports[0].peak_bytes = 300 * kMiB;
+  reports[1].peak_bytes = 150 * kMiB;
+  reports[0].device_view = DeviceView{400 * kMiB, 900 * kMiB, 80 * 1024 * kMiB};
+  reports[1].device_view = DeviceView{200 * kMiB, 700 * kMiB, 80 * 1024 * kMiB};
+  reports[0].max_batch = MaxBatch{1234, 1270, 32768, 12};
+  reports[1].max_batch = MaxBatch{32768, 0, 32768, 9};
+  ReportHeader header;
+  header.model = "resnet18";
+  header.batch_size = 128;
+  header.device = "cuda:0";
+  header.steps = 2;
+  header.max_batch_tolerance = 1.0 / 32;
+
+  const std::string table = format_table(header, reports);
+  BOOST_TEST_MESSAGE(table);
+  const auto line_with = [&](const std::string& label) {
+    const std::size_t at = table.find(label);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, "no row " << label);
+    return table.substr(at, table.find('\n', at) - at);
+  };
+  const std::string reserved = line_with("reserved by the cache");
+  BOOST_TEST(reserved.find("400.00 MiB") != std::string::npos, reserved);
+  BOOST_TEST(reserved.find("0.50x") != std::string::npos, reserved);
+  BOOST_TEST(line_with("device used (driver)").find("700.00 MiB") != std::string::npos);
+  const std::string max_batch = line_with("max batch");
+  BOOST_TEST(max_batch.find("1234 (1270)") != std::string::npos, max_batch);
+  BOOST_TEST(max_batch.find(">= 32768") != std::string::npos, max_batch);
+  BOOST_TEST(max_batch.find("26.55x") != std::string::npos, max_batch);
+  BOOST_TEST(table.find("81920.00 MiB") != std::string::npos);  // the device's total
+  BOOST_TEST(table.find("within 3.1% (the smallest failing batch") != std::string::npos);
+
+  const std::vector<JsonObject> objects = json_objects(header, reports);
+  const std::string o0 = objects[0].str(), o2 = objects[1].str();
+  BOOST_TEST(o0.find("\"device_reserved_bytes\":419430400") != std::string::npos, o0);
+  BOOST_TEST(o0.find("\"driver_used_bytes\":943718400") != std::string::npos, o0);
+  BOOST_TEST(o0.find("\"max_batch\":1234,\"max_batch_failing\":1270") != std::string::npos, o0);
+  BOOST_TEST(o0.find("\"max_batch_reached_limit\":false") != std::string::npos, o0);
+  BOOST_TEST(o2.find("\"max_batch_reached_limit\":true") != std::string::npos, o2);
+
+  reports[0].device_view.reset();
+  reports[1].device_view.reset();
+  reports[0].max_batch.reset();
+  reports[1].max_batch.reset();
+  const std::string cpu_table = format_table(header, reports);
+  BOOST_TEST(cpu_table.find("reserved by the cache") == std::string::npos);
+  BOOST_TEST(cpu_table.find("max batch") == std::string::npos);
+  BOOST_TEST(json_objects(header, reports)[0].str().find("max_batch") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,11 +9,12 @@
 #                      [--data-dir DIR] [--budget SECONDS] [--timeout PHASE=SECONDS]...
 #
 # On a lent GPU machine (shared/gpu/README.md): pack here with ../shared/gpu/pack.sh, then make
-# three device runs with carry [".gpu"] and timeout_s 600, one command each (put the packed
+# four device runs with carry [".gpu"] and timeout_s 600, one command each (put the packed
 # commit in ALLOY_COMMIT: the carried tree has no .git, and the summary names it):
 #
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases tests --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,mem,ddp --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,ddp --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases mem --budget 540
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases bench --budget 540
 #
 # Each brings back 3 files from $OUT: probe.txt (on-device.sh), summary.md and
@@ -23,10 +24,11 @@
 # phase does: tests ~4 (25 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
 # 10 epochs 4 times), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
 # batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
-# short runs), mem ~0.5 (ResNet-18 batch 128, 3 steps at 4 levels), ddp ~2 (8 runs, two of them
+# short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
+# one-step probes a level, up to batches of ~10-30 thousand images), ddp ~2 (8 runs, two of them
 # two ranks sharing the GPU over Gloo for 10 epochs), bench 4-5 (gpu_vs_pytorch.sh's own
 # estimate: 3 rounds of 60-90 s, a probe and a warm-up; it is given --time-budget to end within
-# the phase). About 13 minutes in all, plus the machine's start; the limits below keep a hang
+# the phase). About 15 minutes in all, plus the machine's start; the limits below keep a hang
 # from eating a call.
 #
 # Phases (default: all, in this order):
@@ -40,8 +42,9 @@
 #   resume  1 epoch, then --resume to 2, against 2 epochs straight, at O0 and O2: the end
 #           events' params_digest equal (bit-exact resume)
 #   mem     alloy mem --model resnet18 --batch-size 128: O1-O3 peaks below O0's, the driver's
-#           view of device memory (nvidia-smi, sampled during the run) at least O0's peak, and
-#           --max-batch
+#           view of device memory (nvidia-smi, sampled during the run, and alloy's own figures)
+#           at least O0's peak, and --max-batch: every level fits at least
+#           batch 128, and O1-O3 fit at least O0's batch
 #   ddp     DDP at world size 1 over NCCL ends with the single process's params_digest bit for
 #           bit, O0 and O2, 1 epoch (docs/cuda.md); two ranks sharing cuda:0 over Gloo hold
 #           bitwise-equal weights (params_digests) and, at the same global batch, train like one
@@ -65,7 +68,7 @@
 #   --budget SECONDS   the whole run's time: each phase's limit is cut to what is left, less 20 s
 #                      to write the summary (a phase with under 30 s left is a FAIL, not run)
 #   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, recipe 240, resume 150,
-#                      mem 150, ddp 300, bench 540); a phase past its limit is killed, with its
+#                      mem 420, ddp 300, bench 540); a phase past its limit is killed, with its
 #                      processes, and is a FAIL naming it
 #
 # Environment: ALLOY (the binary, default build/bin/alloy of this tree), ALLOY_BUILD (the build
@@ -79,7 +82,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 self=$here/tools/gpu/check.sh
 figures_py=$here/tools/gpu/check_figures.py
 all_phases=(tests recipe resume mem ddp bench)
-declare -A limit=([tests]=540 [recipe]=240 [resume]=150 [mem]=150 [ddp]=300 [bench]=540)
+declare -A limit=([tests]=540 [recipe]=240 [resume]=150 [mem]=420 [ddp]=300 [bench]=540)
 phase_list=$(IFS=,; echo "${all_phases[*]}")
 device=cuda
 quick=0
@@ -141,13 +144,15 @@ done
 if ((quick)); then
   data=(--model mlp --dataset synthetic)
   epochs=1
-  mem_flags=(--model lenet --batch-size 64 --steps 2)
+  mem_batch=64
+  mem_flags=(--model lenet --batch-size "$mem_batch" --steps 2)
   acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05
   marked=" (rehearsal)"
 else
   data=(--model lenet --data-dir "$data_dir")
   epochs=10
-  mem_flags=(--model resnet18 --batch-size 128)
+  mem_batch=128
+  mem_flags=(--model resnet18 --batch-size "$mem_batch")
   acc_goal=0.83 acc_tolerance=0.01 forced_tolerance=0.02 ddp_tolerance=0.015
   marked=""
 fi
@@ -394,20 +399,30 @@ phase_mem() {
         "no memory samples from nvidia-smi: $(head -n 1 "$logs/mem-driver.csv")" \
         ">= O0 peak_bytes over the MiB before" SKIP
     fi
+    record mem "alloy's own device view (O0)" \
+      "reserved ${m[reserved_mib_O0]:-?} MiB, driver used ${m[driver_mib_O0]:-?} MiB" \
+      ">= O0 peak_bytes (${m[peak_mib_O0]:-?} MiB)" \
+      "$(judge 'a >= t && b >= t' "${m[reserved_mib_O0]:-}" "${m[driver_mib_O0]:-}" "${m[peak_mib_O0]:-}")"
     status=0
+    declare -A x
     mem mem-max-batch --max-batch || status=$?
-    if ((status == 0)); then
-      record mem "--max-batch" "exit 0; see the table below" "exit 0" PASS
-    elif grep -q 'not available yet' "$logs/mem-max-batch.err"; then
-      record mem "--max-batch" "not in this build: $(tail -n 1 "$logs/mem-max-batch.err")" \
-        "exit 0" SKIP
-    else
-      record mem "--max-batch" "exit $status: $(tail -n 1 "$logs/mem-max-batch.err")" "exit 0" FAIL
+    if [[ -s $logs/mem-max-batch.jsonl ]]; then
+      while IFS='=' read -r key value; do x[$key]=$value; done \
+        < <(python3 "$figures_py" mem "$logs/mem-max-batch.jsonl")
     fi
+    record mem "--max-batch per level" \
+      "exit $status; ${x[max_batches]:-$(tail -n 1 "$logs/mem-max-batch.err")}" \
+      "exit 0, every level >= $mem_batch" \
+      "$([[ $status == 0 ]] && judge 'a >= b' "${x[smallest_max_batch]:-}" "$mem_batch" || echo FAIL)"
+    record mem "--max-batch: O1-O3 fit at least O0's batch" \
+      "${x[half_below_o0]:+below O0: }${x[half_below_o0]:-none below O0}" "none below O0" \
+      "$([[ $status == 0 && -n ${x[max_batches]:-} && -z ${x[half_below_o0]:-} ]] && echo PASS || echo FAIL)"
   else
     record mem "driver's view of device memory (nvidia-smi)" "no GPU (rehearsal on the CPU)" \
       ">= O0 peak_bytes over the MiB before" SKIP
-    record mem "--max-batch" "CUDA only (rehearsal on the CPU)" "exit 0" SKIP
+    record mem "alloy's own device view (O0)" "CUDA only (rehearsal on the CPU)" \
+      ">= O0 peak_bytes" SKIP
+    record mem "--max-batch per level" "CUDA only (rehearsal on the CPU)" "exit 0" SKIP
   fi
   {
     echo "### mem: alloy mem ${on_device[*]} ${mem_flags[*]}"

@@ -91,6 +91,22 @@ def mem(path):
     for name, level in levels.items():
         figures[f"peak_{name}"] = level["peak_bytes"]
         figures[f"peak_mib_{name}"] = f"{level['peak_bytes'] / 2**20:.2f}"
+        if "driver_used_bytes" in level:  # alloy's own device view (CUDA)
+            figures[f"reserved_mib_{name}"] = f"{level['device_reserved_bytes'] / 2**20:.0f}"
+            figures[f"driver_mib_{name}"] = f"{level['driver_used_bytes'] / 2**20:.0f}"
+        if "max_batch" in level:  # --max-batch; ">=" where the search's limit was reached
+            figures[f"max_batch_{name}"] = level["max_batch"]
+            figures[f"max_batch_text_{name}"] = (
+                f">= {level['max_batch']}" if level["max_batch_reached_limit"]
+                else f"{level['max_batch']} ({level['max_batch_failing']} fails)")
+    if levels and all("max_batch" in level for level in levels.values()):
+        figures["max_batches"] = ", ".join(
+            f"{name} {figures[f'max_batch_text_{name}']}" for name in levels)
+        figures["smallest_max_batch"] = min(level["max_batch"] for level in levels.values())
+        if "O0" in levels:
+            figures["half_below_o0"] = ",".join(
+                name for name in levels
+                if name != "O0" and levels[name]["max_batch"] < levels["O0"]["max_batch"])
     if "O0" in levels:
         base = levels["O0"]["peak_bytes"]
         figures["ratios"] = ", ".join(
