@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/cuda/context.h"
@@ -125,6 +126,7 @@ std::vector<AlgorithmOffer> offers_of(const Perf* results, int count) {
 struct Direction {
   std::vector<AlgorithmOffer> candidates;
   bool chosen = false;
+  std::string name;  // the chosen algorithm's, for conv2d_algorithm_report
   int algo = 0;
   std::size_t workspace = 0;
   ConvDesc conv;
@@ -232,6 +234,7 @@ void execute(Direction& direction, const Plan& plan, const char* name, Device de
           return status_text(status);
         });
     const AlgorithmOffer& offer = direction.candidates[index];
+    direction.name = offer.name;
     direction.algo = offer.algo;
     direction.workspace = offer.workspace;
     direction.conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
@@ -335,6 +338,25 @@ int conv2d_plan_count(Device device) {
   for (const auto& [key, plan] : cache.plans)
     count += std::get<0>(key) == device.index;
   return count;
+}
+
+std::string conv2d_algorithm_report(Device device) {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::string report;
+  for (const auto& [key, plan] : cache.plans) {
+    if (std::get<0>(key) != device.index) continue;
+    report += describe("conv2d", plan->dtype, plan->geometry) + ":";
+    for (const auto& [what, direction] :
+         {std::pair<const char*, const Direction*>{"forward", &plan->forward},
+          {"input gradient", &plan->data},
+          {"filter gradient", &plan->filter}}) {
+      report += detail::concat(" ", what, " ",
+                               direction->chosen ? direction->name : std::string("(not run)"), ";");
+    }
+    report += "\n";
+  }
+  return report;
 }
 
 void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,

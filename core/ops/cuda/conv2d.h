@@ -9,6 +9,8 @@
 // data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
 #pragma once
 
+#include <string>
+
 #include "core/device.h"
 #include "core/ops/conv2d.h"
 
@@ -28,5 +30,9 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
 
 // Number of distinct convolution plans built so far on `device` (tests: shapes are planned once).
 int conv2d_plan_count(Device device);
+
+// One line per plan on `device`: its dtype and shape, and per direction the cuDNN algorithm
+// its first execution chose (for a GPU session's log: which algorithms ran).
+std::string conv2d_algorithm_report(Device device);
 
 }  // namespace alloy::cuda

@@ -130,6 +130,11 @@ BOOST_AUTO_TEST_CASE(each_shape_is_planned_once) {
   BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans);
   conv2d_forward(x, w, Tensor(), {2, 2, 1, 1});
   BOOST_CHECK_EQUAL(cuda::conv2d_plan_count(Device::cuda(0)), plans + 1);
+  // Which algorithm each direction of every shape above settled on (the log of a GPU run).
+  const std::string report = cuda::conv2d_algorithm_report(Device::cuda(0));
+  BOOST_TEST_MESSAGE("cuDNN algorithms chosen:\n" << report);
+  BOOST_TEST(report.find("f32 x [2, 3, 9, 9] with 4 filters 3x3, stride 2x2") != std::string::npos,
+             report);
 }
 #endif
 
