@@ -19,11 +19,11 @@ CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& settin
   std::string reason;
   if (!setting.cuda) {
     reason = "the step runs on the CPU, and CUDA graphs capture CUDA work only";
-  } else if (setting.world_size > 1) {
+  } else if (setting.world_size > 1 || setting.data_parallel) {
     reason = detail::concat(
-        "data parallelism (", setting.world_size,
-        " ranks) reduces gradients on a communication thread that the step waits for, which a "
-        "CUDA graph cannot capture");
+        "data parallelism (", setting.world_size, setting.world_size == 1 ? " rank" : " ranks",
+        ") reduces gradients on a communication thread that the step waits for, which a CUDA "
+        "graph cannot capture");
   }
   if (reason.empty()) return {true, ""};
   if (mode == CudaGraphMode::on) {

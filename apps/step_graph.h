@@ -27,6 +27,10 @@ CudaGraphMode parse_cuda_graph_mode(const std::string& text);
 struct CudaGraphSetting {
   bool cuda = false;   // the step runs on a CUDA device
   int world_size = 1;  // ranks of data parallelism
+  // The step joins a process group (data parallelism), even one of a single rank
+  // (--dist-backend at world size 1): its gradient buckets are reduced on a communication
+  // stream and thread, polled by the watchdog, which a capture cannot hold.
+  bool data_parallel = false;
 };
 
 struct CudaGraphPlan {

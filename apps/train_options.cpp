@@ -164,7 +164,9 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 
   // What the flags tell already (--device auto and the launcher's environment are settled
   // later, by the trainer): --cuda-graph on that cannot capture fails before any data loads.
-  plan_cuda_graph(parse_cuda_graph_mode(o.cuda_graph), {o.device != "cpu", o.nodes * o.gpus});
+  // --dist-backend joins a process group even at world size 1.
+  plan_cuda_graph(parse_cuda_graph_mode(o.cuda_graph),
+                  {o.device != "cpu", o.nodes * o.gpus, o.was_given("dist-backend")});
 }
 
 }  // namespace

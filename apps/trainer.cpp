@@ -89,7 +89,10 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
 bool Trainer::cuda_graph() {
   if (!cuda_graph_planned_) {
     const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size()}).capture) {
+    // A group of one rank (--dist-backend at world size 1) is data parallelism too: its
+    // buckets, events and watchdog are as for k ranks, and stay eager.
+    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr})
+            .capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
     }
     cuda_graph_planned_ = true;

@@ -523,6 +523,11 @@ checkpoint::CheckpointState StateSnapshot::take() {
     using Role = Queued::Role;
     SnapshotArena::Impl& memory = *arena_->impl_;
     arena_ = nullptr;
+    // Usually the checkpoint writer's thread, which has made no device current: a runtime call
+    // there would bind (and create) cuda:0's context, in a process training on another device.
+    // The thread serves this device alone, so it stays selected (no guard switching back to 0).
+    ALLOY_CUDA_CHECK(cudaSetDevice(memory.device.index), "selecting ", memory.device.str(),
+                     " for a checkpoint snapshot's host copy");
     memory.copied.synchronize();  // the snapshot's one host wait, on this thread
     const auto* base = static_cast<const unsigned char*>(memory.pinned.get());
     const auto i32 = [](const unsigned char* bytes) {

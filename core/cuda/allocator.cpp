@@ -51,7 +51,7 @@ class CachingAllocator final : public Allocator {
   void* allocate(std::size_t bytes, MemoryCategory category) override {
     const std::size_t size = cache_block_size(bytes);
     void* pointer = routing_ != 0 ? allocate_in_pool(size, bytes, category) : take_cached(size);
-    if (pointer == nullptr) pointer = allocate_fresh(size, bytes, category);
+    if (pointer == nullptr) pointer = allocate_fresh(size, bytes, category, routing_ == 0);
     stats().on_allocate(category, bytes);
     return pointer;
   }
@@ -198,7 +198,7 @@ class CachingAllocator final : public Allocator {
       // needs no redoing: the pool keeps the block for the graph's lifetime (PyTorch's
       // allocator does the same).
       const RelaxedCaptureMode relaxed;
-      pointer = allocate_fresh(size, bytes, category);
+      pointer = allocate_fresh(size, bytes, category, /*may_release_cache=*/false);
     }
     std::lock_guard<std::mutex> lock(mutex_);
     adopt(pointer, size).note_use(bytes, category);
@@ -236,16 +236,22 @@ class CachingAllocator final : public Allocator {
     return pointer;
   }
 
-  void* allocate_fresh(std::size_t size, std::size_t bytes, MemoryCategory category) {
+  // `may_release_cache`: on out-of-memory, give the cached blocks back and retry. Not while a
+  // pool routes (a graph capture): cudaFree during a capture invalidates it (PyTorch's
+  // allocator skips its release there too), and the capture's out-of-memory is reported as is.
+  void* allocate_fresh(std::size_t size, std::size_t bytes, MemoryCategory category,
+                       bool may_release_cache) {
     const DeviceGuard guard(device_);
     void* pointer = nullptr;
     cudaError_t status = cudaMalloc(&pointer, size);
     if (status == cudaErrorMemoryAllocation) {
-      // Cached blocks of other sizes may be what stands in the way: give them back and retry
-      // once, as PyTorch does before reporting out-of-memory.
-      static_cast<void>(cudaGetLastError());  // clear the sticky-free error state
-      release_cached();
-      status = cudaMalloc(&pointer, size);
+      static_cast<void>(cudaGetLastError());  // clear the non-sticky error state
+      if (may_release_cache) {
+        // Cached blocks of other sizes may be what stands in the way: give them back and retry
+        // once, as PyTorch does before reporting out-of-memory.
+        release_cached();
+        status = cudaMalloc(&pointer, size);
+      }
     }
     if (status != cudaSuccess) {
       const MemorySnapshot in_use = stats().snapshot();
@@ -253,7 +259,10 @@ class CachingAllocator final : public Allocator {
           call_failure("cudaMalloc(&pointer, size)", status_text(status),
                        detail::concat("allocating ", bytes, " bytes (block of ", size, ") for ",
                                       memory_category_name(category), " on cuda:", device_, "; ",
-                                      in_use.total_current, " bytes in use by tensors"));
+                                      in_use.total_current, " bytes in use by tensors",
+                                      may_release_cache ? ""
+                                                        : "; the cache was not emptied, since a "
+                                                          "CUDA-graph capture is under way"));
       if (status == cudaErrorMemoryAllocation) {
         static_cast<void>(cudaGetLastError());  // leave no error for the next launch check
         throw OutOfMemory(message);

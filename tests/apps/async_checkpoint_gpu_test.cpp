@@ -8,12 +8,19 @@
 #include <boost/test/unit_test.hpp>
 
 #include <set>
+#include <string>
+#include <thread>
 
 #include "apps/checkpointer.h"
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/data/dataset.h"
 #include "tests/support/gpu.h"
 #include "tests/support/process.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "apps/training_state.h"
+#include "core/cuda/context.h"
+#endif
 
 using namespace alloy;
 using namespace alloy::app;
@@ -153,5 +160,38 @@ BOOST_AUTO_TEST_CASE(lenet_o2_replayed_graph_steps_equal_synchronous_saves) {
   setting.cuda_graph = "on";
   check_async_equals_sync(setting);
 }
+
+#ifdef ALLOY_HAVE_CUDA
+// The writer thread takes the snapshot's host copy (its one host wait) on the snapshot's device:
+// a thread with no device selected would bind cuda:0's context, which a process training on
+// another GPU must not create. On the machine's last GPU; with one GPU that is cuda:0 and the
+// check only shows that take() works from another thread.
+BOOST_AUTO_TEST_CASE(the_snapshot_is_taken_on_its_own_device_from_another_thread) {
+  const int index = cuda::usable_device_count() - 1;
+  TrainOptions options;
+  options.model = "lenet";
+  options.dataset = "synthetic";
+  options.epochs = 1;
+  options.batch_size = 16;
+  options.threads = 1;
+  options.cuda_graph = "off";
+  options.precision = amp::resolve_properties(amp::OptLevel::O2, {});
+  Trainer trainer(options, Device::cuda(index), data::load_datasets("synthetic", "", 11));
+  trainer.set_step_hook([&] { return trainer.steps() == 2; });
+  TrainObserver quiet;
+  trainer.run(quiet);
+  SnapshotArena arena;
+  StateSnapshot snapshot = snapshot_training_state(trainer, arena);
+  int device = -1;
+  std::string digest;
+  std::thread writer([&] {
+    digest = snapshot.take().params_digest;
+    static_cast<void>(cudaGetDevice(&device));
+  });
+  writer.join();
+  BOOST_TEST(device == index);
+  BOOST_TEST(digest == trainer.params_digest());
+}
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

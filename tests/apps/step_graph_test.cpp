@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/step_graph.h"
@@ -114,11 +115,14 @@ BOOST_AUTO_TEST_CASE(the_plan_over_every_mode_device_and_world) {
   for (const CudaGraphMode mode :
        {CudaGraphMode::automatic, CudaGraphMode::on, CudaGraphMode::off}) {
     for (const bool cuda : {false, true}) {
-      for (const int world : {1, 2}) {
+      const std::pair<int, bool> worlds[] = {{1, false}, {1, true}, {2, true}};
+      for (const auto& [world, group] : worlds) {
         BOOST_TEST_CONTEXT("mode " << static_cast<int>(mode) << ", cuda " << cuda << ", world "
-                                   << world) {
-          const bool capturable = cuda && world == 1;
-          const CudaGraphSetting setting{cuda, world};
+                                   << world << ", group " << group) {
+          // A group of one rank (--dist-backend at world size 1) stays eager too: its buckets
+          // go through a communication stream, thread and watchdog.
+          const bool capturable = cuda && !group;
+          const CudaGraphSetting setting{cuda, world, group};
           if (mode == CudaGraphMode::off) {
             const CudaGraphPlan plan = plan_cuda_graph(mode, setting);
             BOOST_TEST(!plan.capture);
@@ -164,6 +168,9 @@ BOOST_AUTO_TEST_CASE(the_flag_defaults_to_auto_and_on_fails_early_where_the_flag
   usage_error_naming({"--cuda-graph", "on", "--device", "cpu"}, "CPU");
   usage_error_naming({"--cuda-graph", "on", "--gpus", "2"}, "data parallelism (2 ranks)");
   usage_error_naming({"--cuda-graph", "on", "--nodes", "2"}, "data parallelism (2 ranks)");
+  usage_error_naming({"--cuda-graph", "on", "--dist-backend", "gloo"}, "data parallelism (1 rank)");
+  usage_error_naming({"--cuda-graph", "on", "--dist-backend", "nccl", "--device", "cuda"},
+                     "data parallelism (1 rank)");
   // AdamW's lr, step count and bias corrections are read from device memory: capturable.
   BOOST_TEST(parse({"--cuda-graph", "on", "--optimizer", "adamw"}).optimizer == "adamw");
 }

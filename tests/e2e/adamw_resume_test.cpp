@@ -14,16 +14,11 @@ namespace {
 
 // quick_train_args' run (the MLP on the synthetic set, one thread) with AdamW instead of SGD.
 std::vector<std::string> adamw_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"train",     "--model",
-                                   "mlp",       "--dataset",
-                                   "synthetic", "--threads",
-                                   "1",         "--optimizer",
-                                   "adamw",     "--lr",
-                                   "0.001",     "--weight-decay",
-                                   "0.01",      "--opt-level",
-                                   "O2",        "--init-loss-scale",
-                                   "16777216",  "--max-loss-scale",
-                                   "16777216"};
+  std::vector<std::string> args = {
+      "train",    "--model",          "mlp",     "--dataset",   "synthetic", "--device",
+      "cpu",      "--threads",        "1",       "--optimizer", "adamw",     "--lr",
+      "0.001",    "--weight-decay",   "0.01",    "--opt-level", "O2",        "--init-loss-scale",
+      "16777216", "--max-loss-scale", "16777216"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

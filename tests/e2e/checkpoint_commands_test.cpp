@@ -112,7 +112,9 @@ BOOST_AUTO_TEST_CASE(info_verify_and_eval_agree_with_the_run) {
   BOOST_TEST(verify.exit_code == 0, verify.errors);
   BOOST_TEST(verify.output.find(": ok") != std::string::npos, verify.output);
 
-  const ProcessResult eval = run_alloy({"eval", "--checkpoint", saved.path, "--log-json", "-"});
+  // On the CPU, where the run was trained: its test accuracy, to the last example.
+  const ProcessResult eval =
+      run_alloy({"eval", "--checkpoint", saved.path, "--device", "cpu", "--log-json", "-"});
   BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
   const auto result = events(eval.output, "eval");
   BOOST_TEST_REQUIRE(result.size() == 1u, eval.output);
@@ -145,9 +147,9 @@ BOOST_AUTO_TEST_CASE(damaged_files_fail_cleanly_everywhere) {
 BOOST_AUTO_TEST_CASE(a_checkpoint_of_another_model_is_refused) {
   const SavedRun& saved = saved_run();
   for (const std::string model : {"lenet", "resnet18"}) {
-    check_clean_failure(
-        run_alloy({"train", "--model", model, "--dataset", "synthetic", "--resume", saved.path}),
-        saved.path, "holds model mlp, but this run builds " + model);
+    check_clean_failure(run_alloy({"train", "--model", model, "--dataset", "synthetic", "--device",
+                                   "cpu", "--resume", saved.path}),
+                        saved.path, "holds model mlp, but this run builds " + model);
   }
 }
 

@@ -22,9 +22,13 @@ namespace alloy::test {
 
 // A small, fast run: the MLP on the synthetic set (50 steps an epoch at batch 256), one thread
 // (results are bit-exact for a fixed thread count), momentum so the optimizer has state.
+// On the CPU whatever the machine: these runs check the CPU's bit-exact behaviour, and with the
+// default --device auto a machine with one GPU would run them there (and refuse --gpus 2 and
+// --nodes 2 --gpus 1 outright: two ranks cannot share its one device over NCCL).
 inline std::vector<std::string> quick_train_args(const std::vector<std::string>& extra) {
-  std::vector<std::string> args = {"train",     "--model", "mlp",        "--dataset", "synthetic",
-                                   "--threads", "1",       "--momentum", "0.9"};
+  std::vector<std::string> args = {"train",     "--model",    "mlp", "--dataset",
+                                   "synthetic", "--device",   "cpu", "--threads",
+                                   "1",         "--momentum", "0.9"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }

@@ -112,10 +112,11 @@ BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
   {
     // 40 AdamW steps of the reference LeNet reach about 0.6 test accuracy: weights that tell
     // the classes apart, so equal accuracies mean something. The run is stopped there.
-    BackgroundAlloy train({"train", "--model", "lenet", "--threads", "2", "--optimizer", "adamw",
-                           "--lr", "0.002", "--data-dir", kDataDir, "--checkpoint-dir", run_dir,
-                           "--checkpoint-every", "40", "--log-json", log},
-                          dir.file("out"), dir.file("err"));
+    BackgroundAlloy train(
+        {"train", "--model", "lenet", "--device", "cpu", "--threads", "2", "--optimizer", "adamw",
+         "--lr", "0.002", "--data-dir", kDataDir, "--checkpoint-dir", run_dir, "--checkpoint-every",
+         "40", "--log-json", log},
+        dir.file("out"), dir.file("err"));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
     while (events(read_text(log), "checkpoint").empty() &&
            std::chrono::steady_clock::now() < deadline) {
@@ -125,7 +126,8 @@ BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
     BOOST_TEST_REQUIRE(train.wait() == 1, read_text(dir.file("err")));
   }
   const std::string path = ckpt::checkpoint_path(run_dir, 40);
-  const ProcessResult eval = run_alloy({"eval", "--checkpoint", path, "--log-json", "-"});
+  const ProcessResult eval =
+      run_alloy({"eval", "--checkpoint", path, "--device", "cpu", "--log-json", "-"});
   BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
   const std::string alloy_acc = json_field(events(eval.output, "eval").at(0), "test_acc");
 

@@ -72,8 +72,10 @@ std::vector<double> as_doubles(const Tensor& host) {
 }
 }  // namespace
 
-void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& what, double rtol,
-                     double atol) {
+namespace {
+// check_gpu_close with an extra allowance per element (none when `extra` is empty).
+void check_within(const Tensor& gpu, const Tensor& cpu, const std::vector<double>& extra,
+                  const std::string& what, double rtol, double atol) {
   BOOST_REQUIRE_MESSAGE(gpu.device().is_cuda(),
                         what << ": expected a device tensor, got " << gpu.str());
   BOOST_REQUIRE_MESSAGE(gpu.shape() == cpu.shape() && gpu.dtype() == cpu.dtype(),
@@ -94,7 +96,8 @@ void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& wh
       }
       continue;
     }
-    const double excess = std::fabs(a - e) - (atol + rtol * std::fabs(e));
+    const double allowed = atol + rtol * std::fabs(e) + (extra.empty() ? 0.0 : extra[i]);
+    const double excess = std::fabs(a - e) - allowed;
     if (excess > 0.0 || std::isnan(a) != std::isnan(e)) {
       ++failures;
       if (excess > worst_excess || std::isnan(excess)) {
@@ -110,6 +113,33 @@ void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& wh
             << ", CPU " << expected[worst];
   }
   BOOST_CHECK_MESSAGE(failures == 0, message.str());
+}
+}  // namespace
+
+void check_gpu_close(const Tensor& gpu, const Tensor& cpu, const std::string& what, double rtol,
+                     double atol) {
+  check_within(gpu, cpu, {}, what, rtol, atol);
+}
+
+void check_gpu_close_to_magnitude(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude,
+                                  const std::string& what, double rtol, double atol, double scale) {
+  BOOST_REQUIRE_MESSAGE(magnitude.device().is_cpu() && magnitude.shape() == cpu.shape(),
+                        what << ": the magnitude is " << magnitude.str() << " for " << cpu.str());
+  std::vector<double> extra = as_doubles(magnitude);
+  for (double& value : extra)
+    value = scale * std::fabs(value);
+  check_within(gpu, cpu, extra, what, rtol, atol);
+}
+
+double magnitude_scale(DType data) {
+  return data == DType::f32 ? std::ldexp(1.0, -16) : gpu_tolerance(data);
+}
+
+Tensor abs_f32(const Tensor& host) {
+  std::vector<float> values = host.to_floats();
+  for (float& value : values)
+    value = std::fabs(value);
+  return Tensor::from_floats(host.shape(), values);
 }
 
 }  // namespace alloy::test

@@ -38,6 +38,20 @@ inline void check_gpu_equal(const Tensor& gpu, const Tensor& cpu, const std::str
   check_gpu_close(gpu, cpu, what, 0.0, 0.0);
 }
 
+// For sums of products (convolutions): check_gpu_close's bound plus scale * magnitude[i], where
+// `magnitude` (a host tensor of the same shape) holds each result's sum of |terms|, from the
+// same op on |operands| on the CPU. cuDNN may transform the operands before summing (Winograd,
+// FFT), whose rounding error grows with that sum rather than with the result: a correct result
+// may differ from the CPU's direct sum by far more than a few ulp where terms cancel.
+void check_gpu_close_to_magnitude(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude,
+                                  const std::string& what, double rtol, double atol, double scale);
+// The scale for a sum computed from `data`-typed operands: fp32 data 2^-16 (about 256 fp32
+// roundings of the magnitude); half data gpu_tolerance(data), since an algorithm may round its
+// transformed operands to the data's type.
+double magnitude_scale(DType data);
+// |x| as a host f32 tensor.
+Tensor abs_f32(const Tensor& host);
+
 }  // namespace alloy::test
 
 #ifndef ALLOY_GPU_SUPPORT_SOURCE  // registered by each test, not by the support library

@@ -1,12 +1,17 @@
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "core/cuda/context.h"
 #include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d.h"
+#include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/last_block.h"
 
@@ -69,72 +74,178 @@ ConvDesc conv_desc(const Conv2dGeometry& g, cudnnMathType_t math) {
   return desc;
 }
 
-// The first (fastest by cuDNN's heuristics) algorithm that works within the workspace limit;
-// for the backward passes a deterministic one when there is one, so reruns give equal bits.
-template <class Perf>
-const Perf& pick(const Perf* results, int count, bool prefer_deterministic, const char* what) {
-  const Perf* chosen = nullptr;
-  for (int i = 0; i < count; ++i) {
-    const Perf& perf = results[i];
-    if (perf.status != CUDNN_STATUS_SUCCESS || perf.memory > kWorkspaceLimit) continue;
-    if (chosen == nullptr) chosen = &perf;
-    if (!prefer_deterministic || perf.determinism == CUDNN_DETERMINISTIC) return perf;
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH:
+      return "default math";
+    case CUDNN_TENSOR_OP_MATH:
+      return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH:
+      return "FMA math";
   }
-  ALLOY_CHECK(chosen != nullptr, "conv2d: cuDNN offers no ", what, " algorithm for this shape");
-  return *chosen;
+  return "unknown math";
 }
 
-// Everything cuDNN needs for one (dtype, shape): descriptors, and per direction a convolution
-// descriptor carrying the chosen algorithm's math type.
+const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
+  constexpr const char* names[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < 8 ? names[algo] : "?";
+}
+
+const char* algo_name(cudnnConvolutionBwdDataAlgo_t algo) {
+  constexpr const char* names[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                   "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < 6 ? names[algo] : "?";
+}
+
+const char* algo_name(cudnnConvolutionBwdFilterAlgo_t algo) {
+  constexpr const char* names[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return algo >= 0 && algo < 7 ? names[algo] : "?";
+}
+
+// cuDNN's answer for one direction, as the pure selection logic sees it (conv2d_algorithms.h).
+template <class Perf>
+std::vector<AlgorithmOffer> offers_of(const Perf* results, int count) {
+  std::vector<AlgorithmOffer> offers;
+  for (int i = 0; i < count; ++i) {
+    const Perf& perf = results[i];
+    offers.push_back({static_cast<int>(perf.algo), static_cast<int>(perf.mathType),
+                      detail::concat(algo_name(perf.algo), " (", math_name(perf.mathType), ")"),
+                      perf.status == CUDNN_STATUS_SUCCESS, perf.memory,
+                      perf.determinism == CUDNN_DETERMINISTIC});
+  }
+  return offers;
+}
+
+// One direction of a plan: its candidates until the first execution has found one that runs,
+// then that algorithm, its workspace and a convolution descriptor carrying its math type.
+struct Direction {
+  std::vector<AlgorithmOffer> candidates;
+  bool chosen = false;
+  std::string name;  // the chosen algorithm's, for conv2d_algorithm_report
+  int algo = 0;
+  std::size_t workspace = 0;
+  ConvDesc conv;
+};
+
+// Everything cuDNN needs for one (dtype, shape): descriptors, and per direction the algorithm.
 struct Plan {
   Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g);
 
-  TensorDesc x, y, bias;
+  DType dtype;
+  Conv2dGeometry geometry;
+  TensorDesc x, y;
   FilterDesc w;
-  ConvDesc forward_conv, data_conv, filter_conv;
-  cudnnConvolutionFwdAlgo_t forward_algo{};
-  cudnnConvolutionBwdDataAlgo_t data_algo{};
-  cudnnConvolutionBwdFilterAlgo_t filter_algo{};
-  std::size_t forward_workspace = 0, data_workspace = 0, filter_workspace = 0;
+  Direction forward, data, filter;
 };
 
-Plan::Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g)
-    : x(tensor_desc(dtype, g.batch, g.channels, g.height, g.width)),
-      y(tensor_desc(dtype, g.batch, g.filters, g.out_h, g.out_w)),
-      bias(tensor_desc(dtype, 1, g.filters, 1, 1)),
-      w(filter_desc(dtype, g)) {
+Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
+    : dtype(data_type),
+      geometry(g),
+      x(tensor_desc(data_type, g.batch, g.channels, g.height, g.width)),
+      y(tensor_desc(data_type, g.batch, g.filters, g.out_h, g.out_w)),
+      w(filter_desc(data_type, g)) {
   // Tensor cores for half data; true fp32 (FMA, no TF32) for f32 data.
   const cudnnMathType_t allowed = dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   const ConvDesc probe = conv_desc(g, allowed);
   constexpr int kMaxResults = 16;
   int found = 0;
 
-  cudnnConvolutionFwdAlgoPerf_t forward[kMaxResults];
-  ALLOY_CUDA_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, x.get(), w.get(), probe.get(),
-                                                          y.get(), kMaxResults, &found, forward),
-                   "conv2d: choosing a forward algorithm");
-  const auto& f = pick(forward, found, false, "forward");
-  forward_algo = f.algo;
-  forward_workspace = f.memory;
-  forward_conv = conv_desc(g, f.mathType);
+  // Heuristics only: nothing runs, so a plan may be made during a graph capture.
+  cudnnConvolutionFwdAlgoPerf_t forward_perf[kMaxResults];
+  ALLOY_CUDA_CHECK(
+      cudnnGetConvolutionForwardAlgorithm_v7(handle, x.get(), w.get(), probe.get(), y.get(),
+                                             kMaxResults, &found, forward_perf),
+      "conv2d: choosing a forward algorithm");
+  forward.candidates = algorithm_candidates(offers_of(forward_perf, found), false, kWorkspaceLimit);
 
-  cudnnConvolutionBwdDataAlgoPerf_t data[kMaxResults];
-  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                       handle, w.get(), y.get(), probe.get(), x.get(), kMaxResults, &found, data),
-                   "conv2d: choosing a backward-data algorithm");
-  const auto& d = pick(data, found, true, "backward-data");
-  data_algo = d.algo;
-  data_workspace = d.memory;
-  data_conv = conv_desc(g, d.mathType);
+  cudnnConvolutionBwdDataAlgoPerf_t data_perf[kMaxResults];
+  ALLOY_CUDA_CHECK(
+      cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w.get(), y.get(), probe.get(), x.get(),
+                                                  kMaxResults, &found, data_perf),
+      "conv2d: choosing a backward-data algorithm");
+  // The backward passes prefer deterministic algorithms, so reruns give equal bits.
+  data.candidates = algorithm_candidates(offers_of(data_perf, found), true, kWorkspaceLimit);
 
-  cudnnConvolutionBwdFilterAlgoPerf_t filter[kMaxResults];
-  ALLOY_CUDA_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                       handle, x.get(), y.get(), probe.get(), w.get(), kMaxResults, &found, filter),
-                   "conv2d: choosing a backward-filter algorithm");
-  const auto& k = pick(filter, found, true, "backward-filter");
-  filter_algo = k.algo;
-  filter_workspace = k.memory;
-  filter_conv = conv_desc(g, k.mathType);
+  cudnnConvolutionBwdFilterAlgoPerf_t filter_perf[kMaxResults];
+  ALLOY_CUDA_CHECK(
+      cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x.get(), y.get(), probe.get(), w.get(),
+                                                    kMaxResults, &found, filter_perf),
+      "conv2d: choosing a backward-filter algorithm");
+  filter.candidates = algorithm_candidates(offers_of(filter_perf, found), true, kWorkspaceLimit);
+}
+
+// "forward of f16 x [8, 1, 28, 28] with 6 filters 5x5, stride 1x1, padding 2x2".
+std::string describe(const char* direction, DType dtype, const Conv2dGeometry& g) {
+  return detail::concat(direction, " of ", dtype_name(dtype), " x [", g.batch, ", ", g.channels,
+                        ", ", g.height, ", ", g.width, "] with ", g.filters, " filters ",
+                        g.kernel_h, "x", g.kernel_w, ", stride ", g.params.stride_h, "x",
+                        g.params.stride_w, ", padding ", g.params.pad_h, "x", g.params.pad_w);
+}
+
+// What one cuDNN call of a direction needs: the algorithm, its convolution descriptor and a
+// workspace of at least its size. `trial` is true while the first execution is trying
+// candidates: a direction that accumulates into its output (beta = 1) then writes a scratch
+// output instead, since a failed attempt may have written part of it.
+struct Choice {
+  int algo;
+  cudnnConvolutionDescriptor_t conv;
+  void* workspace;
+  std::size_t workspace_bytes;
+  bool trial;
+};
+
+// Runs one direction of a plan: `call(choice)` issues the cuDNN call and returns its status.
+// The first execution tries the candidates in order (outside any graph capture: a failed
+// attempt must not end up in a graph) and keeps the first that runs; when none does, the error
+// names the direction, dtype, shape and every algorithm tried. A direction whose trial wrote a
+// scratch output (`accumulates`) then runs for real with the chosen algorithm.
+void execute(Direction& direction, const Plan& plan, const char* name, Device device,
+             cudaStream_t stream, bool accumulates,
+             const std::function<cudnnStatus_t(const Choice&)>& call) {
+  const auto what = [&] { return "conv2d " + describe(name, plan.dtype, plan.geometry); };
+  if (!direction.chosen) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    ALLOY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture), "conv2d: asking whether ",
+                     device.str(), "'s stream is capturing");
+    ALLOY_CHECK(capture == cudaStreamCaptureStatusNone, what(),
+                ": its first execution chooses among cuDNN's algorithms by running them, which "
+                "a CUDA-graph capture cannot hold; run the step eagerly once first (a warm-up "
+                "step does)");
+    const std::size_t index =
+        first_working_algorithm(direction.candidates, what(), [&](const AlgorithmOffer& offer) {
+          const ConvDesc conv =
+              conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
+          DeviceBuffer workspace;
+          try {
+            workspace = DeviceBuffer(offer.workspace, device, MemoryCategory::workspace);
+          } catch (const Error& error) {
+            return detail::concat("its ", offer.workspace, "-byte workspace: ", error.what());
+          }
+          const cudnnStatus_t status =
+              call({offer.algo, conv.get(), workspace.get(), offer.workspace, true});
+          if (status == CUDNN_STATUS_SUCCESS) return std::string();
+          // A refused launch leaves its error as the thread's last one: not this op's failure.
+          static_cast<void>(cudaGetLastError());
+          return status_text(status);
+        });
+    const AlgorithmOffer& offer = direction.candidates[index];
+    direction.name = offer.name;
+    direction.algo = offer.algo;
+    direction.workspace = offer.workspace;
+    direction.conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
+    direction.chosen = true;
+    direction.candidates.clear();
+    if (!accumulates) return;  // the trial that worked was the real call
+  }
+  const DeviceBuffer workspace(direction.workspace, device, MemoryCategory::workspace);
+  ALLOY_CUDA_CHECK(
+      call({direction.algo, direction.conv.get(), workspace.get(), direction.workspace, false}),
+      what(), " (algorithm ", direction.algo, ")");
 }
 
 using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
@@ -149,6 +260,9 @@ PlanCache& plan_cache() {
   return cache;
 }
 
+// The plan of a (device, dtype, shape). Plans are used by the device's one host thread (every
+// op of a device is issued from the thread that drives its stream), so a plan's first
+// execution, which settles its algorithms, needs no lock of its own.
 Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g) {
   const PlanKey key{device.index,      static_cast<int>(dtype),
                     g.batch,           g.channels,
@@ -162,6 +276,33 @@ Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeo
   auto& slot = cache.plans[key];
   if (!slot) slot = std::make_unique<Plan>(handle, dtype, g);
   return *slot;
+}
+
+// y[n, c, p] = y[n, c, p] + b[c], added in fp32 and rounded once into y's dtype: the bias after
+// cuDNN's convolution. The project's kernel rather than cudnnAddTensor, which cuDNN 9 deprecates
+// and whose legacy data-type support does not list bf16: every dtype, one launch, and each
+// element one load, one add and one store, so deterministic.
+template <class T>
+__global__ void bias_add_kernel(T* y, const T* b, std::int64_t channels, std::int64_t plane,
+                                std::int64_t count) {
+  ALLOY_GRID_STRIDE(i, count) {
+    const std::int64_t c = (i / plane) % channels;
+    y[i] = narrow<T>(__fadd_rn(widen(y[i]), widen(b[c])));
+  }
+}
+
+// The bias of every output channel, added to y in one launch.
+void add_bias(void* y, const void* b, DType dtype, std::int64_t batch, std::int64_t channels,
+              std::int64_t plane, cudaStream_t stream) {
+  const std::int64_t count = batch * channels * plane;
+  if (count == 0) return;
+  dispatch_floating(dtype, "conv2d_forward", [&](auto type) {
+    using T = decltype(type);
+    bias_add_kernel<<<grid_for(count), kThreads, 0, stream>>>(
+        static_cast<T*>(y), static_cast<const T*>(b), channels, plane, count);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_add_kernel over ", channels, " channels of ", batch,
+                          " images of ", plane, " values");
 }
 
 // The fp32 sum of dy over (n, p, q) per output channel, added into db: one block per (chunk,
@@ -199,24 +340,38 @@ int conv2d_plan_count(Device device) {
   return count;
 }
 
+std::string conv2d_algorithm_report(Device device) {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  std::string report;
+  for (const auto& [key, plan] : cache.plans) {
+    if (std::get<0>(key) != device.index) continue;
+    report += describe("conv2d", plan->dtype, plan->geometry) + ":";
+    for (const auto& [what, direction] :
+         {std::pair<const char*, const Direction*>{"forward", &plan->forward},
+          {"input gradient", &plan->data},
+          {"filter gradient", &plan->filter}}) {
+      report += detail::concat(" ", what, " ",
+                               direction->chosen ? direction->name : std::string("(not run)"), ";");
+    }
+    report += "\n";
+  }
+  return report;
+}
+
 void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,
                     const void* w, const void* b, void* y) {
   DeviceContext& ctx = context(device);
+  const cudaStream_t stream = ctx.stream.get();
   Plan& plan = plan_for(device, ctx.cudnn.get(), dtype, g);
-  const DeviceBuffer workspace(plan.forward_workspace, device, MemoryCategory::workspace);
   const float one = 1.0f, zero = 0.0f;
-  ALLOY_CUDA_CHECK(
-      cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), w,
-                              plan.forward_conv.get(), plan.forward_algo, workspace.get(),
-                              plan.forward_workspace, &zero, plan.y.get(), y),
-      "conv2d_forward of ", dtype_name(dtype), " x [", g.batch, ", ", g.channels, ", ", g.height,
-      ", ", g.width, "] with ", g.filters, " filters ", g.kernel_h, "x", g.kernel_w, " (algorithm ",
-      static_cast<int>(plan.forward_algo), ")");
-  if (b != nullptr) {
-    ALLOY_CUDA_CHECK(
-        cudnnAddTensor(ctx.cudnn.get(), &one, plan.bias.get(), b, &one, plan.y.get(), y),
-        "conv2d_forward: adding the bias of ", g.filters, " channels");
-  }
+  execute(plan.forward, plan, "forward", device, stream, false, [&](const Choice& c) {
+    return cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), w, c.conv,
+                                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), c.workspace,
+                                   c.workspace_bytes, &zero, plan.y.get(), y);
+  });
+  if (b != nullptr)
+    add_bias(y, b, dtype, g.batch, g.filters, std::int64_t{g.out_h} * g.out_w, stream);
 }
 
 void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,
@@ -227,15 +382,25 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   const cudaStream_t stream = ctx.stream.get();
   const float one = 1.0f, zero = 0.0f;
 
+  // dw += dL/dw (beta = 1). The first execution tries its algorithms on a scratch output, since a
+  // failed attempt may have written part of it; dw is then written once, by the one chosen.
+  const auto filter_gradient = [&](Plan& plan, const void* x_data, const void* dy_data,
+                                   const char* what) {
+    const std::size_t dw_bytes = static_cast<std::size_t>(g.filters) * g.channels * g.kernel_h *
+                                 g.kernel_w * dtype_size(plan.dtype);
+    DeviceBuffer scratch;
+    execute(plan.filter, plan, what, device, stream, true, [&](const Choice& c) {
+      if (c.trial && scratch.get() == nullptr) {
+        scratch = DeviceBuffer(dw_bytes, device, MemoryCategory::workspace);
+      }
+      return cudnnConvolutionBackwardFilter(
+          handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
+          c.trial ? &zero : &one, plan.w.get(), c.trial ? scratch.get() : dw);
+    });
+  };
   if (dw_dtype == dtype) {
-    Plan& plan = plan_for(device, handle, dtype, g);
-    const DeviceBuffer workspace(plan.filter_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(
-        cudnnConvolutionBackwardFilter(handle, &one, plan.x.get(), x, plan.y.get(), dy,
-                                       plan.filter_conv.get(), plan.filter_algo, workspace.get(),
-                                       plan.filter_workspace, &one, plan.w.get(), dw),
-        "conv2d_backward: filter gradient (", dtype_name(dtype), ", algorithm ",
-        static_cast<int>(plan.filter_algo), ")");
+    filter_gradient(plan_for(device, handle, dtype, g), x, dy, "filter gradient");
   } else {
     // O1: fp32 weight gradients of a half convolution. The half values widen exactly, so the
     // fp32 convolution of the copies is the fp32-accumulated gradient.
@@ -248,14 +413,8 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
                             MemoryCategory::workspace);
     cast(x, dtype, x32.get(), DType::f32, x_count, stream);
     cast(dy, dtype, dy32.get(), DType::f32, y_count, stream);
-    Plan& plan = plan_for(device, handle, DType::f32, g);
-    const DeviceBuffer workspace(plan.filter_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(
-        cudnnConvolutionBackwardFilter(
-            handle, &one, plan.x.get(), x32.get(), plan.y.get(), dy32.get(), plan.filter_conv.get(),
-            plan.filter_algo, workspace.get(), plan.filter_workspace, &one, plan.w.get(), dw),
-        "conv2d_backward: fp32 filter gradient of ", dtype_name(dtype), " data (algorithm ",
-        static_cast<int>(plan.filter_algo), ")");
+    filter_gradient(plan_for(device, handle, DType::f32, g), x32.get(), dy32.get(),
+                    "fp32 filter gradient of half data");
   }
 
   if (db != nullptr) {
@@ -277,13 +436,11 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
 
   if (dx != nullptr) {
     Plan& plan = plan_for(device, handle, dtype, g);
-    const DeviceBuffer workspace(plan.data_workspace, device, MemoryCategory::workspace);
-    ALLOY_CUDA_CHECK(
-        cudnnConvolutionBackwardData(handle, &one, plan.w.get(), w, plan.y.get(), dy,
-                                     plan.data_conv.get(), plan.data_algo, workspace.get(),
-                                     plan.data_workspace, &zero, plan.x.get(), dx),
-        "conv2d_backward: input gradient (", dtype_name(dtype), ", algorithm ",
-        static_cast<int>(plan.data_algo), ")");
+    execute(plan.data, plan, "input gradient", device, stream, false, [&](const Choice& c) {
+      return cudnnConvolutionBackwardData(handle, &one, plan.w.get(), w, plan.y.get(), dy, c.conv,
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
+                                          c.workspace, c.workspace_bytes, &zero, plan.x.get(), dx);
+    });
   }
 }
 

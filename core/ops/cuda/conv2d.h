@@ -1,10 +1,15 @@
 // 2-D convolution on the GPU through cuDNN 9's convolution API (cudnn_cnn: still shipped and
 // supported in cuDNN 9, though NVIDIA steers new code to the graph API; these three fixed
-// operations are exactly what it covers). Descriptors and algorithms are chosen once per
-// (device, dtype, shape) and cached; workspaces come from the caching allocator, so steady
-// state calls neither cudaMalloc nor cuDNN's heuristics. Accumulation is fp32: half data with
-// CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32 data with FMA math only (no TF32).
+// operations are exactly what it covers). Descriptors and cuDNN's ranked algorithms are made
+// once per (device, dtype, shape) and cached; the first execution of each direction tries the
+// algorithms in that order and keeps the first that runs (conv2d_algorithms.h), so it must not
+// be inside a CUDA-graph capture (a warm-up step runs it eagerly). Workspaces come from the
+// caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
+// Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
+// data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
 #pragma once
+
+#include <string>
 
 #include "core/device.h"
 #include "core/ops/conv2d.h"
@@ -25,5 +30,9 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
 
 // Number of distinct convolution plans built so far on `device` (tests: shapes are planned once).
 int conv2d_plan_count(Device device);
+
+// One line per plan on `device`: its dtype and shape, and per direction the cuDNN algorithm
+// its first execution chose (for a GPU session's log: which algorithms ran).
+std::string conv2d_algorithm_report(Device device);
 
 }  // namespace alloy::cuda

@@ -26,6 +26,15 @@ unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(mutex);
   DeviceBuffer& buffer = counters.get()[static_cast<std::size_t>(device)];
   if (buffer.get() == nullptr) {
+    // Inside a capture the zeroing would only be recorded, not run, and the counters (from the
+    // graph's pool) would start as garbage for eager work if the capture then failed: refuse,
+    // so the capture fails and the step runs eagerly, which creates them.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    ALLOY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture),
+                     "asking whether a stream of cuda:", device, " is capturing");
+    ALLOY_CHECK(capture == cudaStreamCaptureStatusNone, "cuda:", device,
+                ": the grid reductions' arrival counters are first needed inside a CUDA-graph "
+                "capture; they must be created by eager work first (a warm-up step does)");
     constexpr std::size_t bytes = sizeof(unsigned int) * static_cast<int>(ArrivalSlot::count);
     buffer = DeviceBuffer(bytes, Device::cuda(device), MemoryCategory::workspace);
     ALLOY_CUDA_CHECK(cudaMemsetAsync(buffer.get(), 0, bytes, stream),

@@ -28,7 +28,7 @@ enum class ArrivalSlot : int {
 
 // The slot's counter on the current device. The counters live for the process in one small
 // buffer per device from the caching allocator, zeroed on `stream` when first asked for; so ask
-// first outside a CUDA-graph capture (a warm-up step does).
+// first outside a CUDA-graph capture (a warm-up step does): a first request inside one throws.
 unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream);
 
 // Device memory on the current device for a grid's per-block partials (category workspace).

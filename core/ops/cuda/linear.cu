@@ -120,8 +120,11 @@ MatrixLayout layout(DType dtype, int rows, int columns, int ld) {
   return MatrixLayout(raw);
 }
 
+// `bias` is the bias of the first call: cuBLASLt's heuristic does not read it, but infers from
+// its address the alignment the chosen kernel may assume (unset, it is null: aligned to anything).
 BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, int in, int out,
-                                 std::uint32_t alignment, std::size_t workspace_bytes) {
+                                 std::uint32_t alignment, const void* bias,
+                                 std::size_t workspace_bytes) {
   BiasGemmPlan plan;
   cublasLtMatmulDesc_t desc = nullptr;
   // fp32 compute and scale for every storage type: true fp32 for f32 data (no TF32).
@@ -131,6 +134,7 @@ BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, in
   set_attribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set_attribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
   set_attribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+  set_attribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   plan.a = layout(dtype, in, out, in);
   plan.b = layout(dtype, in, batch, in);
   plan.d = layout(dtype, out, batch, out);
@@ -162,7 +166,8 @@ BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, in
   return plan;
 }
 
-using BiasGemmKey = std::tuple<int, int, int, int, int, std::uint32_t>;
+// (device, dtype, batch, in, out, alignment of x, w and y, alignment of the bias).
+using BiasGemmKey = std::tuple<int, int, int, int, int, std::uint32_t, std::uint32_t>;
 
 struct BiasGemmCache {
   std::mutex mutex;
@@ -181,26 +186,37 @@ bool fused_bias_gemm(int batch, int in, int out, const void* x, const void* w, c
   int device = -1;
   ALLOY_CUDA_CHECK(cudaGetDevice(&device), "reading the current device");
   DeviceContext& ctx = context(Device::cuda(device));
-  const std::uint32_t alignment =
-      std::min({alignment_of(x), alignment_of(w), alignment_of(b), alignment_of(y)});
-  const BiasGemmKey key{device, static_cast<int>(dtype), batch, in, out, alignment};
+  const std::uint32_t alignment = std::min({alignment_of(x), alignment_of(w), alignment_of(y)});
+  const BiasGemmKey key{device,    static_cast<int>(dtype), batch, in, out,
+                        alignment, alignment_of(b)};
   BiasGemmCache& cache = bias_gemm_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);  // the descriptor's bias pointer is set per call
   auto& slot = cache.plans[key];
   if (!slot) {
     slot = std::make_unique<BiasGemmPlan>(make_bias_gemm_plan(
-        ctx.cublas_lt.get(), dtype, batch, in, out, alignment, ctx.cublas.workspace_bytes()));
+        ctx.cublas_lt.get(), dtype, batch, in, out, alignment, b, ctx.cublas.workspace_bytes()));
   }
-  const BiasGemmPlan& plan = *slot;
+  BiasGemmPlan& plan = *slot;
   if (!plan.fused) return false;
   set_attribute(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, b);
   const float one = 1.0f, zero = 0.0f;
   // The cuBLAS handle's workspace: both libraries' calls run in order on this one stream.
-  ALLOY_CUDA_CHECK(cublasLtMatmul(ctx.cublas_lt.get(), plan.desc.get(), &one, w, plan.a.get(), x,
-                                  plan.b.get(), &zero, y, plan.d.get(), y, plan.d.get(), &plan.algo,
-                                  ctx.cublas.workspace(), ctx.cublas.workspace_bytes(), stream),
-                   "linear_forward: cuBLASLt matmul with bias epilogue, ", dtype_name(dtype),
-                   " batch=", batch, " in=", in, " out=", out);
+  const cublasStatus_t status =
+      cublasLtMatmul(ctx.cublas_lt.get(), plan.desc.get(), &one, w, plan.a.get(), x, plan.b.get(),
+                     &zero, y, plan.d.get(), y, plan.d.get(), &plan.algo, ctx.cublas.workspace(),
+                     ctx.cublas.workspace_bytes(), stream);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+    // The heuristic's algorithm refused these operands when run (it checks them before
+    // launching anything): this shape takes the two-launch path from now on.
+    static_cast<void>(cudaGetLastError());
+    plan.fused = false;
+    return false;
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    fail_call("cublasLtMatmul(...)", status_text(status),
+              detail::concat("linear_forward: cuBLASLt matmul with bias epilogue, ",
+                             dtype_name(dtype), " batch=", batch, " in=", in, " out=", out));
+  }
   return true;
 }
 

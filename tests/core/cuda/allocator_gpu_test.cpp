@@ -2,6 +2,7 @@
 // cudaMalloc), statistics per category behave like the CPU allocator's, copies round-trip, and
 // CUDA failures surface as alloy::Error naming the call.
 #include <boost/test/unit_test.hpp>
+#include <string>
 
 #include "core/ops/linear.h"
 #include "core/ops/optimizer_update.h"
@@ -114,6 +115,34 @@ BOOST_AUTO_TEST_CASE(copies_round_trip_and_errors_name_the_call) {
     BOOST_CHECK(message.find("cudaMalloc") != std::string::npos);
     BOOST_CHECK(message.find("activations") != std::string::npos);
   }
+}
+
+// Out of memory while a graph pool routes (a capture is under way): the cached blocks stay, since
+// cudaFree would invalidate the capture; outside a capture they are given back before the retry.
+BOOST_AUTO_TEST_CASE(out_of_memory_during_a_capture_keeps_the_cache) {
+  const auto absurd = [] {
+    Tensor t = Tensor::empty({std::int64_t{1} << 50}, DType::f32, Device::cuda(0));
+  };
+  { Tensor cached = Tensor::empty({777777}, DType::f32, Device::cuda(0)); }
+  const cuda::CacheStatistics before = cuda::cache_statistics(0);
+  BOOST_REQUIRE_GT(before.cached_bytes, 0);
+  {
+    cuda::GraphPool pool(0);
+    const cuda::PoolRouting routing(pool);
+    BOOST_CHECK_EXCEPTION(absurd(), Error, [](const Error& error) {
+      const std::string message = error.what();
+      BOOST_TEST_MESSAGE(message);
+      return message.find("cudaMalloc") != std::string::npos &&
+             message.find("capture") != std::string::npos;
+    });
+  }
+  const cuda::CacheStatistics during = cuda::cache_statistics(0);
+  BOOST_CHECK_EQUAL(during.free_calls, before.free_calls);
+  BOOST_CHECK_EQUAL(during.cached_bytes, before.cached_bytes);
+  BOOST_CHECK_THROW(absurd(), Error);
+  const cuda::CacheStatistics after = cuda::cache_statistics(0);
+  BOOST_CHECK_GT(after.free_calls, before.free_calls);
+  BOOST_CHECK_EQUAL(after.cached_bytes, 0);
 }
 
 #else

@@ -77,10 +77,35 @@ BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
                       tol, atol);
     }
   }
+  // LeNet's layers fuse (a shape with misaligned operands may not: the next test).
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), false) == 0,
              "shapes whose bias cuBLASLt could not fuse: " << cuda::linear_bias_epilogue_plans(
                  Device::cuda(0), false));
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), true) >= 6);
+}
+
+// Operands at addresses aligned to no more than their element: a bias and an input that are
+// views one element into larger buffers. cuBLASLt's heuristic is told the bias's address (it
+// infers the alignment its kernel may assume from it) and the matrices' alignment; whether it
+// then fuses or the two-launch path runs, the result is the CPU's.
+BOOST_AUTO_TEST_CASE(misaligned_bias_and_input_give_the_cpus_result) {
+  Generator generator(63);
+  const std::int64_t batch = 64, in = 96, out = 24;
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const std::size_t element = dtype_size(dtype);
+    const Tensor x_buffer = random_tensor({batch * in + 1}, dtype, generator);
+    const Tensor b_buffer = random_tensor({out + 1}, dtype, generator);
+    const Tensor w = random_tensor({out, in}, dtype, generator, -0.1f, 0.1f);
+    const Tensor x = x_buffer.view(element, {batch, in}, dtype);
+    const Tensor b = b_buffer.view(element, {out}, dtype);
+    const Tensor x_gpu = to_cuda(x_buffer).view(element, {batch, in}, dtype);
+    const Tensor b_gpu = to_cuda(b_buffer).view(element, {out}, dtype);
+    const double tol = gpu_tolerance(dtype);
+    const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
+    check_gpu_close(linear_forward(x_gpu, to_cuda(w), b_gpu), linear_forward(x, w, b),
+                    std::string("linear_forward with misaligned operands ") + dtype_name(dtype),
+                    tol, atol);
+  }
 }
 #endif
 

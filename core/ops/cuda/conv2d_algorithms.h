@@ -1,0 +1,75 @@
+// Which cuDNN convolution algorithm conv2d runs, as pure host logic (no CUDA header, so the CPU
+// tests check it without a GPU; core/ops/cuda/conv2d.cu feeds it cuDNN's answers).
+//
+// cudnnGet*Algorithm_v7 ranks algorithms by heuristics only: it runs nothing, and an algorithm
+// it offers with CUDNN_STATUS_SUCCESS can still fail when executed for some shape and dtype
+// (NOT_SUPPORTED, BAD_PARAM or EXECUTION_FAILED; some FFT and Winograd variants with bf16 or
+// large workspaces are known to). So each direction of a plan keeps its ordered candidates, and
+// its first execution, which must not be inside a CUDA-graph capture, tries them in order and
+// keeps the first that runs; the rest of the run uses that one. The order depends only on
+// cuDNN's answer, so a given cuDNN on a given GPU always chooses the same algorithm.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+
+namespace alloy::cuda {
+
+// One entry of cuDNN's answer, in cuDNN's order (fastest first, by its estimate).
+struct AlgorithmOffer {
+  int algo = 0;          // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+  int math_type = 0;     // cudnnMathType_t the algorithm runs with
+  std::string name;      // for messages: "IMPLICIT_PRECOMP_GEMM (tensor-op math)"
+  bool offered = false;  // its status was CUDNN_STATUS_SUCCESS
+  std::size_t workspace = 0;
+  bool deterministic = false;
+};
+
+// The offers to try, in order: those cuDNN offered, within `workspace_limit`, each (algorithm,
+// math type) once; with `prefer_deterministic` (the backward passes, so that reruns give equal
+// bits) the deterministic ones first and the others after them, as a last resort; cuDNN's order
+// within each group.
+inline std::vector<AlgorithmOffer> algorithm_candidates(const std::vector<AlgorithmOffer>& offers,
+                                                        bool prefer_deterministic,
+                                                        std::size_t workspace_limit) {
+  std::vector<AlgorithmOffer> first, last;
+  const auto seen = [&](const AlgorithmOffer& offer) {
+    for (const auto* group : {&first, &last}) {
+      for (const AlgorithmOffer& kept : *group) {
+        if (kept.algo == offer.algo && kept.math_type == offer.math_type) return true;
+      }
+    }
+    return false;
+  };
+  for (const AlgorithmOffer& offer : offers) {
+    if (!offer.offered || offer.workspace > workspace_limit || seen(offer)) continue;
+    (!prefer_deterministic || offer.deterministic ? first : last).push_back(offer);
+  }
+  first.insert(first.end(), last.begin(), last.end());
+  return first;
+}
+
+// Runs `attempt` on the candidates in order until one returns an empty string (it worked; its
+// index is returned); a non-empty string is why that one failed. When none works, or there is
+// none, throws Error naming `what` (the direction, dtype and shape) and every algorithm tried
+// with its failure.
+inline std::size_t first_working_algorithm(
+    const std::vector<AlgorithmOffer>& candidates, const std::string& what,
+    const std::function<std::string(const AlgorithmOffer&)>& attempt) {
+  ALLOY_CHECK(!candidates.empty(), what,
+              ": cuDNN offers no algorithm for it within the workspace limit");
+  std::string tried;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const std::string failure = attempt(candidates[i]);
+    if (failure.empty()) return i;
+    tried += detail::concat(i == 0 ? "" : "; ", "algorithm ", candidates[i].algo, " ",
+                            candidates[i].name, ": ", failure);
+  }
+  fail(what, ": none of the ", candidates.size(), " algorithms cuDNN offers runs (", tried, ")");
+}
+
+}  // namespace alloy::cuda
