@@ -216,23 +216,32 @@ void execute(Direction& direction, const Plan& plan, const char* name, Device de
                 ": its first execution chooses among cuDNN's algorithms by running them, which "
                 "a CUDA-graph capture cannot hold; run the step eagerly once first (a warm-up "
                 "step does)");
-    const std::size_t index =
-        first_working_algorithm(direction.candidates, what(), [&](const AlgorithmOffer& offer) {
-          const ConvDesc conv =
-              conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
-          DeviceBuffer workspace;
-          try {
-            workspace = DeviceBuffer(offer.workspace, device, MemoryCategory::workspace);
-          } catch (const Error& error) {
-            return detail::concat("its ", offer.workspace, "-byte workspace: ", error.what());
-          }
-          const cudnnStatus_t status =
-              call({offer.algo, conv.get(), workspace.get(), offer.workspace, true});
-          if (status == CUDNN_STATUS_SUCCESS) return std::string();
-          // A refused launch leaves its error as the thread's last one: not this op's failure.
-          static_cast<void>(cudaGetLastError());
-          return status_text(status);
-        });
+    int out_of_memory = 0;  // candidates whose workspace the device could not hold
+    const auto attempt = [&](const AlgorithmOffer& offer) {
+      const ConvDesc conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
+      DeviceBuffer workspace;
+      try {
+        workspace = DeviceBuffer(offer.workspace, device, MemoryCategory::workspace);
+      } catch (const Error& error) {
+        out_of_memory += dynamic_cast<const OutOfMemory*>(&error) != nullptr;
+        return detail::concat("its ", offer.workspace, "-byte workspace: ", error.what());
+      }
+      const cudnnStatus_t status =
+          call({offer.algo, conv.get(), workspace.get(), offer.workspace, true});
+      if (status == CUDNN_STATUS_SUCCESS) return std::string();
+      // A refused launch leaves its error as the thread's last one: not this op's failure.
+      static_cast<void>(cudaGetLastError());
+      return status_text(status);
+    };
+    std::size_t index = 0;
+    try {
+      index = first_working_algorithm(direction.candidates, what(), attempt);
+    } catch (const Error& error) {
+      // With more memory an algorithm might have run: the op does not fit (alloy mem
+      // --max-batch tells this from other failures).
+      if (out_of_memory > 0) throw OutOfMemory(error.what());
+      throw;
+    }
     const AlgorithmOffer& offer = direction.candidates[index];
     direction.name = offer.name;
     direction.algo = offer.algo;
