@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # tools/gpu/check.sh rehearsed on the CPU, so that its running, log parsing, checks, table and
 # output folder are tested on machines without a GPU (ctest: tools_gpu_check_test, label e2e):
-#  1. --device cpu --quick over every phase but tests (whose ctest would write into the build
-#     tree this ctest is writing to) with the real alloy: exit 0, a well-formed table in
+#  1. --device cpu --quick over every phase but tests and suite (whose ctest would write into
+#     the build tree this ctest is writing to) with the real alloy: exit 0, a well-formed table in
 #     summary.md with every expected check, and nothing in the output folder but summary.md and
 #     the log tarball;
 #  2. a fake alloy whose resumed runs end with another params_digest: the resume checks FAIL and
 #     the exit status is 1;
 #  3. a fake alloy that hangs: the phase is killed at its --timeout, with a FAIL naming the
 #     phase, and the exit status is 1;
-#  4. no --device cpu on a machine without a GPU: exit 77, nothing written.
+#  4. no --device cpu on a machine without a GPU: exit 77, nothing written;
+#  5. the suite phase over a stand-in build tree: a skip passes, a failing test fails it.
 #
 #   tests/tools/gpu_check_test.sh ALLOY
 #
@@ -122,6 +123,26 @@ FAKE_HANG=1 run_check "$fake" --device cpu --quick --phases recipe --timeout rec
 ((SECONDS - started < 20)) || fail "the hanging phase was stopped after $((SECONDS - started)) s"
 [[ $(grep -F '| recipe ' "$work/hang/summary.md") == *"timed out"*"| FAIL"* ]] ||
   fail "no FAIL row for the recipe phase's timeout"
+
+# 5. The suite phase over a stand-in build tree: a failing test fails it, a skip does not, and
+# gpu-labelled tests are left to the tests phase.
+mkdir -p "$work/tree"
+cat >"$work/tree/CTestTestfile.cmake" <<'EOF'
+add_test(passes "true")
+add_test(skips "sh" "-c" "exit 77")
+set_tests_properties(skips PROPERTIES SKIP_RETURN_CODE 77)
+add_test(on_the_gpu "false")
+set_tests_properties(on_the_gpu PROPERTIES LABELS gpu)
+EOF
+ALLOY_BUILD=$work/tree run_check "$alloy" --device cpu --quick --phases suite --out "$work/suite"
+((status == 0)) || fail "the suite phase with a pass and a skip exited $status: $output"
+[[ $(rows_of "$work/suite" "the other tests on this machine (ctest -LE gpu)") == \
+  *"1 passed of 2, 1 skipped"*"| PASS"* ]] || fail "the suite row is not '1 passed of 2' PASS"
+echo 'add_test(fails "false")' >>"$work/tree/CTestTestfile.cmake"
+ALLOY_BUILD=$work/tree run_check "$alloy" --device cpu --quick --phases suite --out "$work/suite2"
+((status == 1)) || fail "the suite phase with a failing test exited $status, not 1: $output"
+[[ $(rows_of "$work/suite2" "the other tests on this machine (ctest -LE gpu)") == \
+  *"failed: fails"*"| FAIL"* ]] || fail "the suite row does not name the failing test"
 
 # 4. No GPU and no --device cpu.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

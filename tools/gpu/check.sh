@@ -12,7 +12,7 @@
 # four device runs with carry [".gpu"] and timeout_s 600, one command each (put the packed
 # commit in ALLOY_COMMIT: the carried tree has no .git, and the summary names it):
 #
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases tests --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases tests,suite --budget 540
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,ddp --budget 540
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases mem --budget 540
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases bench --budget 540
@@ -22,19 +22,20 @@
 # short still returns the phases it finished. Minutes per phase on one H100 are ESTIMATES (no
 # GPU has run this yet), from the CPU timings of this machine's rehearsals and the work each
 # phase does: tests ~4 (25 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
-# 10 epochs 4 times), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
+# 10 epochs 4 times), suite ~1.5 (the 76 other tests, 4 at a time on 16 cores), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
 # batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
 # short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
 # one-step probes a level, up to batches of ~10-30 thousand images), ddp ~2 (8 runs, two of them
 # two ranks sharing the GPU over Gloo for 10 epochs), bench 4-5 (gpu_vs_pytorch.sh's own
 # estimate: 3 rounds of 60-90 s, a probe and a warm-up; it is given --time-budget to end within
-# the phase). About 15 minutes in all, plus the machine's start; the limits below keep a hang
+# the phase). About 16 minutes in all, plus the machine's start; the limits below keep a hang
 # from eating a call.
 #
 # Phases (default: all, in this order):
 #   tests   ctest -L gpu in the build: tests found, none failed, none skipped while a GPU is
 #           present (except a test that says it needs more GPUs than the machine has); without
 #           a GPU every gpu test must skip (exit 77), never pass silently
+#   suite   the rest of the suite (ctest -LE gpu, 4 at a time) on this machine: none failed
 #   recipe  the LeNet recipe (README, "The reference recipe") at O0, O1, O2, O3 and O2 with the
 #           loss scale forced to 2^40: O0 test accuracy >= 0.83, O1-O3 within 0.01 of O0, the
 #           forced run skips steps, ends below 2^40 and within 0.02 of O2; each run's accuracy,
@@ -67,9 +68,9 @@
 #   --data-dir DIR     the Fashion-MNIST files (default /usr/share/datasets/fashion-mnist)
 #   --budget SECONDS   the whole run's time: each phase's limit is cut to what is left, less 20 s
 #                      to write the summary (a phase with under 30 s left is a FAIL, not run)
-#   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, recipe 240, resume 150,
-#                      mem 420, ddp 300, bench 540); a phase past its limit is killed, with its
-#                      processes, and is a FAIL naming it
+#   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, suite 300, recipe 240,
+#                      resume 150, mem 420, ddp 300, bench 540); a phase past its limit is
+#                      killed, with its processes, and is a FAIL naming it
 #
 # Environment: ALLOY (the binary, default build/bin/alloy of this tree), ALLOY_BUILD (the build
 # tree ctest runs in, default build), ALLOY_COMMIT (the commit named in the summary when this
@@ -81,8 +82,9 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 self=$here/tools/gpu/check.sh
 figures_py=$here/tools/gpu/check_figures.py
-all_phases=(tests recipe resume mem ddp bench)
-declare -A limit=([tests]=540 [recipe]=240 [resume]=150 [mem]=420 [ddp]=300 [bench]=540)
+all_phases=(tests suite recipe resume mem ddp bench)
+declare -A limit=([tests]=540 [suite]=300 [recipe]=240 [resume]=150 [mem]=420 [ddp]=300
+  [bench]=540)
 phase_list=$(IFS=,; echo "${all_phases[*]}")
 device=cuda
 quick=0
@@ -256,6 +258,30 @@ section() {
 }
 
 # ---- The phases ----
+
+# The rest of the suite on this machine: its CPU tests were written where no GPU is, and a GPU
+# changes what `--device auto` picks. Skips are listed, not failed (python3-torch is optional).
+phase_suite() {
+  local output=$logs/ctest-suite.txt status=0 key value
+  declare -A c
+  say "  ctest -LE gpu: running"
+  ctest --test-dir "$build" -LE gpu -j 4 --output-on-failure --timeout $((phase_seconds / 2)) \
+    </dev/null >"$output" 2>&1 || status=$?
+  while IFS='=' read -r key value; do c[$key]=$value; done \
+    < <(python3 "$figures_py" ctest "$output" "$gpus")
+  say "  ctest exited $status"
+  record suite "the other tests on this machine (ctest -LE gpu)" \
+    "${c[passed]} passed of ${c[total]}, ${c[skipped]} skipped${c[failed_names]:+; failed: ${c[failed_names]}}" \
+    "none failed" "$(judge 'a == 0 && b > 0' "${c[failed]}" "${c[total]}")"
+  {
+    echo "### suite: ctest -LE gpu (logs/ctest-suite.txt)"
+    echo
+    echo "- failed:"
+    echo "  - ${c[failed_detail]:-none}" | sed 's/ ;; /\n  - /g'
+    echo "- skipped: ${c[skipped]}"
+    echo
+  } | section
+}
 
 phase_tests() {
   local output=$logs/ctest-gpu.txt status=0 key value
