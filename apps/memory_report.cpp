@@ -16,13 +16,16 @@
 #include "apps/json_log.h"
 #include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
-#include "core/cuda/allocator.h"
 #include "core/data/synthetic.h"
 #include "core/error.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/allocator.h"
+#endif
 
 namespace alloy::app {
 
@@ -205,6 +208,28 @@ const char* category_colour(MemoryCategory c) {
   return "#000000";
 }
 
+// A CUDA device's block cache given back to the driver; nothing to do on the CPU.
+void empty_device_cache(Device device) {
+#ifdef ALLOY_HAVE_CUDA
+  if (device.is_cuda()) cuda::empty_cache(device.index);
+#else
+  static_cast<void>(device);
+#endif
+}
+
+std::optional<DeviceView> device_view_of(Device device) {
+#ifdef ALLOY_HAVE_CUDA
+  if (device.is_cuda()) {
+    const cuda::DeviceMemoryInfo driver = cuda::device_memory_info(device.index);
+    return DeviceView{cuda::cache_statistics(device.index).reserved_bytes, driver.used_bytes(),
+                      driver.total_bytes};
+  }
+#else
+  static_cast<void>(device);
+#endif
+  return std::nullopt;
+}
+
 std::string max_batch_text(const MaxBatch& m) {
   if (m.reached_limit()) return ">= " + std::to_string(m.largest_fitting);
   return std::to_string(m.largest_fitting) + " (" + std::to_string(m.smallest_failing) + ")";
@@ -317,7 +342,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
               config.batch_size, " and steps ", config.steps, " must be at least 1");
   MemoryStats& stats = memory_stats(config.device);
   // Blocks an earlier level cached would serve this one and hide its reservation.
-  if (config.device.is_cuda()) cuda::empty_cache(config.device.index);
+  empty_device_cache(config.device);
   const MemorySnapshot before = stats.snapshot();
   LevelReport report;
   report.properties = properties;
@@ -353,11 +378,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     }
     report.timed_seconds = seconds_since(timed_from);
     after = stats.snapshot();
-    if (config.device.is_cuda()) {
-      const cuda::DeviceMemoryInfo driver = cuda::device_memory_info(config.device.index);
-      report.device_view = DeviceView{cuda::cache_statistics(config.device.index).reserved_bytes,
-                                      driver.used_bytes(), driver.total_bytes};
-    }
+    report.device_view = device_view_of(config.device);
   } catch (...) {
     nn::clear_weight_cast_cache();
     nn::set_cast_policy(nn::CastPolicy{});

@@ -38,8 +38,4 @@ void empty_cache(int device) {
        " needs the CUDA backend, which this build does not have");
 }
 
-DeviceMemoryInfo device_memory_info(int device) {
-  fail("the memory of cuda:", device, " needs the CUDA backend, which this build does not have");
-}
-
 }  // namespace alloy::cuda
