@@ -21,7 +21,7 @@
 # gpu-check-logs.tar.gz; summary.md and the logs are rewritten after every phase, so a call cut
 # short still returns the phases it finished. Minutes per phase on one H100 are ESTIMATES (no
 # GPU has run this yet), from the CPU timings of this machine's rehearsals and the work each
-# phase does: tests ~4 (25 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
+# phase does: tests ~4 (27 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
 # 10 epochs 4 times), suite ~1.5 (the 76 other tests, 4 at a time on 16 cores), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
 # batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
 # short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
