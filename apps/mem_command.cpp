@@ -47,7 +47,6 @@ int run_mem(const std::vector<std::string>& args) {
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;
-  header.max_batch_tolerance = options.max_batch_tolerance;
 
   std::vector<LevelReport> reports;
   for (amp::OptLevel level : options.levels) {
@@ -59,7 +58,7 @@ int run_mem(const std::vector<std::string>& args) {
       std::cerr << "alloy: searching the largest batch of " << amp::opt_level_name(level)
                 << " (up to " << options.max_batch_limit << ")" << std::endl;
       reports.back().max_batch =
-          find_max_batch(config, properties, options.max_batch_limit, options.max_batch_tolerance);
+          find_max_batch(config, properties, options.max_batch_limit, kMaxBatchTolerance);
     }
   }
 

@@ -518,7 +518,7 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
     const MaxBatch& m = *reports.front().max_batch;
     out << "Max batch: the largest batch whose training step fits in the device's memory, found\n"
            "within "
-        << number(100.0 * header.max_batch_tolerance, 1)
+        << number(100.0 * kMaxBatchTolerance, 1)
         << "% (the smallest failing batch in brackets); \">=\" means every batch up to the\n"
         << "search's limit of " << m.limit << " fitted (--max-batch-limit).\n";
   }

@@ -41,7 +41,6 @@ struct MemOptions {
   std::string plot;               // empty: none
   bool max_batch = false;         // needs a CUDA device
   std::int64_t max_batch_limit = 32768;
-  double max_batch_tolerance = 1.0 / 32;
 };
 
 // Parses the words after `alloy mem`. Bad flags and values are UsageErrors naming the flag:
@@ -74,6 +73,10 @@ struct DeviceView {
   std::int64_t driver_used_bytes = 0;  // cudaMemGetInfo: total minus free
   std::int64_t driver_total_bytes = 0;
 };
+
+// How close `--max-batch`'s largest fitting and smallest failing batch end, relative to the
+// fitting one.
+constexpr double kMaxBatchTolerance = 1.0 / 32;
 
 // `--max-batch`'s answer for one level (apps/max_batch.h).
 struct MaxBatch {
@@ -123,7 +126,6 @@ struct ReportHeader {
   std::string device;
   std::string optimizer;
   std::int64_t steps = 0;
-  double max_batch_tolerance = 0;  // with --max-batch
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

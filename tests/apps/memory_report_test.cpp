@@ -355,7 +355,6 @@ BOOST_AUTO_TEST_CASE(device_rows_and_max_batch_in_the_table_and_json) {
   header.batch_size = 128;
   header.device = "cuda:0";
   header.steps = 2;
-  header.max_batch_tolerance = 1.0 / 32;
 
   const std::string table = format_table(header, reports);
   BOOST_TEST_MESSAGE(table);
