@@ -37,7 +37,7 @@ void copy_masters_to_model(const std::vector<MasterCopyItem>& items, cudaStream_
     if (list.size == 0) continue;
     const dim3 grid(std::min(alloy::cuda::grid_for(largest), 1024u),
                     static_cast<unsigned int>(list.size));
-    master_copy_kernel<<<grid, alloy::cuda::kThreads, 0, stream>>>(list);
+    ALLOY_LAUNCH(master_copy_kernel, grid, alloy::cuda::kThreads, 0, stream)(list);
     ALLOY_CUDA_CHECK_LAUNCH("master_copy_kernel on ", list.size, " tensors from #", begin);
   }
 }

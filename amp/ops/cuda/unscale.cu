@@ -128,7 +128,8 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
   for (std::size_t l = 0; l < lists.size(); ++l) {
     verdict.finish = l + 1 == lists.size();
     const auto blocks = static_cast<unsigned int>(std::max(maps[l].first_block[lists[l].size], 1));
-    unscale_kernel<<<blocks, alloy::cuda::kThreads, 0, stream>>>(lists[l], maps[l], scale, verdict);
+    ALLOY_LAUNCH(unscale_kernel, blocks, alloy::cuda::kThreads, 0, stream)
+    (lists[l], maps[l], scale, verdict);
     ALLOY_CUDA_CHECK_LAUNCH("unscale_kernel on ", lists[l].size, " gradients (launch ", l + 1,
                             " of ", lists.size(), ")");
   }

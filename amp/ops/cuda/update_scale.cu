@@ -18,10 +18,10 @@ void update_scale(float* scale, std::int32_t* clean_steps, std::int32_t* skipped
                   const float* found_inf, const std::int32_t* first_overflow,
                   std::int32_t* unreported_overflow, const LossScaleConfig& config,
                   cudaStream_t stream) {
-  update_scale_kernel<<<1, 1, 0, stream>>>(
-      scaler_step_of(scale, clean_steps, skipped_steps, at_min_streak, overflow_streak,
-                     unreported_overflow, config),
-      found_inf, first_overflow);
+  ALLOY_LAUNCH(update_scale_kernel, 1, 1, 0, stream)
+  (scaler_step_of(scale, clean_steps, skipped_steps, at_min_streak, overflow_streak,
+                  unreported_overflow, config),
+   found_inf, first_overflow);
   ALLOY_CUDA_CHECK_LAUNCH("update_scale_kernel");
 }
 

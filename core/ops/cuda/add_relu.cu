@@ -32,8 +32,8 @@ void add_relu_forward(const void* a, DType a_dtype, const void* b, DType b_dtype
   dispatch_floating_pair(a_dtype, b_dtype, "add_relu_forward", [&](auto a_type, auto b_type) {
     using A = decltype(a_type);
     using B = decltype(b_type);
-    add_relu_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
+    ALLOY_LAUNCH(add_relu_forward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("add_relu_forward_kernel on ", count, " elements");
 }
@@ -42,14 +42,14 @@ void add_relu_backward(const void* y, DType y_dtype, const void* dy, DType dy_dt
                        const void* d_main, DType d_main_dtype, void* dx, std::int64_t count,
                        cudaStream_t stream) {
   if (count == 0) return;
-  dispatch_floating_pair(dy_dtype, d_main_dtype, "add_relu_backward",
-                         [&](auto d_type, auto m_type) {
-                           using D = decltype(d_type);
-                           using M = decltype(m_type);
-                           add_relu_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-                               y, y_dtype, static_cast<const D*>(dy), static_cast<const M*>(d_main),
-                               static_cast<M*>(dx), count);
-                         });
+  dispatch_floating_pair(
+      dy_dtype, d_main_dtype, "add_relu_backward", [&](auto d_type, auto m_type) {
+        using D = decltype(d_type);
+        using M = decltype(m_type);
+        ALLOY_LAUNCH(add_relu_backward_kernel, grid_for(count), kThreads, 0, stream)
+        (y, y_dtype, static_cast<const D*>(dy), static_cast<const M*>(d_main), static_cast<M*>(dx),
+         count);
+      });
   ALLOY_CUDA_CHECK_LAUNCH("add_relu_backward_kernel on ", count, " elements");
 }
 

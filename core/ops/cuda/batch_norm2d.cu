@@ -202,8 +202,8 @@ void launch_affine(const void* x, void* y, const Shape3& s, const float* scale, 
                    bool relu, cudaStream_t stream) {
   const std::int64_t count = s.batch * s.channels * s.plane;
   if (count == 0) return;
-  affine_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-      static_cast<const T*>(x), static_cast<T*>(y), s, scale, shift, relu);
+  ALLOY_LAUNCH(affine_kernel, grid_for(count), kThreads, 0, stream)
+  (static_cast<const T*>(x), static_cast<T*>(y), s, scale, shift, relu);
   ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d affine_kernel on ", count, " elements");
 }
 
@@ -223,8 +223,8 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
   unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
     using T = decltype(type);
-    train_statistics_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals);
+    ALLOY_LAUNCH(train_statistics_kernel, channel_grid(split), kThreads, 0, stream)
+    (static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals);
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d train_statistics_kernel over ", g.channels,
                             " channels in ", split.chunks, " chunks");
     launch_affine<T>(x, y, s, outputs.scale, outputs.shift, params.relu, stream);
@@ -238,8 +238,8 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
   const Shape3 s = shape_of(g);
   float* scale = scratch;
   float* shift = scratch + g.channels;
-  eval_coefficients_kernel<<<grid_for(g.channels), kThreads, 0, stream>>>(
-      g.channels, weight, bias, running_mean, running_var, params.eps, scale, shift);
+  ALLOY_LAUNCH(eval_coefficients_kernel, grid_for(g.channels), kThreads, 0, stream)
+  (g.channels, weight, bias, running_mean, running_var, params.eps, scale, shift);
   ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d eval_coefficients_kernel over ", g.channels, " channels");
   dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
     using T = decltype(type);
@@ -261,16 +261,16 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
   dispatch_floating_pair(dtype, dy_dtype, "batch_norm2d_backward", [&](auto x_type, auto d_type) {
     using X = decltype(x_type);
     using D = decltype(d_type);
-    backward_reduce_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
-        static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
-        BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
-        arrivals);
+    ALLOY_LAUNCH(backward_reduce_kernel, channel_grid(split), kThreads, 0, stream)
+    (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
+     BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
+     arrivals);
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
                             " channels in ", split.chunks, " chunks");
     if (count == 0) return;
-    backward_dx_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s,
-        saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu);
+    ALLOY_LAUNCH(backward_dx_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s, saved_mean,
+     saved_invstd, weight, sum_dy, sum_dy_xmu);
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel on ", count, " elements");
   });
 }

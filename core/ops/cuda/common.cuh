@@ -13,6 +13,19 @@
 #include "core/cuda/check.h"
 #include "core/dtype.h"
 
+// ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...) is
+// kernel<<<grid, block, shared_bytes, stream>>>(args...), in a form that an emulated build
+// (ALLOY_CUDA=EMULATED, tools/cuda_emulator) can run on the host as well.
+#ifdef ALLOY_CUDA_EMULATOR
+#include "tools/cuda_emulator/launcher.h"
+#define ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream)           \
+  ::alloy::emulator::Launcher(#kernel, grid, block, shared_bytes, stream, \
+                              [](auto... arguments) { kernel(arguments...); })
+#else
+#define ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream) \
+  kernel<<<grid, block, shared_bytes, stream>>>
+#endif
+
 namespace alloy::cuda {
 
 __device__ __forceinline__ float widen(float value) {

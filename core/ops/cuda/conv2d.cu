@@ -307,8 +307,8 @@ void add_bias(void* y, const void* b, DType dtype, std::int64_t batch, std::int6
   if (count == 0) return;
   dispatch_floating(dtype, "conv2d_forward", [&](auto type) {
     using T = decltype(type);
-    bias_add_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        static_cast<T*>(y), static_cast<const T*>(b), channels, plane, count);
+    ALLOY_LAUNCH(bias_add_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<T*>(y), static_cast<const T*>(b), channels, plane, count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_add_kernel over ", channels, " channels of ", batch,
                           " images of ", plane, " values");
@@ -436,8 +436,8 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
         split.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
     dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
       using T = decltype(type);
-      bias_grad_kernel<<<channel_grid(split), kThreads, 0, stream>>>(
-          static_cast<const T*>(dy), split, partials.as<float>(), db, db_dtype, arrivals);
+      ALLOY_LAUNCH(bias_grad_kernel, channel_grid(split), kThreads, 0, stream)
+      (static_cast<const T*>(dy), split, partials.as<float>(), db, db_dtype, arrivals);
     });
     ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_grad_kernel over ", g.filters, " channels in ",
                             split.chunks, " chunks");

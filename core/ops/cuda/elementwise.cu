@@ -51,8 +51,8 @@ void cast(const void* x, DType x_dtype, void* y, DType y_dtype, std::int64_t cou
   dispatch_floating_pair(x_dtype, y_dtype, "cast", [&](auto x_type, auto y_type) {
     using X = decltype(x_type);
     using Y = decltype(y_type);
-    cast_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const X*>(x),
-                                                          static_cast<Y*>(y), count);
+    ALLOY_LAUNCH(cast_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const X*>(x), static_cast<Y*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("cast_kernel ", dtype_name(x_dtype), "->", dtype_name(y_dtype), " on ",
                           count, " elements");
@@ -64,8 +64,8 @@ void add(const void* a, DType a_dtype, const void* b, DType b_dtype, void* y, st
   dispatch_floating_pair(a_dtype, b_dtype, "add", [&](auto a_type, auto b_type) {
     using A = decltype(a_type);
     using B = decltype(b_type);
-    add_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
+    ALLOY_LAUNCH(add_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const A*>(a), static_cast<const B*>(b), static_cast<A*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("add_kernel on ", count, " elements");
 }
@@ -76,8 +76,8 @@ void axpby(float alpha, const void* x, DType x_dtype, float beta, void* y, DType
   dispatch_floating_pair(x_dtype, y_dtype, "axpby", [&](auto x_type, auto y_type) {
     using X = decltype(x_type);
     using Y = decltype(y_type);
-    axpby_kernel<<<grid_for(count), kThreads, 0, stream>>>(alpha, static_cast<const X*>(x), beta,
-                                                           static_cast<Y*>(y), count);
+    ALLOY_LAUNCH(axpby_kernel, grid_for(count), kThreads, 0, stream)
+    (alpha, static_cast<const X*>(x), beta, static_cast<Y*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("axpby_kernel on ", count, " elements");
 }
@@ -86,7 +86,8 @@ void scale(void* x, DType dtype, float alpha, std::int64_t count, cudaStream_t s
   if (count == 0) return;
   dispatch_floating(dtype, "scale", [&](auto type) {
     using T = decltype(type);
-    scale_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<T*>(x), alpha, count);
+    ALLOY_LAUNCH(scale_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<T*>(x), alpha, count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("scale_kernel on ", count, " elements");
 }
@@ -96,7 +97,8 @@ void normalize_images(const std::uint8_t* images, void* y, DType dtype, std::int
   if (count == 0) return;
   dispatch_floating(dtype, "normalize_images", [&](auto type) {
     using T = decltype(type);
-    normalize_kernel<<<grid_for(count), kThreads, 0, stream>>>(images, static_cast<T*>(y), count);
+    ALLOY_LAUNCH(normalize_kernel, grid_for(count), kThreads, 0, stream)
+    (images, static_cast<T*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("normalize_kernel on ", count, " elements");
 }

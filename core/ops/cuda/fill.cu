@@ -15,8 +15,8 @@ __global__ void fill_kernel(T* data, T value, std::int64_t count) {
 
 template <class T>
 void launch(void* data, std::uint32_t pattern, std::int64_t count, cudaStream_t stream) {
-  fill_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<T*>(data),
-                                                        static_cast<T>(pattern), count);
+  ALLOY_LAUNCH(fill_kernel, grid_for(count), kThreads, 0, stream)
+  (static_cast<T*>(data), static_cast<T>(pattern), count);
 }
 
 }  // namespace

@@ -245,8 +245,8 @@ void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* b
       used_chunks > 1 ? arrival_counter(ArrivalSlot::column_sums, stream) : nullptr;
   const dim3 grid((columns + kTileColumns - 1) / kTileColumns,
                   static_cast<unsigned int>(used_chunks));
-  column_sums_kernel<<<grid, dim3(kTileColumns, kTileRows), 0, stream>>>(
-      dy, dtype, rows, columns, chunk_rows, bias, bias_dtype, partials.as<float>(), arrivals);
+  ALLOY_LAUNCH(column_sums_kernel, grid, dim3(kTileColumns, kTileRows), 0, stream)
+  (dy, dtype, rows, columns, chunk_rows, bias, bias_dtype, partials.as<float>(), arrivals);
   ALLOY_CUDA_CHECK_LAUNCH("column_sums_kernel over ", rows, "x", columns, " in ", used_chunks,
                           " row chunks");
 }
@@ -262,8 +262,8 @@ void linear_forward(cublasHandle_t handle, cudaStream_t stream, int batch, int i
     const std::int64_t count = std::int64_t{batch} * out;
     dispatch_floating(dtype, "linear_forward", [&](auto type) {
       using T = decltype(type);
-      broadcast_rows_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-          static_cast<const T*>(b), static_cast<T*>(y), batch, out);
+      ALLOY_LAUNCH(broadcast_rows_kernel, grid_for(count), kThreads, 0, stream)
+      (static_cast<const T*>(b), static_cast<T*>(y), batch, out);
     });
     ALLOY_CUDA_CHECK_LAUNCH("broadcast_rows_kernel for a [", batch, ", ", out, "] bias");
     beta = 1.0f;

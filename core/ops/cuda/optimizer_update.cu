@@ -208,7 +208,7 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
                 std::int32_t* step, const float* found_inf, cudaStream_t stream) {
   for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    sgd_kernel<<<blocks, kThreads, 0, stream>>>(list, hyper, lr, step, found_inf, last);
+    ALLOY_LAUNCH(sgd_kernel, blocks, kThreads, 0, stream)(list, hyper, lr, step, found_inf, last);
     ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
 }
@@ -217,7 +217,7 @@ void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h
                   const float* lr, std::int32_t* step, const float* found_inf,
                   cudaStream_t stream) {
   for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    adamw_kernel<<<blocks, kThreads, 0, stream>>>(list, hyper, lr, step, found_inf, last);
+    ALLOY_LAUNCH(adamw_kernel, blocks, kThreads, 0, stream)(list, hyper, lr, step, found_inf, last);
     ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
 }

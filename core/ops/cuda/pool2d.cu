@@ -119,8 +119,8 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
   if (count == 0) return;
   dispatch_floating(dtype, "avg_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    avg_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                 static_cast<T*>(y), g);
+    ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const T*>(x), static_cast<T*>(y), g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
 }
@@ -132,8 +132,8 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
   if (count == 0) return;
   dispatch_floating(dtype, "avg_pool2d_backward", [&](auto type) {
     using T = decltype(type);
-    avg_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(dy),
-                                                                  static_cast<T*>(dx), g);
+    ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const T*>(dy), static_cast<T*>(dx), g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
 }
@@ -145,8 +145,8 @@ void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtyp
   if (count == 0) return;
   dispatch_floating(dtype, "max_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    max_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                 static_cast<T*>(y), argmax, g);
+    ALLOY_LAUNCH(max_forward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const T*>(x), static_cast<T*>(y), argmax, g);
   });
   ALLOY_CUDA_CHECK_LAUNCH("max_forward_kernel on ", count, " outputs");
 }
@@ -163,8 +163,8 @@ void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, f
       cudaMemsetAsync(result, 0, static_cast<std::size_t>(inputs) * sizeof(float), stream),
       "clearing max_pool2d_backward's accumulator of ", inputs, " floats");
   if (outputs > 0) {
-    max_backward_scatter_kernel<<<grid_for(outputs), kThreads, 0, stream>>>(dy, dtype, argmax,
-                                                                            result, g);
+    ALLOY_LAUNCH(max_backward_scatter_kernel, grid_for(outputs), kThreads, 0, stream)
+    (dy, dtype, argmax, result, g);
     ALLOY_CUDA_CHECK_LAUNCH("max_backward_scatter_kernel on ", outputs, " outputs");
   }
   if (result != dx) cast(result, DType::f32, dx, dtype, inputs, stream);

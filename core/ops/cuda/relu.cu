@@ -28,8 +28,8 @@ void relu_forward(const void* x, void* y, DType dtype, std::int64_t count, cudaS
   if (count == 0) return;
   dispatch_floating(dtype, "relu_forward", [&](auto type) {
     using T = decltype(type);
-    relu_forward_kernel<<<grid_for(count), kThreads, 0, stream>>>(static_cast<const T*>(x),
-                                                                  static_cast<T*>(y), count);
+    ALLOY_LAUNCH(relu_forward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const T*>(x), static_cast<T*>(y), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("relu_forward_kernel on ", count, " elements");
 }
@@ -40,8 +40,8 @@ void relu_backward(const void* y, DType y_dtype, const void* dy, void* dx, DType
   dispatch_floating_pair(y_dtype, dy_dtype, "relu_backward", [&](auto y_type, auto d_type) {
     using Y = decltype(y_type);
     using D = decltype(d_type);
-    relu_backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        static_cast<const Y*>(y), static_cast<const D*>(dy), static_cast<D*>(dx), count);
+    ALLOY_LAUNCH(relu_backward_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const Y*>(y), static_cast<const D*>(dy), static_cast<D*>(dx), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("relu_backward_kernel on ", count, " elements");
 }

@@ -178,9 +178,8 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
   unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
   dispatch_floating(dtype, "softmax_cross_entropy_forward", [&](auto type) {
     using T = decltype(type);
-    forward_kernel<<<static_cast<unsigned int>(rows), threads_for(classes), 0, stream>>>(
-        static_cast<const T*>(logits), labels, probabilities, row_loss, loss, rows, classes,
-        arrivals);
+    ALLOY_LAUNCH(forward_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
+    (static_cast<const T*>(logits), labels, probabilities, row_loss, loss, rows, classes, arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax forward_kernel on ", rows, "x", classes, " logits");
 }
@@ -193,9 +192,8 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
   if (count == 0) return;
   dispatch_floating(dtype, "softmax_cross_entropy_backward", [&](auto type) {
     using T = decltype(type);
-    backward_kernel<<<grid_for(count), kThreads, 0, stream>>>(
-        probabilities, labels, grad_scale, grad_scale_device, static_cast<T*>(dlogits), rows,
-        classes);
+    ALLOY_LAUNCH(backward_kernel, grid_for(count), kThreads, 0, stream)
+    (probabilities, labels, grad_scale, grad_scale_device, static_cast<T*>(dlogits), rows, classes);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax backward_kernel on ", rows, "x", classes, " gradients");
 }
@@ -211,9 +209,9 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
   unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
   dispatch_floating(dtype, "softmax_cross_entropy_step", [&](auto type) {
     using T = decltype(type);
-    step_kernel<<<static_cast<unsigned int>(rows), threads_for(classes), 0, stream>>>(
-        static_cast<const T*>(logits), labels, loss_scale, static_cast<T*>(dlogits), row_loss,
-        row_correct, loss, loss_sum, correct, rows, classes, arrivals);
+    ALLOY_LAUNCH(step_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
+    (static_cast<const T*>(logits), labels, loss_scale, static_cast<T*>(dlogits), row_loss,
+     row_correct, loss, loss_sum, correct, rows, classes, arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax step_kernel on ", rows, "x", classes, " logits");
 }
@@ -224,8 +222,8 @@ void count_correct(const void* logits, DType dtype, const std::int32_t* labels,
   if (rows == 0 && loss_sum == nullptr) return;
   dispatch_floating(dtype, "count_correct", [&](auto type) {
     using T = decltype(type);
-    count_kernel<<<grid_for(rows), kThreads, 0, stream>>>(static_cast<const T*>(logits), labels,
-                                                          correct, rows, classes, loss, loss_sum);
+    ALLOY_LAUNCH(count_kernel, grid_for(rows), kThreads, 0, stream)
+    (static_cast<const T*>(logits), labels, correct, rows, classes, loss, loss_sum);
   });
   ALLOY_CUDA_CHECK_LAUNCH("count_kernel on ", rows, " rows");
 }

@@ -58,7 +58,7 @@ void scaled_copy(const std::vector<ScaledCopyItem>& items, float factor, cudaStr
     if (list.size == 0) continue;
     const dim3 grid(std::min(alloy::cuda::grid_for(largest), 1024u),
                     static_cast<unsigned int>(list.size));
-    scaled_copy_kernel<<<grid, alloy::cuda::kThreads, 0, stream>>>(list, factor);
+    ALLOY_LAUNCH(scaled_copy_kernel, grid, alloy::cuda::kThreads, 0, stream)(list, factor);
     ALLOY_CUDA_CHECK_LAUNCH("scaled_copy_kernel (data-parallel bucket copy) on ", list.size,
                             " tensors from #", begin);
   }
