@@ -532,9 +532,10 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
   if (const cudnnStatus_t status = check(xDesc, wDesc, convDesc, yDesc, &g);
       status != CUDNN_STATUS_SUCCESS)
     return status;
+  const std::vector<Offer> offers = forward_offers(g);  // outlives `offer`
   const Offer* offer = nullptr;
   if (const cudnnStatus_t status =
-          check_call(forward_offers(g), algo, workspace, workspace_bytes, alpha, beta, &offer);
+          check_call(offers, algo, workspace, workspace_bytes, alpha, beta, &offer);
       status != CUDNN_STATUS_SUCCESS)
     return status;
   const float alpha_value = *static_cast<const float*>(alpha);
@@ -575,9 +576,10 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
   if (const cudnnStatus_t status = check(dxDesc, wDesc, convDesc, dyDesc, &g);
       status != CUDNN_STATUS_SUCCESS)
     return status;
+  const std::vector<Offer> offers = data_offers(g);  // outlives `offer`
   const Offer* offer = nullptr;
   if (const cudnnStatus_t status =
-          check_call(data_offers(g), algo, workspace, workspace_bytes, alpha, beta, &offer);
+          check_call(offers, algo, workspace, workspace_bytes, alpha, beta, &offer);
       status != CUDNN_STATUS_SUCCESS)
     return status;
   const float alpha_value = *static_cast<const float*>(alpha);
@@ -619,9 +621,10 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
   if (const cudnnStatus_t status = check(xDesc, dwDesc, convDesc, dyDesc, &g);
       status != CUDNN_STATUS_SUCCESS)
     return status;
+  const std::vector<Offer> offers = filter_offers(g);  // outlives `offer`
   const Offer* offer = nullptr;
   if (const cudnnStatus_t status =
-          check_call(filter_offers(g), algo, workspace, workspace_bytes, alpha, beta, &offer);
+          check_call(offers, algo, workspace, workspace_bytes, alpha, beta, &offer);
       status != CUDNN_STATUS_SUCCESS)
     return status;
   const float alpha_value = *static_cast<const float*>(alpha);

@@ -226,7 +226,7 @@ BOOST_AUTO_TEST_CASE(host_scalars_are_read_at_the_call_device_scalars_when_the_w
   BOOST_TEST(c.read() == std::vector<double>{30.0}, boost::test_tools::per_element());
 
   // Device scalars: the value in device memory when the GEMM runs, written after the call.
-  const DeviceValues scalars({0, 0}, CUDA_R_32F);
+  const DeviceValues scalars({0, 1}, CUDA_R_32F);
   auto* device_alpha = static_cast<float*>(scalars.get());
   BOOST_REQUIRE_EQUAL(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_DEVICE),
                       CUBLAS_STATUS_SUCCESS);
@@ -236,7 +236,8 @@ BOOST_AUTO_TEST_CASE(host_scalars_are_read_at_the_call_device_scalars_when_the_w
                                    CUDA_R_32F, 1, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                       CUBLAS_STATUS_SUCCESS);
   BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream), cudaSuccess);
-  BOOST_TEST(c.read() == std::vector<double>{30.0}, boost::test_tools::per_element());  // 0*15+0*30
+  BOOST_TEST(c.read() == std::vector<double>{30.0},
+             boost::test_tools::per_element());  // alpha 0, beta 1
   BOOST_REQUIRE_EQUAL(
       cudaMemcpyAsync(device_alpha, later, sizeof later, cudaMemcpyHostToDevice, stream),
       cudaSuccess);
