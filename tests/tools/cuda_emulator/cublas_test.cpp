@@ -339,3 +339,226 @@ BOOST_AUTO_TEST_CASE(bad_arguments_get_the_documented_statuses) {
              "the library was not initialized");
   BOOST_REQUIRE_EQUAL(cublasDestroy(handle), CUBLAS_STATUS_SUCCESS);
 }
+
+namespace {
+
+// One cuBLASLt matmul descriptor, layouts and preference, destroyed on scope exit.
+struct LtPlan {
+  LtPlan(cudaDataType_t type, bool ta, bool tb, int m, int n, int k, cublasLtEpilogue_t epilogue,
+         const void* bias, std::uint64_t max_workspace) {
+    BOOST_REQUIRE_EQUAL(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+                        CUBLAS_STATUS_SUCCESS);
+    const std::int32_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+        CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+        CUBLAS_STATUS_SUCCESS);
+    const auto epi = static_cast<std::uint32_t>(epilogue);
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
+        CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+        CUBLAS_STATUS_SUCCESS);
+    lda = (ta ? k : m) + 1;
+    ldb = (tb ? n : k) + 2;
+    ldc = m + 3;
+    BOOST_REQUIRE_EQUAL(cublasLtMatrixLayoutCreate(&a, type, ta ? k : m, ta ? m : k, lda),
+                        CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(cublasLtMatrixLayoutCreate(&b, type, tb ? n : k, tb ? k : n, ldb),
+                        CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(cublasLtMatrixLayoutCreate(&c, type, m, n, ldc), CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(cublasLtMatmulPreferenceCreate(&preference), CUBLAS_STATUS_SUCCESS);
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &max_workspace, sizeof max_workspace),
+        CUBLAS_STATUS_SUCCESS);
+  }
+  ~LtPlan() {
+    cublasLtMatmulPreferenceDestroy(preference);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatmulDescDestroy(desc);
+  }
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulPreference_t preference = nullptr;
+  int lda = 0, ldb = 0, ldc = 0;
+};
+
+struct LtHandle {
+  LtHandle() { BOOST_REQUIRE_EQUAL(cublasLtCreate(&handle), CUBLAS_STATUS_SUCCESS); }
+  ~LtHandle() { cublasLtDestroy(handle); }
+  LtHandle(const LtHandle&) = delete;
+  LtHandle& operator=(const LtHandle&) = delete;
+  cublasLtHandle_t handle = nullptr;
+};
+
+// Every algorithm the heuristic offers for one epilogue, checked against the double reference:
+// D = epilogue(alpha op(A) op(B) + beta C), C and D distinct with the same layout.
+void check_lt(cudaDataType_t type, bool ta, bool tb, cublasLtEpilogue_t epilogue, float beta) {
+  const int m = 6, n = 5, k = 7;
+  const bool bgrad_a = epilogue == CUBLASLT_EPILOGUE_BGRADA;
+  const bool bgrad_b = epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const bool adds_bias =
+      epilogue == CUBLASLT_EPILOGUE_BIAS || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  const bool relu = epilogue == CUBLASLT_EPILOGUE_RELU || epilogue == CUBLASLT_EPILOGUE_RELU_BIAS;
+  std::mt19937 rng(static_cast<unsigned>(type * 5 + ta * 3 + tb + epilogue));
+  const int lda = (ta ? k : m) + 1, ldb = (tb ? n : k) + 2, ldc = m + 3;
+  const auto a = random_values(static_cast<std::size_t>(lda) * (ta ? m : k), type, rng);
+  const auto b = random_values(static_cast<std::size_t>(ldb) * (tb ? k : n), type, rng);
+  const auto c = random_values(static_cast<std::size_t>(ldc) * n, type, rng);
+  const auto bias = random_values(bgrad_b ? n : m, type, rng);
+  const DeviceValues da(a, type), db(b, type), dc(c, type), dbias(bias, type);
+  const LtHandle lt;
+  const LtPlan plan(type, ta, tb, m, n, k, epilogue, dbias.get(), 1 << 20);
+  cublasLtMatmulHeuristicResult_t results[4];
+  int found = 0;
+  BOOST_REQUIRE_EQUAL(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan.desc, plan.a, plan.b, plan.c,
+                                                     plan.c, plan.preference, 4, results, &found),
+                      CUBLAS_STATUS_SUCCESS);
+  BOOST_REQUIRE(found >= 1);
+  const float alpha = 1.5f;
+  for (int r = 0; r < found; ++r) {
+    const DeviceValues dd(std::vector<double>(c.size(), -7.0), type);
+    const DeviceValues grad(std::vector<double>(bias.size(), 0.0), type);
+    const void* bias_pointer = bgrad_a || bgrad_b ? grad.get() : dbias.get();
+    BOOST_REQUIRE_EQUAL(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &bias_pointer, sizeof bias_pointer),
+                        CUBLAS_STATUS_SUCCESS);
+    const DeviceMemory workspace(std::max<std::size_t>(results[r].workspaceSize, 1));
+    BOOST_REQUIRE_EQUAL(
+        cublasLtMatmul(lt.handle, plan.desc, &alpha, da.get(), plan.a, db.get(), plan.b, &beta,
+                       dc.get(), plan.c, dd.get(), plan.c, &results[r].algo, workspace.get(),
+                       results[r].workspaceSize, nullptr),
+        CUBLAS_STATUS_SUCCESS);
+    const auto got = dd.read();
+    const std::string what = "epilogue " + std::to_string(epilogue) + " type " +
+                             std::to_string(type) + " op " + std::to_string(ta) +
+                             std::to_string(tb) + " algo " + std::to_string(r);
+    for (int j = 0; j < n; ++j) {
+      for (int i = 0; i < ldc; ++i) {
+        const auto at = static_cast<std::size_t>(i + j * ldc);
+        if (i >= m) {
+          BOOST_TEST(got[at] == -7.0, what << ": D padding written");
+          continue;
+        }
+        double sum = 0.0, magnitude = 0.0;
+        for (int p = 0; p < k; ++p) {
+          sum += op_at(a, ta, lda, i, p) * op_at(b, tb, ldb, p, j);
+          magnitude += std::fabs(op_at(a, ta, lda, i, p) * op_at(b, tb, ldb, p, j));
+        }
+        double expected = alpha * sum + beta * c[at] + (adds_bias ? bias[i] : 0.0);
+        if (relu) expected = std::max(expected, 0.0);
+        const double scale = alpha * magnitude + std::fabs(beta * c[at]) + std::fabs(bias[i]);
+        BOOST_TEST(
+            std::fabs(got[at] - expected) <= (roundoff(type) + (k + 3) * 0x1p-24) * scale,
+            what << ": D(" << i << ", " << j << ") = " << got[at] << ", expected " << expected);
+      }
+    }
+    if (bgrad_a || bgrad_b) {
+      const auto gradient = grad.read();
+      for (std::size_t i = 0; i < gradient.size(); ++i) {
+        double expected = 0.0, magnitude = 0.0;
+        for (int p = 0; p < k; ++p) {
+          const double v = bgrad_a ? op_at(a, ta, lda, static_cast<int>(i), p)
+                                   : op_at(b, tb, ldb, p, static_cast<int>(i));
+          expected += v;
+          magnitude += std::fabs(v);
+        }
+        BOOST_TEST(
+            std::fabs(gradient[i] - expected) <= (roundoff(type) + k * 0x1p-24) * magnitude,
+            what << ": bias gradient " << i << " = " << gradient[i] << ", expected " << expected);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(lt_matmul_matches_the_reference_for_every_epilogue_type_and_algorithm) {
+  for (const cudaDataType_t type : {CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF}) {
+    for (const auto& [ta, tb] :
+         {std::pair<bool, bool>{true, false}, {false, false}, {false, true}}) {
+      for (const cublasLtEpilogue_t epilogue :
+           {CUBLASLT_EPILOGUE_DEFAULT, CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_BIAS,
+            CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB}) {
+        check_lt(type, ta, tb, epilogue, 0.0f);
+        check_lt(type, ta, tb, epilogue, 0.5f);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lt_refuses_small_workspaces_misaligned_pointers_and_bad_shapes) {
+  const LtHandle lt;
+  const DeviceValues x(std::vector<double>(256, 1.0), CUDA_R_32F);
+  const LtPlan plan(CUDA_R_32F, false, false, 4, 4, 4, CUBLASLT_EPILOGUE_BIAS, x.get(), 1 << 20);
+  cublasLtMatmulHeuristicResult_t results[2];
+  int found = 0;
+  BOOST_REQUIRE_EQUAL(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan.desc, plan.a, plan.b, plan.c,
+                                                     plan.c, plan.preference, 2, results, &found),
+                      CUBLAS_STATUS_SUCCESS);
+  BOOST_REQUIRE_EQUAL(found, 2);
+  BOOST_REQUIRE(results[0].workspaceSize > 0);  // split-k first, given a workspace
+  BOOST_TEST(results[1].workspaceSize == 0u);
+  const float one = 1.0f, zero = 0.0f;
+  const DeviceMemory workspace(results[0].workspaceSize);
+  auto* base = static_cast<char*>(x.get());
+  const auto run = [&](const void* a, std::size_t bytes) {
+    return cublasLtMatmul(lt.handle, plan.desc, &one, a, plan.a, base, plan.b, &zero, base + 512,
+                          plan.c, base + 512, plan.c, &results[0].algo, workspace.get(), bytes,
+                          nullptr);
+  };
+  BOOST_TEST(run(base, results[0].workspaceSize - 1) == CUBLAS_STATUS_INVALID_VALUE);
+  BOOST_TEST(run(base + 4, results[0].workspaceSize) == CUBLAS_STATUS_NOT_SUPPORTED);
+  BOOST_TEST(run(base, results[0].workspaceSize) == CUBLAS_STATUS_SUCCESS);
+  BOOST_REQUIRE_EQUAL(cudaDeviceSynchronize(), cudaSuccess);
+
+  // An alignment below the element size leaves no algorithm.
+  const std::uint32_t byte = 1;
+  BOOST_REQUIRE_EQUAL(
+      cublasLtMatmulPreferenceSetAttribute(
+          plan.preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &byte, sizeof byte),
+      CUBLAS_STATUS_SUCCESS);
+  BOOST_TEST(cublasLtMatmulAlgoGetHeuristic(lt.handle, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                            plan.preference, 2, results,
+                                            &found) == CUBLAS_STATUS_NOT_SUPPORTED);
+  BOOST_TEST(found == 0);
+  // Attribute sizes must match; k of A and B must agree; the bias must be D's type.
+  const std::uint64_t wide = CUBLAS_OP_T;
+  BOOST_TEST(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &wide,
+                                            sizeof wide) == CUBLAS_STATUS_INVALID_VALUE);
+  cublasLtMatrixLayout_t odd = nullptr;
+  BOOST_REQUIRE_EQUAL(cublasLtMatrixLayoutCreate(&odd, CUDA_R_32F, 5, 4, 5), CUBLAS_STATUS_SUCCESS);
+  BOOST_TEST(cublasLtMatmul(lt.handle, plan.desc, &one, base, plan.a, base, odd, &zero, base,
+                            plan.c, base, plan.c, nullptr, nullptr, 0,
+                            nullptr) == CUBLAS_STATUS_INVALID_VALUE);
+  BOOST_REQUIRE_EQUAL(cublasLtMatrixLayoutDestroy(odd), CUBLAS_STATUS_SUCCESS);
+  const std::int32_t half = CUDA_R_16F;
+  BOOST_REQUIRE_EQUAL(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                     &half, sizeof half),
+                      CUBLAS_STATUS_SUCCESS);
+  BOOST_TEST(run(base, results[0].workspaceSize) == CUBLAS_STATUS_NOT_SUPPORTED);
+}
+
+// Last in the module: the fault is the context's sticky error, as an illegal address is on a GPU.
+BOOST_AUTO_TEST_CASE(an_extent_past_the_allocation_faults_the_stream_work) {
+  const DeviceValues a(std::vector<double>(16, 1.0), CUDA_R_32F);
+  cublasHandle_t handle = nullptr;
+  BOOST_REQUIRE_EQUAL(cublasCreate(&handle), CUBLAS_STATUS_SUCCESS);
+  const float one = 1.0f, zero = 0.0f;
+  // lda = 8 with k = 4 spans 3 * 8 + 4 = 28 floats of a 16-float allocation.
+  BOOST_REQUIRE_EQUAL(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, 4, 1, 4, &one, a.get(),
+                                   CUDA_R_32F, 8, a.get(), CUDA_R_32F, 4, &zero, a.get(),
+                                   CUDA_R_32F, 4, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                      CUBLAS_STATUS_SUCCESS);  // the call is fine; the kernel faults
+  BOOST_TEST(cudaDeviceSynchronize() != cudaSuccess);
+  cublasDestroy(handle);
+}
