@@ -193,7 +193,7 @@ std::string counted(const char* noun, const std::vector<unsigned int>& numbers) 
 }
 
 // Groups numbers by a description, in the order the descriptions first appear:
-// "lanes 16-31 had returned; lane 5 waits at __syncthreads".
+// "lanes 16-31 had returned; lane 5 waiting at __syncthreads".
 class Reasons {
  public:
   void add(const std::string& reason, unsigned int number) {
@@ -332,6 +332,8 @@ void Engine::run_block() {
     } else if (returned_ == count_) {
       return;
     } else {
+      runnable_.clear();  // all run: a loop of barriers must not grow it
+      runnable_head_ = 0;
       resolve();
     }
   }
