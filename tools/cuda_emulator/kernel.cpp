@@ -12,6 +12,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <algorithm>
 #include <boost/context/fiber.hpp>
 #include <cerrno>
@@ -103,6 +107,33 @@ class PooledStack {
   StackPool* pool_;
 };
 
+// ASan tracks which stack the OS thread runs on: every switch between the scheduler's stack
+// and a fiber's is announced (start) and completed (finish), or ASan's stack checks, and any
+// exception thrown on a fiber, go wrong. Without ASan these do nothing.
+struct StackBounds {
+  const void* bottom = nullptr;
+  std::size_t size = 0;
+};
+
+StackBounds bounds_of(const context::stack_context& stack) {
+  return {static_cast<const char*>(stack.sp) - stack.size, stack.size};
+}
+
+// `fake_stack` null: the fiber switching away ends.
+void start_switch([[maybe_unused]] void** fake_stack, [[maybe_unused]] const StackBounds& to) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(fake_stack, to.bottom, to.size);
+#endif
+}
+
+// `from`, unless null, learns the bounds of the stack switched away from.
+void finish_switch([[maybe_unused]] void* fake_stack, [[maybe_unused]] StackBounds* from) {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(fake_stack, from == nullptr ? nullptr : &from->bottom,
+                                  from == nullptr ? nullptr : &from->size);
+#endif
+}
+
 // ready: not started yet, running, or released and waiting for its turn.
 enum class State : unsigned char { ready, barrier, warp, returned };
 
@@ -110,6 +141,7 @@ struct Thread {
   uint3 index{};
   State state = State::ready;
   context::fiber fiber;  // the worker that runs this thread, while it is suspended
+  StackBounds stack;     // that worker's stack
   Barrier barrier = Barrier::sync;
   int predicate = 0;  // the thread's; after the release, the block's OR
   WarpCollective collective = WarpCollective::shuffle_down;
@@ -161,7 +193,7 @@ std::string counted(const char* noun, const std::vector<unsigned int>& numbers) 
 }
 
 // Groups numbers by a description, in the order the descriptions first appear:
-// "lanes 16-31 had returned; lane 5 waits at __syncthreads".
+// "lanes 16-31 had returned; lane 5 waiting at __syncthreads".
 class Reasons {
  public:
   void add(const std::string& reason, unsigned int number) {
@@ -203,27 +235,25 @@ class Engine {
                      unsigned int size, unsigned int operand, int width);
 
  private:
-  // Unwinds the threads that a fault leaves suspended: a fiber's destructor unwinds its stack
-  // and gives the stack back to the pool.
+  // Unwinds the threads that a fault leaves suspended, however run_block ends.
   class SuspendedThreads {
    public:
-    explicit SuspendedThreads(std::vector<Thread>& threads) : threads_(threads) {}
+    explicit SuspendedThreads(Engine& engine) : engine_(engine) {}
     SuspendedThreads(const SuspendedThreads&) = delete;
     SuspendedThreads& operator=(const SuspendedThreads&) = delete;
-    ~SuspendedThreads() {
-      for (Thread& thread : threads_)
-        thread.fiber = context::fiber();
-    }
+    ~SuspendedThreads() { engine_.unwind_suspended(); }
 
    private:
-    std::vector<Thread>& threads_;
+    Engine& engine_;
   };
 
   void run_block();
   context::fiber work(context::fiber&& scheduler);
   void start_worker();
   void resume(Thread& thread);
-  void suspend() { scheduler_ = std::move(scheduler_).resume(); }
+  void enter(context::fiber&& worker, const StackBounds& stack);
+  void suspend();
+  void unwind_suspended() noexcept;
   void make_runnable(Thread& thread);
   void resolve();
   bool release_warps();
@@ -255,7 +285,8 @@ class Engine {
   unsigned int at_warp_ = 0;
   Thread* current_ = nullptr;  // the thread running, or last suspended
   context::fiber scheduler_;   // the scheduler, while a worker runs
-  std::exception_ptr error_;   // the first exception of a thread body
+  StackBounds scheduler_stack_;
+  std::exception_ptr error_;  // the first exception of a thread body
 };
 
 Engine& running_engine() {
@@ -292,7 +323,7 @@ void Engine::run_block() {
   next_ = returned_ = at_barrier_ = at_warp_ = 0;
   runnable_.clear();
   runnable_head_ = 0;
-  const SuspendedThreads suspended(threads_);
+  const SuspendedThreads suspended(*this);
   while (!error_) {
     if (runnable_head_ < runnable_.size()) {
       resume(threads_[runnable_[runnable_head_++]]);
@@ -301,6 +332,8 @@ void Engine::run_block() {
     } else if (returned_ == count_) {
       return;
     } else {
+      runnable_.clear();  // all run: a loop of barriers must not grow it
+      runnable_head_ = 0;
       resolve();
     }
   }
@@ -311,6 +344,7 @@ void Engine::run_block() {
 // thread that suspends takes the worker with it; when it is resumed and returns, its worker
 // goes on with the threads still not started, if any.
 context::fiber Engine::work(context::fiber&& scheduler) {
+  finish_switch(nullptr, &scheduler_stack_);
   scheduler_ = std::move(scheduler);
   while (!error_ && next_ < count_) {
     Thread& thread = threads_[next_++];
@@ -318,29 +352,67 @@ context::fiber Engine::work(context::fiber&& scheduler) {
     try {
       (*body_)();
     } catch (const context::detail::forced_unwind&) {
-      throw;  // the fiber's destructor unwinding a suspended thread
+      // The fiber's destructor unwinding a suspended thread: the fiber ends.
+      start_switch(nullptr, scheduler_stack_);
+      throw;
     } catch (...) {
       error_ = std::current_exception();  // rethrown by run_block, outside the fibers
     }
     thread.state = State::returned;
     ++returned_;
   }
+  start_switch(nullptr, scheduler_stack_);
   return std::move(scheduler_);
 }
 
 void Engine::start_worker() {
   const context::stack_context stack = pool_.take();
-  context::fiber worker(std::allocator_arg, context::preallocated(stack.sp, stack.size, stack),
-                        PooledStack(pool_),
-                        [this](context::fiber&& scheduler) { return work(std::move(scheduler)); });
-  worker = std::move(worker).resume();
-  if (worker) current_->fiber = std::move(worker);  // empty: the worker ran out of threads
+  enter(context::fiber(std::allocator_arg, context::preallocated(stack.sp, stack.size, stack),
+                       PooledStack(pool_),
+                       [this](context::fiber&& scheduler) { return work(std::move(scheduler)); }),
+        bounds_of(stack));
 }
 
 void Engine::resume(Thread& thread) {
   current_ = &thread;
-  context::fiber worker = std::move(thread.fiber).resume();
-  if (worker) current_->fiber = std::move(worker);
+  enter(std::move(thread.fiber), thread.stack);
+}
+
+// Runs a worker until it suspends (current_ is then the thread it suspended in) or ends.
+void Engine::enter(context::fiber&& worker, const StackBounds& stack) {
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, stack);
+  context::fiber suspended = std::move(worker).resume();
+  finish_switch(fake_stack, nullptr);
+  if (suspended) {
+    current_->fiber = std::move(suspended);
+    current_->stack = stack;
+  }
+}
+
+// On a worker: back to the scheduler until the thread is released.
+void Engine::suspend() {
+  void* fake_stack = nullptr;
+  start_switch(&fake_stack, scheduler_stack_);
+  try {
+    scheduler_ = std::move(scheduler_).resume();
+  } catch (const context::detail::forced_unwind&) {
+    finish_switch(fake_stack, &scheduler_stack_);  // resumed to be unwound
+    throw;
+  }
+  finish_switch(fake_stack, &scheduler_stack_);
+}
+
+// A fiber's destructor unwinds its thread's stack (the kernel's destructors run) and gives
+// the stack back to the pool.
+void Engine::unwind_suspended() noexcept {
+  for (Thread& thread : threads_) {
+    if (!thread.fiber) continue;
+    void* fake_stack = nullptr;
+    start_switch(&fake_stack, thread.stack);
+    thread.fiber = context::fiber();
+    finish_switch(fake_stack, nullptr);
+  }
 }
 
 void Engine::make_runnable(Thread& thread) {

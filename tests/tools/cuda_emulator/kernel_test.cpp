@@ -18,6 +18,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/ops/cuda/common.cuh"
@@ -84,8 +85,8 @@ std::string fault_of(const char* kernel, dim3 grid, dim3 block, const std::funct
   return "";
 }
 
-// A grid that only works if the engine is in order after a fault.
-void check_engine_works() {
+// A grid with a barrier and a shuffle: its output, 256 - i % 256 at i, or an exception.
+std::vector<int> barrier_and_shuffle_grid() {
   std::vector<int> out(512, 0);
   run_grid("after_fault", dim3(2), dim3(256), [&] {
     __shared__ int slots[256];
@@ -93,8 +94,18 @@ void check_engine_works() {
     __syncthreads();
     out[blockIdx.x * 256 + threadIdx.x] = slots[255 - threadIdx.x] + __shfl_down_sync(~0u, 1, 1);
   });
+  return out;
+}
+
+void check_grid_output(const std::vector<int>& out) {
+  BOOST_REQUIRE_EQUAL(out.size(), 512u);
   for (int i = 0; i < 512; ++i)
-    BOOST_REQUIRE_EQUAL(out[i], 255 - i % 256 + 1);
+    BOOST_REQUIRE_EQUAL(out[i], 256 - i % 256);
+}
+
+// That the engine is in order, after a fault.
+void check_engine_works() {
+  check_grid_output(barrier_and_shuffle_grid());
 }
 
 BOOST_AUTO_TEST_CASE(indices_cover_the_grid_exactly_once) {
@@ -199,6 +210,14 @@ BOOST_AUTO_TEST_CASE(shuffle_widths_xor_and_ballot) {
     BOOST_CHECK_EQUAL(butterfly[i], 31 * 32 / 2);
     BOOST_CHECK_EQUAL(ballots[i], i < 32 ? every_third : every_third | 1u << 8);
   }
+}
+
+BOOST_AUTO_TEST_CASE(warps_of_a_2d_block_follow_the_linear_thread_index) {
+  std::vector<unsigned int> out(64);
+  run_grid("warps_2d", dim3(1), dim3(8, 8),
+           [&] { out[linear_thread()] = __shfl_down_sync(~0u, linear_thread(), 1); });
+  for (unsigned int id = 0; id < 64; ++id)
+    BOOST_CHECK_EQUAL(out[id], id % 32 == 31 ? id : id + 1);
 }
 
 BOOST_AUTO_TEST_CASE(block_sum_and_block_max_for_every_block_size) {
@@ -436,6 +455,23 @@ BOOST_AUTO_TEST_CASE(builtins_outside_a_kernel_and_nested_launches_are_refused) 
       run_grid("outer", dim3(1), dim3(1), [] { run_grid("inner", dim3(1), dim3(1), [] {}); }),
       std::logic_error);
   BOOST_CHECK_THROW(run_grid("too_big", dim3(1), dim3(2048), [] {}), std::invalid_argument);
+  check_engine_works();
+}
+
+BOOST_AUTO_TEST_CASE(grids_run_on_any_host_thread) {
+  // Each OS thread has its own engine and stack pool; the runtime runs one grid at a time.
+  std::vector<int> out;
+  std::exception_ptr error;
+  std::thread other([&] {
+    try {
+      out = barrier_and_shuffle_grid();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  other.join();
+  BOOST_REQUIRE(!error);
+  check_grid_output(out);
   check_engine_works();
 }
 
