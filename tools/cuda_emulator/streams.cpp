@@ -23,8 +23,22 @@ class Running {
   Running& operator=(const Running&) = delete;
 };
 
+// Makes `device` the calling thread's current device for the guard's lifetime: work may run
+// on any thread that waits for it (a watchdog's query), and runs on its stream's device.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) : previous_(std::exchange(this_thread().device, device)) {}
+  ~CurrentDevice() { this_thread().device = previous_; }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_;
+};
+
 void execute(CUstream_st& stream, Item& item) {
   if (item.kind != WorkKind::control) set_device_memory_access(item.kind == WorkKind::device);
+  const CurrentDevice current(stream.device);
   try {
     item.work.run();
   } catch (const DeviceFault& fault) {

@@ -37,8 +37,12 @@ namespace {
 // test. 64 MiB each, so that capacity is easy to reach.
 constexpr std::size_t kCapacity = std::size_t{64} << 20;
 
+// Set where a test runs this program again with a configuration of its own.
+constexpr const char* kOwnConfiguration = "ALLOY_EMULATOR_RUNTIME_TEST_OWN_CONFIGURATION";
+
 struct Environment {
   Environment() {
+    if (std::getenv(kOwnConfiguration) != nullptr) return;
     setenv("ALLOY_EMULATOR_DEVICES", "3", 1);
     setenv("ALLOY_EMULATOR_MEMORY", "64M", 1);
   }
@@ -55,7 +59,9 @@ Work note(std::vector<int>& log, int value) {
   return Work{"note " + std::to_string(value), [&log, value] { log.push_back(value); }};
 }
 
-std::vector<int> ints(std::initializer_list<int> values) { return values; }
+std::vector<int> ints(std::initializer_list<int> values) {
+  return values;
+}
 
 // A non-blocking stream (as the project's), destroyed at scope end.
 class Stream {
@@ -156,7 +162,9 @@ std::pair<int, std::string> in_child(const std::function<void()>& body) {
   return {status, output};
 }
 
-bool aborted(int status) { return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT; }
+bool aborted(int status) {
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT;
+}
 
 // Clears the calling thread's last error before and checks it after a test case's calls.
 struct CleanErrors {
@@ -195,6 +203,33 @@ BOOST_AUTO_TEST_CASE(devices_come_from_the_environment_with_h100_properties) {
   BOOST_TEST(cudaDeviceGetPCIBusId(bus, 4, 1) == cudaErrorInvalidValue);
 }
 
+BOOST_AUTO_TEST_CASE(a_bad_configuration_is_fatal_at_first_use) {
+  for (const char* memory : {"12X", "0", "-5G", "G"}) {
+    const auto [status, output] = in_child([memory] {
+      setenv(kOwnConfiguration, "1", 1);
+      setenv("ALLOY_EMULATOR_MEMORY", memory, 1);
+      execl("/proc/self/exe", "runtime_test",
+            "--run_test=runtime/devices_come_from_the_environment_with_h100_properties",
+            static_cast<char*>(nullptr));
+    });
+    BOOST_TEST(aborted(status), memory);
+    BOOST_TEST(output.find(std::string("alloy CUDA emulator: ALLOY_EMULATOR_MEMORY=\"") + memory +
+                           "\" is not valid") != std::string::npos,
+               output);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(work_runs_on_its_streams_device_whichever_thread_waits) {
+  BOOST_REQUIRE_EQUAL(cudaSetDevice(1), cudaSuccess);
+  Stream stream;
+  int seen = -1;
+  BOOST_REQUIRE_EQUAL(enqueue(stream.get(), Work{"read the device", [&] { cudaGetDevice(&seen); }}),
+                      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(cudaSetDevice(0), cudaSuccess);
+  std::thread([&] { cudaStreamSynchronize(stream.get()); }).join();
+  BOOST_TEST(seen == 1);
+}
+
 BOOST_AUTO_TEST_CASE(the_current_device_belongs_to_each_host_thread) {
   BOOST_REQUIRE_EQUAL(cudaSetDevice(1), cudaSuccess);
   int seen_by_other = -1;
@@ -230,7 +265,8 @@ BOOST_AUTO_TEST_CASE(last_error_is_per_thread_and_cleared_only_by_get) {
 BOOST_AUTO_TEST_CASE(work_runs_in_order_and_only_when_synchronised) {
   Stream stream;
   std::vector<int> log;
-  for (int i = 1; i <= 3; ++i) BOOST_REQUIRE_EQUAL(enqueue(stream.get(), note(log, i)), cudaSuccess);
+  for (int i = 1; i <= 3; ++i)
+    BOOST_REQUIRE_EQUAL(enqueue(stream.get(), note(log, i)), cudaSuccess);
   BOOST_TEST(log.empty());
   BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream.get()), cudaSuccess);
   BOOST_TEST(log == ints({1, 2, 3}), boost::test_tools::per_element());
@@ -245,7 +281,8 @@ BOOST_AUTO_TEST_CASE(kernels_run_at_the_sync_with_their_launch_arguments) {
   value = 7.0f;  // arguments are copied at the launch
   BOOST_REQUIRE_EQUAL(cudaGetLastError(), cudaSuccess);
   BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream.get()), cudaSuccess);
-  for (float x : data.read()) BOOST_TEST(x == 2.5f);
+  for (float x : data.read())
+    BOOST_TEST(x == 2.5f);
   ALLOY_LAUNCH(fill_kernel, dim3(1), dim3(2048), 0, stream.get())(data.get(), 100, value);
   BOOST_TEST(cudaGetLastError() == cudaErrorInvalidConfiguration);
 }
@@ -327,18 +364,21 @@ BOOST_AUTO_TEST_CASE(a_copy_into_pageable_memory_completes_before_returning) {
   BOOST_REQUIRE_EQUAL(cudaMemsetAsync(data.get(), 0, data.bytes(), stream.get()), cudaSuccess);
   BOOST_REQUIRE_EQUAL(enqueue(stream.get(), note(log, 1)), cudaSuccess);
   std::vector<float> host(4, 5.0f);
-  BOOST_REQUIRE_EQUAL(cudaMemcpyAsync(host.data(), data.get(), data.bytes(),
-                                      cudaMemcpyDeviceToHost, stream.get()),
-                      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(
+      cudaMemcpyAsync(host.data(), data.get(), data.bytes(), cudaMemcpyDeviceToHost, stream.get()),
+      cudaSuccess);
   BOOST_TEST(log == ints({1}), boost::test_tools::per_element());
-  for (float x : host) BOOST_TEST(x == 0.0f);
+  for (float x : host)
+    BOOST_TEST(x == 0.0f);
 }
 
 BOOST_AUTO_TEST_CASE(fresh_device_memory_reads_as_all_ones) {
   DeviceArray<float> floats(8);
-  for (float x : floats.read()) BOOST_TEST(std::isnan(x));
+  for (float x : floats.read())
+    BOOST_TEST(std::isnan(x));
   DeviceArray<std::int32_t> integers(3);
-  for (std::int32_t x : integers.read()) BOOST_TEST(x == -1);
+  for (std::int32_t x : integers.read())
+    BOOST_TEST(x == -1);
 }
 
 BOOST_AUTO_TEST_CASE(copies_are_checked_against_the_registries) {
@@ -442,9 +482,9 @@ BOOST_AUTO_TEST_CASE(host_functions_and_other_threads) {
   Event event;
   static int calls = 0;
   calls = 0;
-  BOOST_REQUIRE_EQUAL(
-      cudaLaunchHostFunc(stream.get(), [](void* data) { ++*static_cast<int*>(data); }, &calls),
-      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(cudaLaunchHostFunc(
+                          stream.get(), [](void* data) { ++*static_cast<int*>(data); }, &calls),
+                      cudaSuccess);
   BOOST_REQUIRE_EQUAL(cudaEventRecord(event.get(), stream.get()), cudaSuccess);
   BOOST_TEST(calls == 0);
   // A writer thread waits on the event, as the async checkpoint writer does.
@@ -464,10 +504,11 @@ BOOST_AUTO_TEST_CASE(peer_copies_between_devices) {
     BOOST_TEST(cudaMemcpyPeerAsync(destination.get(), 0, source.get(), 0, source.bytes(),
                                    nullptr) == cudaErrorInvalidValue);
     BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream.get()), cudaSuccess);
-    BOOST_REQUIRE_EQUAL(cudaMemcpyPeerAsync(destination.get(), 1, source.get(), 0,
-                                            source.bytes(), nullptr),
-                        cudaSuccess);
-    for (int x : destination.read()) BOOST_TEST(x == 0);
+    BOOST_REQUIRE_EQUAL(
+        cudaMemcpyPeerAsync(destination.get(), 1, source.get(), 0, source.bytes(), nullptr),
+        cudaSuccess);
+    for (int x : destination.read())
+      BOOST_TEST(x == 0);
   }
   BOOST_REQUIRE_EQUAL(cudaSetDevice(0), cudaSuccess);
   static_cast<void>(cudaGetLastError());
@@ -487,9 +528,9 @@ BOOST_AUTO_TEST_CASE(graph_capture_records_work_and_replays_it) {
   BOOST_REQUIRE_EQUAL(enqueue(stream.get(), note(log, 1)), cudaSuccess);
   ALLOY_LAUNCH(fill_kernel, dim3(2), dim3(32), 0, stream.get())(data.get(), 64, value);
   value = 4.0f;
-  BOOST_REQUIRE_EQUAL(cudaMemcpyAsync(host.get(), data.get(), data.bytes(),
-                                      cudaMemcpyDeviceToHost, stream.get()),
-                      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(
+      cudaMemcpyAsync(host.get(), data.get(), data.bytes(), cudaMemcpyDeviceToHost, stream.get()),
+      cudaSuccess);
   cudaGraph_t graph = nullptr;
   BOOST_REQUIRE_EQUAL(cudaStreamEndCapture(stream.get(), &graph), cudaSuccess);
   BOOST_REQUIRE_EQUAL(cudaStreamIsCapturing(stream.get(), &status), cudaSuccess);
@@ -499,7 +540,8 @@ BOOST_AUTO_TEST_CASE(graph_capture_records_work_and_replays_it) {
   BOOST_TEST(nodes == 3u);
   BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream.get()), cudaSuccess);
   BOOST_TEST(log.empty());  // captured, not run
-  for (float x : data.read()) BOOST_TEST(std::isnan(x));
+  for (float x : data.read())
+    BOOST_TEST(std::isnan(x));
 
   cudaGraphExec_t exec = nullptr;
   BOOST_REQUIRE_EQUAL(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
@@ -509,7 +551,8 @@ BOOST_AUTO_TEST_CASE(graph_capture_records_work_and_replays_it) {
   BOOST_TEST(log.empty());
   BOOST_REQUIRE_EQUAL(cudaStreamSynchronize(stream.get()), cudaSuccess);
   BOOST_TEST(log == ints({1, 1}), boost::test_tools::per_element());
-  for (int i = 0; i < 64; ++i) BOOST_TEST(host[static_cast<std::size_t>(i)] == 3.0f);
+  for (int i = 0; i < 64; ++i)
+    BOOST_TEST(host[static_cast<std::size_t>(i)] == 3.0f);
   BOOST_REQUIRE_EQUAL(cudaGraphExecDestroy(exec), cudaSuccess);
   BOOST_TEST(cudaGraphLaunch(exec, stream.get()) == cudaErrorInvalidValue);
 }
@@ -541,10 +584,10 @@ BOOST_AUTO_TEST_CASE(synchronising_or_paging_on_a_capturing_stream_invalidates_i
   for (int attempt = 0; attempt < 2; ++attempt) {
     BOOST_REQUIRE_EQUAL(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeRelaxed),
                         cudaSuccess);
-    const cudaError_t refused =
-        attempt == 0 ? cudaStreamSynchronize(stream.get())
-                     : cudaMemcpyAsync(data.get(), pageable.data(), data.bytes(),
-                                       cudaMemcpyHostToDevice, stream.get());
+    const cudaError_t refused = attempt == 0
+                                    ? cudaStreamSynchronize(stream.get())
+                                    : cudaMemcpyAsync(data.get(), pageable.data(), data.bytes(),
+                                                      cudaMemcpyHostToDevice, stream.get());
     BOOST_TEST(refused == cudaErrorStreamCaptureUnsupported);
     cudaGraph_t graph = nullptr;
     BOOST_TEST(cudaStreamEndCapture(stream.get(), &graph) == cudaErrorStreamCaptureInvalidated);
@@ -626,12 +669,13 @@ BOOST_AUTO_TEST_CASE(a_fault_loses_the_device_for_good) {
   cudaStream_t stream = nullptr;
   BOOST_REQUIRE_EQUAL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   std::vector<int> log;
-  BOOST_REQUIRE_EQUAL(
-      enqueue(stream, Work{"cublasGemmEx", [] {
-                             throw DeviceFault("cublasGemmEx: A is not device memory",
-                                               cudaErrorIllegalAddress);
-                           }}),
-      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(enqueue(stream, Work{"cublasGemmEx",
+                                           [] {
+                                             throw DeviceFault(
+                                                 "cublasGemmEx: A is not device memory",
+                                                 cudaErrorIllegalAddress);
+                                           }}),
+                      cudaSuccess);
   BOOST_REQUIRE_EQUAL(enqueue(stream, note(log, 1)), cudaSuccess);
   BOOST_TEST(cudaStreamSynchronize(stream) == cudaErrorIllegalAddress);
   BOOST_TEST(log.empty());  // the work after the fault never runs
@@ -657,9 +701,9 @@ BOOST_AUTO_TEST_CASE(the_host_touching_device_memory_aborts_with_where) {
   BOOST_TEST(output.find("alloy CUDA emulator: host code touched device memory at 0x") !=
                  std::string::npos,
              output);
-  BOOST_TEST(output.find(", 12 bytes into an allocation of 100 bytes on device 0") !=
-                 std::string::npos,
-             output);
+  BOOST_TEST(
+      output.find(", 12 bytes into an allocation of 100 bytes on device 0") != std::string::npos,
+      output);
 }
 
 BOOST_AUTO_TEST_CASE(host_functions_run_with_device_memory_protected) {
