@@ -577,18 +577,33 @@ BOOST_AUTO_TEST_CASE(an_unsafe_call_during_capture_fails_and_invalidates_it) {
   BOOST_REQUIRE_EQUAL(cudaFree(memory), cudaSuccess);
 }
 
-BOOST_AUTO_TEST_CASE(synchronising_or_paging_on_a_capturing_stream_invalidates_it) {
-  Stream stream;
+BOOST_AUTO_TEST_CASE(synchronising_or_paging_during_a_capture_invalidates_it) {
+  Stream stream, other;
   std::vector<float> pageable(4);
   DeviceArray<float> data(4);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    BOOST_REQUIRE_EQUAL(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeRelaxed),
-                        cudaSuccess);
-    const cudaError_t refused = attempt == 0
-                                    ? cudaStreamSynchronize(stream.get())
-                                    : cudaMemcpyAsync(data.get(), pageable.data(), data.bytes(),
-                                                      cudaMemcpyHostToDevice, stream.get());
-    BOOST_TEST(refused == cudaErrorStreamCaptureUnsupported);
+  struct Attempt {
+    cudaStreamCaptureMode mode;
+    std::function<cudaError_t()> call;
+  };
+  const Attempt attempts[] = {
+      // On the capturing stream itself, refused whatever the mode.
+      {cudaStreamCaptureModeRelaxed, [&] { return cudaStreamSynchronize(stream.get()); }},
+      {cudaStreamCaptureModeRelaxed,
+       [&] {
+         return cudaMemcpyAsync(data.get(), pageable.data(), data.bytes(), cudaMemcpyHostToDevice,
+                                stream.get());
+       }},
+      // On another stream, refused to the capturing thread unless relaxed.
+      {cudaStreamCaptureModeThreadLocal,
+       [&] {
+         return cudaMemcpyAsync(data.get(), pageable.data(), data.bytes(), cudaMemcpyHostToDevice,
+                                other.get());
+       }},
+      {cudaStreamCaptureModeThreadLocal, [&] { return cudaStreamSynchronize(other.get()); }},
+  };
+  for (const Attempt& attempt : attempts) {
+    BOOST_REQUIRE_EQUAL(cudaStreamBeginCapture(stream.get(), attempt.mode), cudaSuccess);
+    BOOST_TEST(attempt.call() == cudaErrorStreamCaptureUnsupported);
     cudaGraph_t graph = nullptr;
     BOOST_TEST(cudaStreamEndCapture(stream.get(), &graph) == cudaErrorStreamCaptureInvalidated);
   }
