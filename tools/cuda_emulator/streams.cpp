@@ -48,19 +48,6 @@ void execute(CUstream_st& stream, Item& item) {
   }
 }
 
-using Target = std::pair<std::weak_ptr<CUstream_st>, std::uint64_t>;
-
-// Work that makes its stream wait until each target stream has run to its position.
-Item wait_item(std::vector<Target> targets) {
-  return Item{Work{"a stream wait",
-                   [targets = std::move(targets)] {
-                     for (const auto& [target, position] : targets) {
-                       if (const auto stream = target.lock()) run_until(*stream, position);
-                     }
-                   }},
-              WorkKind::control};
-}
-
 bool pending(const CUstream_st& stream) {
   return stream.done < stream.issued;
 }
@@ -71,6 +58,16 @@ void push(CUstream_st& stream, Item item) {
 }
 
 }  // namespace
+
+Item wait_item(std::vector<WaitTarget> targets) {
+  return Item{Work{"a stream wait",
+                   [targets = std::move(targets)] {
+                     for (const auto& [target, position] : targets) {
+                       if (const auto stream = target.lock()) run_until(*stream, position);
+                     }
+                   }},
+              WorkKind::control};
+}
 
 CUstream_st* find_stream(cudaStream_t handle) {
   Runtime& rt = runtime();
@@ -98,7 +95,7 @@ cudaError_t enqueue_item(CUstream_st& stream, Item item) {
   CUstream_st& legacy = *rt.devices[static_cast<std::size_t>(stream.device)].legacy;
   if (stream.legacy) {
     if (const cudaError_t conflict = check_legacy_use(stream.device)) return conflict;
-    std::vector<Target> targets;
+    std::vector<WaitTarget> targets;
     for (const auto& [handle, other] : rt.streams) {
       if (other->device == stream.device && (other->flags & cudaStreamNonBlocking) == 0 &&
           pending(*other)) {
@@ -107,7 +104,7 @@ cudaError_t enqueue_item(CUstream_st& stream, Item item) {
     }
     if (!targets.empty()) push(stream, wait_item(std::move(targets)));
   } else if ((stream.flags & cudaStreamNonBlocking) == 0 && pending(legacy)) {
-    push(stream, wait_item({Target(shared_stream(legacy), legacy.issued)}));
+    push(stream, wait_item({WaitTarget(shared_stream(legacy), legacy.issued)}));
   }
   push(stream, std::move(item));
   return cudaSuccess;
