@@ -73,7 +73,8 @@ cudaError_t copy(void* destination, const void* source, std::size_t bytes, cudaM
   // A copy into pageable memory, or a blocking one other than device to device, waits.
   const bool waits =
       to == Side::pageable || (synchronous && !(to == Side::device && from == Side::device));
-  if (waits) {
+  // CUDA may synchronise any copy with pageable memory: potentially unsafe during a capture.
+  if (waits || pageable) {
     if (const cudaError_t refused = check_unsafe_call()) return refused;
   }
   std::string name =

@@ -1,6 +1,7 @@
 // The emulated devices: their number and memory (from the environment), their properties, and
 // the calling thread's current device.
 #include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,8 @@ constexpr int kMaxDevices = 64;
                "alloy CUDA emulator: %s=\"%s\" is not valid: expected %s. Fix or unset it "
                "(this is a fatal configuration error).\n",
                variable, value, expected);
+  // Fatal even under a test framework that handles SIGABRT: no device can be set up.
+  std::signal(SIGABRT, SIG_DFL);
   std::abort();
 }
 

@@ -165,11 +165,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream_handle, cudaEvent_t handle, 
     return fail(cudaErrorStreamCaptureIsolation);
   }
   if (complete(*event)) return cudaSuccess;
-  const std::shared_ptr<CUstream_st> target = event->stream.lock();
-  const std::uint64_t position = event->position;
-  return fail(enqueue_item(
-      *stream, Item{Work{"a stream wait", [target, position] { run_until(*target, position); }},
-                    WorkKind::control}));
+  return fail(enqueue_item(*stream, wait_item({WaitTarget(event->stream, event->position)})));
 }
 
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start_handle,

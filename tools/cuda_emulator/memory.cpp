@@ -143,6 +143,9 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     }
     const ssize_t written = write(STDERR_FILENO, line, std::strlen(line));
     static_cast<void>(written);
+    // The process must end here: a test framework's SIGABRT handler would carry on with the
+    // runtime's lock held and device memory in any state.
+    ::signal(SIGABRT, SIG_DFL);
     std::abort();
   }
   chain(signal, info, context);
@@ -176,11 +179,10 @@ const Allocation* find_allocation(const void* pointer, std::size_t bytes) {
   const Allocation& allocation = mapping->allocation;
   const auto address = reinterpret_cast<std::uintptr_t>(pointer);
   const auto start = reinterpret_cast<std::uintptr_t>(allocation.start);
-  if (address < start || address - start > allocation.bytes) return nullptr;
-  if (bytes == 0) return &allocation;
-  return bytes <= allocation.bytes - (address - start) && address - start < allocation.bytes
-             ? &allocation
-             : nullptr;
+  if (address < start) return nullptr;
+  const std::size_t offset = address - start;
+  if (bytes == 0) return offset <= allocation.bytes ? &allocation : nullptr;
+  return offset < allocation.bytes && bytes <= allocation.bytes - offset ? &allocation : nullptr;
 }
 
 bool touches_device_memory(const void* pointer, std::size_t bytes) {
@@ -208,7 +210,7 @@ bool is_pinned(const void* pointer, std::size_t bytes) {
 void set_device_memory_access(bool access) {
   const auto lock = lock_runtime();
   if (accessible.load() == access) return;
-  // Protect first, then publish: the fault handler calls what faults while protected host code.
+  // The fault handler blames host code for faults while device memory is protected.
   for (const auto& [base, mapping] : mappings())
     protect(mapping, access);
   accessible.store(access);
@@ -255,7 +257,11 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
     return fail(cudaErrorMemoryAllocation);
   }
   mapping.base = static_cast<char*>(base);
-  mprotect(mapping.base + mapping.data_bytes, page_size(), PROT_NONE);
+  if (mprotect(mapping.base + mapping.data_bytes, page_size(), PROT_NONE) != 0) {
+    munmap(base, mapping.data_bytes + page_size());
+    free_slots.push_back(mapping.slot);
+    return fail(cudaErrorMemoryAllocation);
+  }
   mapping.allocation.start = mapping.base + mapping.data_bytes - accounted;
   mapping.allocation.bytes = bytes;
   mapping.allocation.device = device;

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "tools/cuda_emulator/emulator.h"
@@ -156,6 +157,10 @@ cudaError_t enqueue_item(CUstream_st& stream, Item item);
 // Runs `stream`'s work until `position` items have run (or its device is lost).
 void run_until(CUstream_st& stream, std::uint64_t position);
 void run_all(CUstream_st& stream);
+// Work that makes its stream wait until each target has run to its position (a target
+// destroyed meanwhile ran all its work first).
+using WaitTarget = std::pair<std::weak_ptr<CUstream_st>, std::uint64_t>;
+Item wait_item(std::vector<WaitTarget> targets);
 // Runs every stream of `device` to its end; then returns the device's sticky error.
 cudaError_t synchronize_device(int device);
 cudaError_t synchronize_all_devices();

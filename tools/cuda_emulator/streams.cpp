@@ -23,8 +23,22 @@ class Running {
   Running& operator=(const Running&) = delete;
 };
 
+// Makes `device` the calling thread's current device for the guard's lifetime: work may run
+// on any thread that waits for it (a watchdog's query), and runs on its stream's device.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) : previous_(std::exchange(this_thread().device, device)) {}
+  ~CurrentDevice() { this_thread().device = previous_; }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_;
+};
+
 void execute(CUstream_st& stream, Item& item) {
   if (item.kind != WorkKind::control) set_device_memory_access(item.kind == WorkKind::device);
+  const CurrentDevice current(stream.device);
   try {
     item.work.run();
   } catch (const DeviceFault& fault) {
@@ -32,19 +46,6 @@ void execute(CUstream_st& stream, Item& item) {
   } catch (const std::exception& error) {
     lose_device(stream.device, item.work.name, DeviceFault(error.what()));
   }
-}
-
-using Target = std::pair<std::weak_ptr<CUstream_st>, std::uint64_t>;
-
-// Work that makes its stream wait until each target stream has run to its position.
-Item wait_item(std::vector<Target> targets) {
-  return Item{Work{"a stream wait",
-                   [targets = std::move(targets)] {
-                     for (const auto& [target, position] : targets) {
-                       if (const auto stream = target.lock()) run_until(*stream, position);
-                     }
-                   }},
-              WorkKind::control};
 }
 
 bool pending(const CUstream_st& stream) {
@@ -57,6 +58,16 @@ void push(CUstream_st& stream, Item item) {
 }
 
 }  // namespace
+
+Item wait_item(std::vector<WaitTarget> targets) {
+  return Item{Work{"a stream wait",
+                   [targets = std::move(targets)] {
+                     for (const auto& [target, position] : targets) {
+                       if (const auto stream = target.lock()) run_until(*stream, position);
+                     }
+                   }},
+              WorkKind::control};
+}
 
 CUstream_st* find_stream(cudaStream_t handle) {
   Runtime& rt = runtime();
@@ -84,7 +95,7 @@ cudaError_t enqueue_item(CUstream_st& stream, Item item) {
   CUstream_st& legacy = *rt.devices[static_cast<std::size_t>(stream.device)].legacy;
   if (stream.legacy) {
     if (const cudaError_t conflict = check_legacy_use(stream.device)) return conflict;
-    std::vector<Target> targets;
+    std::vector<WaitTarget> targets;
     for (const auto& [handle, other] : rt.streams) {
       if (other->device == stream.device && (other->flags & cudaStreamNonBlocking) == 0 &&
           pending(*other)) {
@@ -93,7 +104,7 @@ cudaError_t enqueue_item(CUstream_st& stream, Item item) {
     }
     if (!targets.empty()) push(stream, wait_item(std::move(targets)));
   } else if ((stream.flags & cudaStreamNonBlocking) == 0 && pending(legacy)) {
-    push(stream, wait_item({Target(shared_stream(legacy), legacy.issued)}));
+    push(stream, wait_item({WaitTarget(shared_stream(legacy), legacy.issued)}));
   }
   push(stream, std::move(item));
   return cudaSuccess;
