@@ -271,14 +271,8 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
 #ifdef ALLOY_HAVE_CUDA
 struct SnapshotArena::Impl {
   explicit Impl(Device on) : device(on), copied(on.index) {}
-  // The pinned memory must outlive the copies into it. Never throws (a failure here means the
-  // driver is going away, and there is nothing left to protect).
-  ~Impl() {
-    if (cudaEventQuery(copied.get()) == cudaErrorNotReady) {
-      static_cast<void>(cudaEventSynchronize(copied.get()));
-      count_host_wait();
-    }
-  }
+  // The pinned memory must outlive the copies into it.
+  ~Impl() { cuda::finish_event_quietly(copied.get()); }
 
   Device device;
   cuda::PinnedBuffer pinned;

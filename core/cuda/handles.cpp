@@ -17,6 +17,13 @@ bool event_done(cudaEvent_t event, const char* what) {
   return event_status_done(cudaEventQuery(event), what);
 }
 
+void finish_event_quietly(cudaEvent_t event) noexcept {
+  if (cudaEventQuery(event) != cudaErrorNotReady) return;
+  static_cast<void>(cudaGetLastError());
+  static_cast<void>(cudaEventSynchronize(event));
+  count_host_wait();
+}
+
 DeviceGuard::DeviceGuard(int device) {
   ALLOY_CUDA_CHECK(cudaGetDevice(&previous_), "reading the current device");
   if (previous_ != device) {

@@ -21,6 +21,10 @@ namespace alloy::cuda {
 bool event_done(cudaEvent_t event, const char* what);
 // The decision of event_done on a status that cudaEventQuery returned.
 bool event_status_done(cudaError_t status, const char* what);
+// For destructors: waits for `event` if its work is still pending (counted as a host wait),
+// clearing the pending status as event_done does. Never throws: a failure here means the
+// driver is going away.
+void finish_event_quietly(cudaEvent_t event) noexcept;
 
 // Makes `device` current for the guard's lifetime and restores the previous one.
 class DeviceGuard {

@@ -42,14 +42,9 @@ struct BatchStager::CudaState {
       : copy(device.index), queued(device.index), slots{Slot(device.index), Slot(device.index)} {}
 
   ~CudaState() {
-    // Pinned memory must outlive the uploads reading it. Never throws (a failure here means
-    // the driver is going away, and there is nothing left to protect).
-    for (Slot& slot : slots) {
-      if (cudaEventQuery(slot.uploaded.get()) == cudaErrorNotReady) {
-        static_cast<void>(cudaEventSynchronize(slot.uploaded.get()));
-        count_host_wait();
-      }
-    }
+    // Pinned memory must outlive the uploads reading it.
+    for (Slot& slot : slots)
+      cuda::finish_event_quietly(slot.uploaded.get());
   }
 
   cuda::Stream copy;   // uploads only
