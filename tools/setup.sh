@@ -12,7 +12,9 @@
 # Environment:
 #   ALLOY_BUILD_DIR   build directory (default: build, beside this script's tools/)
 #   ALLOY_CUDA        ON, OFF or AUTO (default AUTO: the CUDA backend builds when nvcc is found,
-#                     on PATH, in $CUDACXX or in /usr/local/cuda/bin)
+#                     on PATH, in $CUDACXX or in /usr/local/cuda/bin), or EMULATED: the CUDA
+#                     backend built by the host compiler against tools/cuda_emulator, which
+#                     runs it without a GPU (needs the toolkit's headers only)
 #   ALLOY_JOBS        parallel compile jobs (default: the cores this process may use)
 #   ALLOY_WITH_TORCH  1: same as --with-torch
 set -euo pipefail
@@ -49,6 +51,7 @@ packages=(
   libboost-program-options-dev
   libboost-serialization-dev # checkpoint archives
   libboost-test-dev          # the test suites
+  libboost-context-dev       # the CUDA emulator's fibers (ALLOY_CUDA=EMULATED)
   zlib1g-dev                 # .gz data files
   libopenblas-dev            # CPU GEMM (CMakeLists.txt: cblas.h + libopenblas)
   libgloo-dev                # CPU collectives for data-parallel training
