@@ -10,7 +10,14 @@
 #  3. a fake alloy that hangs: the phase is killed at its --timeout, with a FAIL naming the
 #     phase, and the exit status is 1;
 #  4. no --device cpu on a machine without a GPU: exit 77, nothing written;
-#  5. the suite phase over a stand-in build tree: a skip passes, a failing test fails it.
+#  5. the suite phase over a stand-in build tree: a skip passes, a failing test fails it, and
+#     so does a disabled one;
+#  6. the tests phase with --emulated over a stand-in emulated build tree: a disabled gpu test
+#     is a SKIP, a failing one a FAIL;
+#  7. when ALLOY comes from an emulated build (ALLOY_CUDA=EMULATED in the CMakeCache.txt beside
+#     its bin/): --device cuda --emulated --quick over the phases short enough here, with the
+#     checks of case 1 that apply and the CUDA ones; otherwise --emulated against ALLOY's build
+#     is a usage error (exit 2) that writes nothing.
 #
 #   tests/tools/gpu_check_test.sh ALLOY
 #
@@ -143,6 +150,70 @@ ALLOY_BUILD=$work/tree run_check "$alloy" --device cpu --quick --phases suite --
 ((status == 1)) || fail "the suite phase with a failing test exited $status, not 1: $output"
 [[ $(rows_of "$work/suite2" "the other tests on this machine (ctest -LE gpu)") == \
   *"failed: fails"*"| FAIL"* ]] || fail "the suite row does not name the failing test"
+
+printf '%s\n' 'add_test(off "true")' 'set_tests_properties(off PROPERTIES DISABLED TRUE)' \
+  >>"$work/tree/CTestTestfile.cmake"
+ALLOY_BUILD=$work/tree run_check "$alloy" --device cpu --quick --phases suite --out "$work/suite3"
+((status == 1)) || fail "the suite phase with a disabled test exited $status, not 1: $output"
+[[ $(rows_of "$work/suite3" "tests disabled") == *"1: off"*"| FAIL"* ]] ||
+  fail "a disabled test outside an emulated build is not a FAIL"
+
+# 6. The tests phase of a rehearsal on the emulator over a stand-in emulated build (its alloy,
+# the fake, only answers --version there).
+mkdir -p "$work/emu-tree/bin"
+ln -s "$fake" "$work/emu-tree/bin/alloy"
+echo 'ALLOY_CUDA:STRING=EMULATED' >"$work/emu-tree/CMakeCache.txt"
+printf '%s\n' 'add_test(passes "true")' 'add_test(too_long "false")' \
+  'set_tests_properties(passes too_long PROPERTIES LABELS gpu)' \
+  'set_tests_properties(too_long PROPERTIES DISABLED TRUE)' >"$work/emu-tree/CTestTestfile.cmake"
+ALLOY_BUILD=$work/emu-tree run_check "$work/emu-tree/bin/alloy" --device cuda --emulated --quick \
+  --phases tests --out "$work/emu-tests"
+((status == 0)) || fail "the emulated tests phase with a disabled test exited $status: $output"
+[[ $(rows_of "$work/emu-tests" "tests disabled in this emulated build") == \
+  *"1: too_long"*"| SKIP"* ]] || fail "the disabled gpu test is not a SKIP on the emulator"
+[[ $(rows_of "$work/emu-tests" "gpu tests failed") == *"| 0 "*"| PASS"* ]] ||
+  fail "the disabled gpu test counts as failed on the emulator"
+printf '%s\n' 'add_test(fails "false")' 'set_tests_properties(fails PROPERTIES LABELS gpu)' \
+  >>"$work/emu-tree/CTestTestfile.cmake"
+ALLOY_BUILD=$work/emu-tree run_check "$work/emu-tree/bin/alloy" --device cuda --emulated --quick \
+  --phases tests --out "$work/emu-tests2"
+((status == 1)) || fail "the emulated tests phase with a failing test exited $status, not 1"
+[[ $(rows_of "$work/emu-tests2" "gpu tests failed") == *"1: fails"*"| FAIL"* ]] ||
+  fail "the failing gpu test is not a FAIL on the emulator"
+
+# 7. The rehearsal on the CUDA emulator when ALLOY is an emulated build's, else a usage error.
+build=$(cd "$(dirname "$alloy")/.." && pwd)
+if grep -qx 'ALLOY_CUDA:[A-Z]*=EMULATED' "$build/CMakeCache.txt" 2>/dev/null; then
+  # recipe and resume take about 65 and 100 s there on 2 cores; mem (60 s) and ddp (85 s) are
+  # left to check.sh's own runs.
+  started=$SECONDS
+  ALLOY_BUILD=$build run_check "$alloy" --device cuda --emulated --quick --phases recipe,resume \
+    --out "$work/emu"
+  echo "case 7: exit $status in $((SECONDS - started)) s"
+  ((status == 0)) || fail "the rehearsal on the emulator exited $status: $output"
+  [[ -s $work/emu/summary.md ]] || { echo "$output"; fail "no summary.md from the emulator"; exit 1; }
+  well_formed "$work/emu"
+  grep -q '^# Alloy GPU check: PASS .*- REHEARSAL on the CUDA emulator, not a GPU result' \
+    "$work/emu/summary.md" || fail "summary.md's title is not PASS on the CUDA emulator"
+  grep -q '^REHEARSAL on the CUDA emulator, not a GPU result' <<<"$output" ||
+    fail "the table on standard output does not say REHEARSAL on the CUDA emulator"
+  grep -q '^- GPU .*: 1 x Alloy CUDA emulator' "$work/emu/summary.md" ||
+    fail "summary.md does not name the emulated GPU"
+  for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0" \
+    "O3 test accuracy vs O0" "O2 forced to 2^40: skipped steps" \
+    "O2 forced to 2^40: final loss scale" "O2 forced to 2^40: test accuracy vs O2" \
+    "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight"; do
+    [[ $(rows_of "$work/emu" "$name") == *"| PASS"* ]] || fail "no PASS row '$name' on the emulator"
+  done
+  [[ $(tar -xzOf "$work/emu/gpu-check-logs.tar.gz" logs/recipe-O0.cmd) == *" --device cuda "* ]] ||
+    fail "the emulator's recipe did not train with --device cuda"
+else
+  ALLOY_BUILD=$build run_check "$alloy" --device cuda --emulated --quick --phases recipe \
+    --out "$work/emu"
+  ((status == 2)) || fail "--emulated with a build that is not emulated exited $status, not 2"
+  [[ $output == *"ALLOY_CUDA=EMULATED"* ]] || fail "the usage error does not say why: $output"
+  [[ ! -e $work/emu ]] || fail "--emulated with a build that is not emulated wrote $work/emu"
+fi
 
 # 4. No GPU and no --device cpu.
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then

@@ -5,7 +5,7 @@
 # else goes to DIR), and exits 0 when no check failed. A SKIP says what was not checked and
 # why; it fails nothing.
 #
-#   tools/gpu/check.sh [--phases LIST] [--device cuda|cpu] [--quick] [--out DIR]
+#   tools/gpu/check.sh [--phases LIST] [--device cuda|cpu] [--emulated] [--quick] [--out DIR]
 #                      [--data-dir DIR] [--budget SECONDS] [--timeout PHASE=SECONDS]...
 #
 # On a lent GPU machine (shared/gpu/README.md): pack here with ../shared/gpu/pack.sh, then make
@@ -30,6 +30,20 @@
 # estimate: 3 rounds of 60-90 s, a probe and a warm-up; it is given --time-budget to end within
 # the phase). About 16 minutes in all, plus the machine's start; the limits below keep a hang
 # from eating a call.
+#
+# Before the GPU, the same phases on the CUDA emulator (docs/cuda_emulator.md), an emulated
+# build in build-emu; no GPU, no lent machine:
+#
+#   ALLOY_BUILD=build-emu tools/gpu/check.sh --device cuda --emulated --quick --phases recipe,resume,mem,ddp
+#
+# Seconds per phase there, MEASURED on this 2-core machine (the emulator runs kernels one
+# thread at a time): recipe 64, resume 99, mem 62 (--max-batch to 256 included), ddp 83 (two
+# world-1 NCCL and two two-rank Gloo runs; the one-process runs are the recipe's), bench 0 (a
+# SKIP): about 5 minutes. tests and suite were not timed: from the build's last ctest, the gpu
+# tests short enough for the emulator take about 100 s in all, and a test too long for it,
+# unless tests/CMakeLists.txt disables it there, is stopped at half the phase's limit; suite is
+# the CPU suite (~4 minutes of test time) plus the emulator's own tests and this script's test,
+# which rehearses recipe and resume on the emulator (~3 minutes).
 #
 # Phases (default: all, in this order):
 #   tests   ctest -L gpu in the build: tests found, none failed, none skipped while a GPU is
@@ -60,23 +74,32 @@
 #                      runs nothing. cpu: a REHEARSAL on the CPU of the same phases and checks
 #                      (DDP over Gloo where the GPU run uses NCCL; no driver view, --max-batch
 #                      or bench)
+#   --emulated         with --device cuda and --quick: a REHEARSAL on the CUDA emulator
+#                      (docs/cuda_emulator.md) of the GPU run, with the same `--device cuda`
+#                      commands, against an emulated build (ALLOY_BUILD's CMakeCache.txt says
+#                      ALLOY_CUDA=EMULATED, and ALLOY is its bin/alloy; else exit 2). No
+#                      nvidia-smi needed: the driver's view is a SKIP (alloy's own device view is
+#                      still checked), bench is a SKIP, and gpu tests that the emulated build
+#                      disables (tests/CMakeLists.txt: too long on the emulator) are SKIPs
 #   --quick            a short rehearsal: the MLP on the synthetic data set for 1 epoch (resume
-#                      1 then 2), mem on LeNet batch 64 for 2 steps, accuracy goals loosened and
-#                      marked "(rehearsal)"
+#                      1 then 2), mem on LeNet batch 64 for 2 steps and --max-batch up to 256,
+#                      accuracy goals loosened and marked "(rehearsal)"
 #   --out DIR          where summary.md and the log tarball go (default: $OUT, else
 #                      ./gpu-check-out)
 #   --data-dir DIR     the Fashion-MNIST files (default /usr/share/datasets/fashion-mnist)
 #   --budget SECONDS   the whole run's time: each phase's limit is cut to what is left, less 20 s
 #                      to write the summary (a phase with under 30 s left is a FAIL, not run)
 #   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, suite 300, recipe 240,
-#                      resume 150, mem 420, ddp 300, bench 540); a phase past its limit is
-#                      killed, with its processes, and is a FAIL naming it
+#                      resume 150 (300 with --emulated), mem 420, ddp 300, bench 540); a phase
+#                      past its limit is killed, with its processes, and is a FAIL naming it
 #
-# Environment: ALLOY (the binary, default build/bin/alloy of this tree), ALLOY_BUILD (the build
-# tree ctest runs in, default build), ALLOY_COMMIT (the commit named in the summary when this
-# tree is not a git checkout). Needs python3 (tools/gpu/check_figures.py reads the JSON logs).
+# Environment: ALLOY_BUILD (the build tree ctest runs in, default build, or build-emu with
+# --emulated), ALLOY (the binary, default ALLOY_BUILD's bin/alloy), ALLOY_COMMIT (the commit
+# named in the summary when this tree is not a git checkout), ALLOY_EMULATOR_DEVICES (with
+# --emulated: the emulated GPUs, default 1). Needs python3 (tools/gpu/check_figures.py reads
+# the JSON logs).
 # Exit status: 0 no check failed, 1 a check failed, 2 usage error, 77 no GPU (without
-# --device cpu).
+# --device cpu or --emulated).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -85,15 +108,15 @@ figures_py=$here/tools/gpu/check_figures.py
 all_phases=(tests suite recipe resume mem ddp bench)
 declare -A limit=([tests]=540 [suite]=300 [recipe]=240 [resume]=150 [mem]=420 [ddp]=300
   [bench]=540)
+declare -A timeouts=()  # --timeout's, over the defaults
 phase_list=$(IFS=,; echo "${all_phases[*]}")
 device=cuda
+emulated=0
 quick=0
 out=${OUT:-./gpu-check-out}
 data_dir=/usr/share/datasets/fashion-mnist
 budget=""
 run_phase=""
-alloy=${ALLOY:-$here/build/bin/alloy}
-build=${ALLOY_BUILD:-$here/build}
 
 usage_error() {
   echo "check.sh: $* (see --help)" >&2
@@ -117,6 +140,7 @@ while (($#)); do
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --phases) phase_list=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
+    --emulated) emulated=1; shift ;;
     --quick) quick=1; shift ;;
     --out) out=$2; shift 2 ;;
     --data-dir) data_dir=$2; shift 2 ;;
@@ -125,7 +149,7 @@ while (($#)); do
       if ! [[ $2 =~ ^([a-z]+)=([0-9]{1,5})$ ]] || ! is_phase "${BASH_REMATCH[1]}"; then
         usage_error "--timeout takes PHASE=SECONDS with a phase of: ${all_phases[*]}; got '$2'"
       fi
-      limit[${BASH_REMATCH[1]}]=$((10#${BASH_REMATCH[2]}))
+      timeouts[${BASH_REMATCH[1]}]=$((10#${BASH_REMATCH[2]}))
       shift 2 ;;
     # Internal: run one phase; check.sh starts itself so for each phase, under `timeout`.
     --run-phase) run_phase=$2; shift 2 ;;
@@ -140,6 +164,26 @@ IFS=, read -r -a phases <<<"$phase_list"
 for phase in "${phases[@]}"; do
   is_phase "$phase" || usage_error "unknown phase '$phase' (phases: ${all_phases[*]})"
 done
+build=${ALLOY_BUILD:-$here/build}
+if ((emulated)); then
+  build=${ALLOY_BUILD:-$here/build-emu}
+fi
+alloy=${ALLOY:-$build/bin/alloy}
+if ((emulated)); then
+  [[ $device == cuda ]] || usage_error "--emulated rehearses --device cuda, not --device $device"
+  # The full runs (LeNet on Fashion-MNIST for 10 epochs, ResNet-18) would take hours there.
+  ((quick)) || usage_error "--emulated needs --quick: the full runs are far too slow there"
+  grep -qx 'ALLOY_CUDA:[A-Z]*=EMULATED' "$build/CMakeCache.txt" 2>/dev/null ||
+    usage_error "--emulated needs an emulated build: $build/CMakeCache.txt does not say" \
+      "ALLOY_CUDA=EMULATED (set ALLOY_BUILD; docs/cuda_emulator.md makes one)"
+  [[ $alloy -ef $build/bin/alloy ]] ||
+    usage_error "--emulated runs the emulated build's alloy: ALLOY=$alloy is not $build/bin/alloy"
+  gpus=${ALLOY_EMULATOR_DEVICES:-1}
+  [[ $gpus =~ ^[1-9][0-9]*$ ]] ||
+    usage_error "ALLOY_EMULATOR_DEVICES is a device count, not '$gpus'"
+  limit[resume]=300  # its 6 runs took 100 s on the emulator (2 cores), near the 150 s default
+fi
+for phase in "${!timeouts[@]}"; do limit[$phase]=${timeouts[$phase]}; done
 
 # What the runs train, and the goals they are held to. --quick loosens the accuracy goals (the
 # synthetic set is not Fashion-MNIST) and says so in every goal it loosens.
@@ -148,6 +192,7 @@ if ((quick)); then
   epochs=1
   mem_batch=64
   mem_flags=(--model lenet --batch-size "$mem_batch" --steps 2)
+  max_batch_flags=(--max-batch --max-batch-limit 256)  # a few probes: 64, 128, 256
   acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05
   marked=" (rehearsal)"
 else
@@ -155,6 +200,7 @@ else
   epochs=10
   mem_batch=128
   mem_flags=(--model resnet18 --batch-size "$mem_batch")
+  max_batch_flags=(--max-batch)
   acc_goal=0.83 acc_tolerance=0.01 forced_tolerance=0.02 ddp_tolerance=0.015
   marked=""
 fi
@@ -259,6 +305,21 @@ section() {
 
 # ---- The phases ----
 
+# A row for the tests of ctest's figures c (in the caller) that did not run, being marked
+# DISABLED: an emulated build disables those too long on the emulator (tests/CMakeLists.txt),
+# a SKIP; anywhere else nothing is disabled, and a disabled test is a FAIL.
+record_disabled() {
+  if ((c[disabled] == 0)); then
+    return 0
+  elif ((emulated)); then
+    record "$run_phase" "tests disabled in this emulated build" \
+      "${c[disabled]}: ${c[disabled_names]}" "none on a GPU (here: too long on the emulator)" SKIP
+  else
+    record "$run_phase" "tests disabled" "${c[disabled]}: ${c[disabled_names]}" \
+      "0 (only an emulated build disables tests)" FAIL
+  fi
+}
+
 # The rest of the suite on this machine: its CPU tests were written where no GPU is, and a GPU
 # changes what `--device auto` picks. Skips are listed, not failed (python3-torch is optional).
 phase_suite() {
@@ -273,12 +334,14 @@ phase_suite() {
   record suite "the other tests on this machine (ctest -LE gpu)" \
     "${c[passed]} passed of ${c[total]}, ${c[skipped]} skipped${c[failed_names]:+; failed: ${c[failed_names]}}" \
     "none failed" "$(judge 'a == 0 && b > 0' "${c[failed]}" "${c[total]}")"
+  record_disabled
   {
     echo "### suite: ctest -LE gpu (logs/ctest-suite.txt)"
     echo
     echo "- failed:"
     echo "  - ${c[failed_detail]:-none}" | sed 's/ ;; /\n  - /g'
     echo "- skipped: ${c[skipped]}"
+    echo "- disabled: ${c[disabled_detail]:-none}"
     echo
   } | section
 }
@@ -297,6 +360,7 @@ phase_tests() {
   record tests "gpu tests found" "${c[total]} in $build" ">= 1" "$(judge 'a >= 1' "${c[total]}" 0)"
   record tests "gpu tests failed" "${c[failed]}${c[failed_names]:+: ${c[failed_names]}}" "0" \
     "$(judge 'a == 0' "${c[failed]}" 0)"
+  record_disabled
   if ((gpus)); then
     record tests "gpu tests skipped with a GPU present" \
       "${c[skipped_other]}${c[other_names]:+: ${c[other_names]}}; needing more GPUs than the $gpus here: ${c[skipped_allowed]}" \
@@ -320,6 +384,7 @@ phase_tests() {
     else
       echo "- skipped: ${c[skipped]} (no GPU)"
     fi
+    echo "- disabled: ${c[disabled_detail]:-none}"
     echo
   } | section
 }
@@ -391,7 +456,7 @@ phase_mem() {
   declare -A m d
   # The driver's view: device memory in use, sampled every 100 ms while alloy mem runs (its
   # caching allocator keeps what it took until the process ends, so the samples see the peak).
-  if [[ $device == cuda ]]; then
+  if [[ $device == cuda ]] && ((!emulated)); then
     nvidia-smi --id=0 --query-gpu=memory.used,memory.total --format=csv,noheader,nounits \
       -lms 100 >"$logs/mem-driver.csv" 2>&1 &
     sampler=$!
@@ -413,17 +478,23 @@ phase_mem() {
   record mem "O1, O2, O3 peak below O0's" "${m[ratios]:-no figures}" "each < 1.00x" \
     "$(judge 'a < 1' "${m[worst_ratio]:-}" 0)"
   if [[ $device == cuda ]]; then
-    while IFS='=' read -r key value; do d[$key]=$value; done \
-      < <(python3 "$figures_py" driver "$logs/mem-driver.csv")
-    if ((d[samples] > 0)); then
+    if ((emulated)); then
       record mem "driver's view of device memory (nvidia-smi)" \
-        "peak used ${d[peak_mib]} MiB of ${d[total_mib]} (${d[before_mib]} before the run; ${d[samples]} samples)" \
-        ">= O0 peak_bytes (${m[peak_mib_O0]:-?} MiB) over the MiB before" \
-        "$(judge 'a - t >= b / 1048576' "${d[peak_mib]}" "${m[peak_O0]:-}" "${d[before_mib]}")"
-    else
-      record mem "driver's view of device memory (nvidia-smi)" \
-        "no memory samples from nvidia-smi: $(head -n 1 "$logs/mem-driver.csv")" \
+        "no driver to ask: the CUDA emulator's device memory is host memory (alloy's own view below)" \
         ">= O0 peak_bytes over the MiB before" SKIP
+    else
+      while IFS='=' read -r key value; do d[$key]=$value; done \
+        < <(python3 "$figures_py" driver "$logs/mem-driver.csv")
+      if ((d[samples] > 0)); then
+        record mem "driver's view of device memory (nvidia-smi)" \
+          "peak used ${d[peak_mib]} MiB of ${d[total_mib]} (${d[before_mib]} before the run; ${d[samples]} samples)" \
+          ">= O0 peak_bytes (${m[peak_mib_O0]:-?} MiB) over the MiB before" \
+          "$(judge 'a - t >= b / 1048576' "${d[peak_mib]}" "${m[peak_O0]:-}" "${d[before_mib]}")"
+      else
+        record mem "driver's view of device memory (nvidia-smi)" \
+          "no memory samples from nvidia-smi: $(head -n 1 "$logs/mem-driver.csv")" \
+          ">= O0 peak_bytes over the MiB before" SKIP
+      fi
     fi
     record mem "alloy's own device view (O0)" \
       "reserved ${m[reserved_mib_O0]:-?} MiB, driver used ${m[driver_mib_O0]:-?} MiB" \
@@ -431,7 +502,7 @@ phase_mem() {
       "$(judge 'a >= t && b >= t' "${m[reserved_mib_O0]:-}" "${m[driver_mib_O0]:-}" "${m[peak_mib_O0]:-}")"
     status=0
     declare -A x
-    mem mem-max-batch --max-batch || status=$?
+    mem mem-max-batch "${max_batch_flags[@]}" || status=$?
     if [[ -s $logs/mem-max-batch.jsonl ]]; then
       while IFS='=' read -r key value; do x[$key]=$value; done \
         < <(python3 "$figures_py" mem "$logs/mem-max-batch.jsonl")
@@ -458,9 +529,11 @@ phase_mem() {
     echo '```'
     echo
     if [[ $device == cuda ]]; then
-      echo "Driver's view (nvidia-smi, every 100 ms during the run): peak ${d[peak_mib]:-?} MiB" \
-        "used of ${d[total_mib]:-?} MiB, ${d[before_mib]:-?} MiB before it."
-      echo
+      if ((!emulated)); then
+        echo "Driver's view (nvidia-smi, every 100 ms during the run): peak ${d[peak_mib]:-?}" \
+          "MiB used of ${d[total_mib]:-?} MiB, ${d[before_mib]:-?} MiB before it."
+        echo
+      fi
       if [[ -s $logs/mem-max-batch.txt ]]; then
         echo "The same with --max-batch:"
         echo
@@ -517,9 +590,9 @@ phase_bench() {
       "not in this tree (being written on another branch)" "exit 0, DIR/gpu_bench.md" SKIP
     return 0
   fi
-  if [[ $device == cpu ]]; then
+  if [[ $device == cpu ]] || ((emulated)); then
     record bench "tools/bench/gpu_vs_pytorch.sh" \
-      "not run: it measures a GPU (its own rehearsal: gpu_vs_pytorch.sh --device cpu)" \
+      "not run: it measures a GPU's speed, which neither the CPU nor the emulator shows (its own rehearsal: gpu_vs_pytorch.sh --device cpu)" \
       "exit 0, DIR/gpu_bench.md" SKIP
     return 0
   fi
@@ -566,15 +639,17 @@ command -v python3 >/dev/null || { echo "check.sh: needs python3 to read the log
 [[ -x $alloy ]] || { echo "check.sh: $alloy is not an executable (set ALLOY)" >&2; exit 1; }
 version=$("$alloy" --version 2>&1) || { echo "check.sh: $alloy --version failed: $version" >&2; exit 1; }
 gpu_line=""
-if command -v nvidia-smi >/dev/null; then
+if ((emulated)); then
+  gpu_line="$gpus x Alloy CUDA emulator (emulated, ${ALLOY_EMULATOR_MEMORY:-8G} each; not a GPU)"
+elif command -v nvidia-smi >/dev/null; then
   gpu_line=$(nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used \
     --format=csv,noheader 2>&1) || gpu_line=""
 fi
-gpus=$(grep -c . <<<"$gpu_line" || true)
-if [[ $device == cuda ]]; then
+if ((!emulated)); then gpus=$(grep -c . <<<"$gpu_line" || true); fi
+if [[ $device == cuda ]] && ((!emulated)); then
   if ((gpus == 0)); then
     echo "check.sh: no GPU on this machine (nvidia-smi lists none): nothing checked." \
-      "--device cpu rehearses the same checks on the CPU."
+      "--device cpu rehearses the same checks on the CPU, --emulated --quick on the CUDA emulator."
     exit 77
   fi
   [[ $version == *CUDA* ]] ||
@@ -608,18 +683,24 @@ timings=""
 # summary.md (the machine, the table, the phases' sections) and the log tarball, rewritten
 # after every phase so that a call cut short still brings back what finished.
 write_out() {
-  local passed failed skipped verdict mode
+  local passed failed skipped verdict mode rehearsal
   passed=$(cut -f5 "$work/checks.tsv" | grep -c '^PASS$' || true)
   failed=$(cut -f5 "$work/checks.tsv" | grep -c '^FAIL$' || true)
   skipped=$(cut -f5 "$work/checks.tsv" | grep -c '^SKIP$' || true)
   verdict=$( ((failed)) && echo FAIL || echo PASS)
   mode="on $device"
+  rehearsal=""
   if [[ $device == cpu ]]; then mode="REHEARSAL on the CPU"; fi
+  if ((emulated)); then mode="REHEARSAL on the CUDA emulator, not a GPU result"; fi
   if ((quick)); then mode+=", --quick (REHEARSAL: short runs, loosened goals)"; fi
+  if [[ $device == cpu ]] || ((quick)); then rehearsal="REHEARSAL, not a GPU result"; fi
+  if ((emulated)); then rehearsal="REHEARSAL on the CUDA emulator, not a GPU result"; fi
   table=$(python3 "$figures_py" table "$work/checks.tsv")
+  # Said above the table too, which is also printed alone on standard output.
+  if [[ -n $rehearsal ]]; then table=$(printf '%s:\n\n%s' "$rehearsal" "$table"); fi
   {
     echo "# Alloy GPU check: $verdict ($passed passed, $failed failed, $skipped skipped)" \
-      "$([[ $device == cpu ]] || ((quick)) && echo "- REHEARSAL, not a GPU result")"
+      "${rehearsal:+- $rehearsal}"
     echo
     echo "- mode: $mode; phases: ${phases[*]}"
     echo "- started: $started; written: $(date -u +%FT%TZ); phase seconds:$timings"

@@ -119,7 +119,8 @@ def mem(path):
 def ctest(path, gpus):
     """Each test's status from the `N/M Test #I: name ...status  T sec` lines, and the reason
     of each skip from the test's own `I: SKIPPED: reason` line. A skip is allowed on a GPU
-    machine only when the test says it needs more devices than the machine has."""
+    machine only when the test says it needs more devices than the machine has. A test marked
+    DISABLED ("Not Run (Disabled)") is neither failed nor skipped: check.sh decides."""
     status_line = re.compile(r"^\s*\d+/\d+ Test\s+#(\d+): (\S+) \.*\s*(.*?)\s+[\d.]+ sec")
     reason_line = re.compile(r"^(\d+): SKIPPED: (.*)")
     tests, reasons = {}, {}
@@ -130,8 +131,9 @@ def ctest(path, gpus):
             elif match := reason_line.match(line):
                 reasons[match[1]] = match[2].strip()
     passed = [name for name, status in tests.values() if status == "Passed"]
+    disabled = [name for name, status in tests.values() if status == "Not Run (Disabled)"]
     failed = [f"{name} ({status})" for name, status in tests.values()
-              if status not in ("Passed", "Skipped")]
+              if status not in ("Passed", "Skipped", "Not Run (Disabled)")]
     allowed, other = [], []
     for number, (name, status) in tests.items():
         if status != "Skipped":
@@ -144,7 +146,8 @@ def ctest(path, gpus):
           "skipped": len(allowed) + len(other),
           "skipped_allowed": len(allowed), "allowed_detail": " ;; ".join(allowed),
           "skipped_other": len(other), "other_names": few([o.split(":")[0] for o in other]),
-          "other_detail": " ;; ".join(other)})
+          "other_detail": " ;; ".join(other), "disabled": len(disabled),
+          "disabled_names": few(disabled), "disabled_detail": ", ".join(disabled)})
 
 
 def few(names):
