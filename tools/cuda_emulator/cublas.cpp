@@ -8,6 +8,7 @@
 #include <string>
 
 #include "tools/cuda_emulator/emulator.h"
+#include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
 
 struct cublasContext {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/cuda_emulator/emulator.h"
+#include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
 
 struct cublasLtContext {};

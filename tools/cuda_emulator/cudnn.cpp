@@ -1,15 +1,17 @@
 // Emulated cuDNN (legacy API): handles, 4-d tensor, filter and 2-d convolution descriptors, the
 // _v7 algorithm heuristics and the three convolution directions with the documented semantics:
 // NCHW or NHWC cross-correlation (or convolution) with padding, stride and dilation, and
-// y = alpha * result + beta * y. Every algorithm computes the same naive fp32 loops; what tells
-// them apart is the workspace each declares (and checks) and its determinism flag.
+// y = alpha * result + beta * y. Every algorithm computes the same im2col + fp32 sgemm; what
+// tells them apart is the workspace each declares (and checks) and its determinism flag.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tools/cuda_emulator/emulator.h"
+#include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
 
 struct cudnnContext {
@@ -250,87 +252,115 @@ inline int input_at(int o, int t, int stride, int pad, int dilation, int size) {
   return i >= 0 && i < size ? i : -1;
 }
 
-// The filter tap that multiplies tap `t` (flipped for CUDNN_CONVOLUTION).
-inline int tap(int t, int taps, bool flip) {
-  return flip ? taps - 1 - t : t;
+// Dense KCRS filters rotated by 180 degrees for CUDNN_CONVOLUTION, so that tap (r, s) of the
+// result multiplies input tap (r, s). Rotating an R x S block reverses it; done twice it is
+// undone, which turns the filter gradient back.
+void flip_taps(const Geometry& g, std::vector<float>& filters) {
+  if (!g.flip) return;
+  const std::size_t taps = static_cast<std::size_t>(g.r) * g.s;
+  for (std::size_t begin = 0; begin < filters.size(); begin += taps)
+    std::reverse(filters.begin() + static_cast<std::ptrdiff_t>(begin),
+                 filters.begin() + static_cast<std::ptrdiff_t>(begin + taps));
 }
 
-std::vector<float> forward(const Geometry& g, const std::vector<float>& x,
-                           const std::vector<float>& w) {
-  std::vector<float> y(static_cast<std::size_t>(g.n) * g.k * g.p * g.q, 0.0f);
-  for (int n = 0; n < g.n; ++n)
-    for (int k = 0; k < g.k; ++k) {
-      float* out = &y[(static_cast<std::size_t>(n) * g.k + k) * g.p * g.q];
-      for (int c = 0; c < g.c; ++c)
-        for (int r = 0; r < g.r; ++r)
-          for (int s = 0; s < g.s; ++s) {
-            const float wv =
-                w[((static_cast<std::size_t>(k) * g.c + c) * g.r + tap(r, g.r, g.flip)) * g.s +
-                  tap(s, g.s, g.flip)];
-            const float* plane = &x[(static_cast<std::size_t>(n) * g.c + c) * g.h * g.w];
-            for (int p = 0; p < g.p; ++p) {
-              const int ih = input_at(p, r, g.stride_h, g.pad_h, g.dilation_h, g.h);
-              if (ih < 0) continue;
-              for (int q = 0; q < g.q; ++q) {
-                const int iw = input_at(q, s, g.stride_w, g.pad_w, g.dilation_w, g.w);
-                if (iw >= 0) out[p * g.q + q] += wv * plane[ih * g.w + iw];
-              }
-            }
+std::size_t taps_per_output(const Geometry& g) {
+  return static_cast<std::size_t>(g.c) * g.r * g.s;
+}
+
+std::size_t outputs_per_plane(const Geometry& g) {
+  return static_cast<std::size_t>(g.p) * g.q;
+}
+
+// im2col: one image's input taps as a row-major (C R S) x (P Q) matrix whose entry (c r s, p q)
+// is the input that filter tap (c, r, s) meets at output (p, q), 0 in the padding. The
+// convolution of the image is then the filters (K x C R S) times this matrix.
+void image_to_columns(const Geometry& g, const float* image, float* columns) {
+  for (int c = 0; c < g.c; ++c)
+    for (int r = 0; r < g.r; ++r)
+      for (int s = 0; s < g.s; ++s) {
+        const float* plane = image + static_cast<std::size_t>(c) * g.h * g.w;
+        float* row =
+            columns + ((static_cast<std::size_t>(c) * g.r + r) * g.s + s) * outputs_per_plane(g);
+        for (int p = 0; p < g.p; ++p) {
+          float* out = row + static_cast<std::size_t>(p) * g.q;
+          const int ih = input_at(p, r, g.stride_h, g.pad_h, g.dilation_h, g.h);
+          if (ih < 0) {
+            std::fill(out, out + g.q, 0.0f);
+            continue;
           }
-    }
+          for (int q = 0; q < g.q; ++q) {
+            const int iw = input_at(q, s, g.stride_w, g.pad_w, g.dilation_w, g.w);
+            out[q] = iw >= 0 ? plane[ih * g.w + iw] : 0.0f;
+          }
+        }
+      }
+}
+
+// col2im, the adjoint of image_to_columns: adds every entry into the input it was read from.
+void columns_to_image(const Geometry& g, const float* columns, float* image) {
+  for (int c = 0; c < g.c; ++c)
+    for (int r = 0; r < g.r; ++r)
+      for (int s = 0; s < g.s; ++s) {
+        float* plane = image + static_cast<std::size_t>(c) * g.h * g.w;
+        const float* row =
+            columns + ((static_cast<std::size_t>(c) * g.r + r) * g.s + s) * outputs_per_plane(g);
+        for (int p = 0; p < g.p; ++p) {
+          const int ih = input_at(p, r, g.stride_h, g.pad_h, g.dilation_h, g.h);
+          if (ih < 0) continue;
+          const float* in = row + static_cast<std::size_t>(p) * g.q;
+          for (int q = 0; q < g.q; ++q) {
+            const int iw = input_at(q, s, g.stride_w, g.pad_w, g.dilation_w, g.w);
+            if (iw >= 0) plane[ih * g.w + iw] += in[q];
+          }
+        }
+      }
+}
+
+// The three directions on dense NCHW / KCRS fp32 arrays, one sgemm per image, in host buffers
+// of the emulator's own (the device workspace is only checked).
+std::vector<float> forward(const Geometry& g, const std::vector<float>& x, std::vector<float> w) {
+  flip_taps(g, w);
+  const std::size_t crs = taps_per_output(g), pq = outputs_per_plane(g);
+  const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  std::vector<float> y(static_cast<std::size_t>(g.n) * g.k * pq);
+  std::vector<float> columns(crs * pq);
+  for (int n = 0; n < g.n; ++n) {
+    image_to_columns(g, &x[n * image], columns.data());
+    alloy::emulator::sgemm_rows(false, false, g.k, pq, crs, w.data(), crs, columns.data(), pq, 0.0f,
+                                &y[n * g.k * pq], pq);
+  }
   return y;
 }
 
-std::vector<float> backward_data(const Geometry& g, const std::vector<float>& w,
+std::vector<float> backward_data(const Geometry& g, std::vector<float> w,
                                  const std::vector<float>& dy) {
-  std::vector<float> dx(static_cast<std::size_t>(g.n) * g.c * g.h * g.w, 0.0f);
-  for (int n = 0; n < g.n; ++n)
-    for (int c = 0; c < g.c; ++c) {
-      float* out = &dx[(static_cast<std::size_t>(n) * g.c + c) * g.h * g.w];
-      for (int k = 0; k < g.k; ++k) {
-        const float* grad = &dy[(static_cast<std::size_t>(n) * g.k + k) * g.p * g.q];
-        for (int r = 0; r < g.r; ++r)
-          for (int s = 0; s < g.s; ++s) {
-            const float wv =
-                w[((static_cast<std::size_t>(k) * g.c + c) * g.r + tap(r, g.r, g.flip)) * g.s +
-                  tap(s, g.s, g.flip)];
-            for (int p = 0; p < g.p; ++p) {
-              const int ih = input_at(p, r, g.stride_h, g.pad_h, g.dilation_h, g.h);
-              if (ih < 0) continue;
-              for (int q = 0; q < g.q; ++q) {
-                const int iw = input_at(q, s, g.stride_w, g.pad_w, g.dilation_w, g.w);
-                if (iw >= 0) out[ih * g.w + iw] += wv * grad[p * g.q + q];
-              }
-            }
-          }
-      }
-    }
+  flip_taps(g, w);
+  const std::size_t crs = taps_per_output(g), pq = outputs_per_plane(g);
+  const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  std::vector<float> dx(static_cast<std::size_t>(g.n) * image, 0.0f);
+  std::vector<float> columns(crs * pq);
+  for (int n = 0; n < g.n; ++n) {
+    // The taps' gradients, filters^T (C R S x K) times dy (K x P Q), scattered back.
+    alloy::emulator::sgemm_rows(true, false, crs, pq, g.k, w.data(), crs, &dy[n * g.k * pq], pq,
+                                0.0f, columns.data(), pq);
+    columns_to_image(g, columns.data(), &dx[n * image]);
+  }
   return dx;
 }
 
 std::vector<float> backward_filter(const Geometry& g, const std::vector<float>& x,
                                    const std::vector<float>& dy) {
-  std::vector<float> dw(static_cast<std::size_t>(g.k) * g.c * g.r * g.s, 0.0f);
-  for (int k = 0; k < g.k; ++k)
-    for (int c = 0; c < g.c; ++c)
-      for (int r = 0; r < g.r; ++r)
-        for (int s = 0; s < g.s; ++s) {
-          float sum = 0.0f;
-          for (int n = 0; n < g.n; ++n) {
-            const float* plane = &x[(static_cast<std::size_t>(n) * g.c + c) * g.h * g.w];
-            const float* grad = &dy[(static_cast<std::size_t>(n) * g.k + k) * g.p * g.q];
-            for (int p = 0; p < g.p; ++p) {
-              const int ih = input_at(p, r, g.stride_h, g.pad_h, g.dilation_h, g.h);
-              if (ih < 0) continue;
-              for (int q = 0; q < g.q; ++q) {
-                const int iw = input_at(q, s, g.stride_w, g.pad_w, g.dilation_w, g.w);
-                if (iw >= 0) sum += grad[p * g.q + q] * plane[ih * g.w + iw];
-              }
-            }
-          }
-          dw[((static_cast<std::size_t>(k) * g.c + c) * g.r + tap(r, g.r, g.flip)) * g.s +
-             tap(s, g.s, g.flip)] = sum;
-        }
+  const std::size_t crs = taps_per_output(g), pq = outputs_per_plane(g);
+  const std::size_t image = static_cast<std::size_t>(g.c) * g.h * g.w;
+  std::vector<float> dw(static_cast<std::size_t>(g.k) * crs);
+  std::vector<float> columns(crs * pq);
+  for (int n = 0; n < g.n; ++n) {
+    // dy (K x P Q) times the taps^T (P Q x C R S), summed over the images in order.
+    image_to_columns(g, &x[n * image], columns.data());
+    alloy::emulator::sgemm_rows(false, true, g.k, crs, pq, &dy[n * g.k * pq], pq, columns.data(),
+                                pq, n == 0 ? 0.0f : 1.0f, dw.data(), crs);
+  }
+  flip_taps(g, dw);
   return dw;
 }
 
@@ -556,9 +586,9 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
     const cudaDataType_t type = storage_of(g.type);
     const auto xs = dense(x, type, xd.n, xd.c, xd.h, xd.w, xd.stride_n, xd.stride_c, xd.stride_h,
                           xd.stride_w, g.rounding);
-    const auto ws = dense(w, type, wd.k, wd.c, wd.h, wd.w, wd.stride_k, wd.stride_c, wd.stride_h,
-                          wd.stride_w, g.rounding);
-    blend(forward(g, xs, ws), y, type, yd.n, yd.c, yd.h, yd.w, yd.stride_n, yd.stride_c,
+    auto ws = dense(w, type, wd.k, wd.c, wd.h, wd.w, wd.stride_k, wd.stride_c, wd.stride_h,
+                    wd.stride_w, g.rounding);
+    blend(forward(g, xs, std::move(ws)), y, type, yd.n, yd.c, yd.h, yd.w, yd.stride_n, yd.stride_c,
           yd.stride_h, yd.stride_w, alpha_value, beta_value);
   });
 }
@@ -599,11 +629,11 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
       alloy::emulator::require_device_range(workspace, needed,
                                             "cudnnConvolutionBackwardData workspace");
     const cudaDataType_t type = storage_of(g.type);
-    const auto ws = dense(w, type, wd.k, wd.c, wd.h, wd.w, wd.stride_k, wd.stride_c, wd.stride_h,
-                          wd.stride_w, g.rounding);
+    auto ws = dense(w, type, wd.k, wd.c, wd.h, wd.w, wd.stride_k, wd.stride_c, wd.stride_h,
+                    wd.stride_w, g.rounding);
     const auto dys = dense(dy, type, dyd.n, dyd.c, dyd.h, dyd.w, dyd.stride_n, dyd.stride_c,
                            dyd.stride_h, dyd.stride_w, g.rounding);
-    blend(backward_data(g, ws, dys), dx, type, dxd.n, dxd.c, dxd.h, dxd.w, dxd.stride_n,
+    blend(backward_data(g, std::move(ws), dys), dx, type, dxd.n, dxd.c, dxd.h, dxd.w, dxd.stride_n,
           dxd.stride_c, dxd.stride_h, dxd.stride_w, alpha_value, beta_value);
   });
 }

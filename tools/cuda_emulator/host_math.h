@@ -1,14 +1,12 @@
 // The arithmetic the emulated libraries share (cuBLAS, cuBLASLt, cuDNN, NCCL): loads and stores
-// of f32/f16/bf16 elements, rounding into a storage or reduced compute type, and the packed
-// matrix products of the GEMMs. Naive loops with fp32 accumulation in a fixed order, so every
-// call is deterministic.
+// of f32/f16/bf16 elements, rounding into a storage or reduced compute type, the packing and
+// half accumulation of the GEMMs that have no BLAS (host_gemm.h has the others).
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <library_types.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -110,16 +108,8 @@ inline std::vector<float> pack_rows(const void* x, cudaDataType_t type, std::int
   return packed;
 }
 
-// The fp32 sum of a[p] * b[p] over [begin, end), in order.
-inline float dot(const float* a, const float* b, std::int64_t begin, std::int64_t end) {
-  float sum = 0.0f;
-  for (std::int64_t p = begin; p < end; ++p)
-    sum += a[p] * b[p];
-  return sum;
-}
-
-// The same dot product accumulated in half precision, each step a half fused multiply-add
-// rounded to half, as CUBLAS_COMPUTE_16F specifies.
+// The sum of a[p] * b[p] over [0, depth) accumulated in half precision, each step a half fused
+// multiply-add rounded to half, as CUBLAS_COMPUTE_16F specifies.
 inline float dot_half(const float* a, const float* b, std::int64_t depth) {
   __half sum = __float2half_rn(0.0f);
   for (std::int64_t p = 0; p < depth; ++p) {
@@ -129,50 +119,6 @@ inline float dot_half(const float* a, const float* b, std::int64_t depth) {
     sum = __double2half(product + static_cast<double>(__half2float(sum)));
   }
   return __half2float(sum);
-}
-
-// One GEMM input as the call describes it: column-major with leading dimension `ld`, and
-// whether the call applies op = transpose to it.
-struct GemmOperand {
-  const void* data;
-  cudaDataType_t type;
-  std::int64_t ld;
-  bool transposed;
-};
-
-// How the products are summed: in fp32 over k in `k_splits` consecutive ranges whose partial
-// sums are then added in order (a split-k algorithm), or in half precision (CUBLAS_COMPUTE_16F).
-struct Accumulation {
-  InputRounding rounding = InputRounding::none;
-  int k_splits = 1;
-  bool half = false;
-};
-
-// op(A) op(B) for op(A) m x k and op(B) k x n, as a column-major m x n fp32 array.
-inline std::vector<float> gemm_products(const GemmOperand& a, const GemmOperand& b, std::int64_t m,
-                                        std::int64_t n, std::int64_t k, const Accumulation& how) {
-  std::vector<float> products(static_cast<std::size_t>(m * n), 0.0f);
-  if (k == 0) return products;
-  const std::vector<float> a_rows =
-      pack_rows(a.data, a.type, a.ld, a.transposed, m, k, how.rounding);
-  const std::vector<float> b_columns =
-      pack_rows(b.data, b.type, b.ld, !b.transposed, n, k, how.rounding);
-  const std::int64_t split = (k + how.k_splits - 1) / how.k_splits;
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float* column = b_columns.data() + j * k;
-    for (std::int64_t i = 0; i < m; ++i) {
-      const float* row = a_rows.data() + i * k;
-      float sum = 0.0f;
-      if (how.half) {
-        sum = dot_half(row, column, k);
-      } else {
-        for (std::int64_t begin = 0; begin < k; begin += split)
-          sum += dot(row, column, begin, std::min(begin + split, k));
-      }
-      products[static_cast<std::size_t>(i + j * m)] = sum;
-    }
-  }
-  return products;
 }
 
 // Bytes that a column-major rows x columns matrix with leading dimension `ld` spans: the extent
