@@ -28,6 +28,11 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
 }
 
+// What a device has left for allocations: its memory less its context and live allocations.
+std::size_t free_memory(const DeviceState& state) {
+  return config().memory - config().context_bytes() - state.allocated;
+}
+
 std::size_t page_size() {
   static const std::size_t size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return size;
@@ -245,7 +250,7 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   DeviceState& state = runtime().devices[static_cast<std::size_t>(device)];
   const std::size_t accounted = round_up(bytes, kAlignment);
-  if (accounted > config().memory - state.allocated) return fail(cudaErrorMemoryAllocation);
+  if (accounted > free_memory(state)) return fail(cudaErrorMemoryAllocation);
   Mapping mapping;
   mapping.slot = take_slot();
   if (mapping.slot == kMaxAllocations) return fail(cudaErrorMemoryAllocation);
@@ -343,6 +348,6 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   const int device = this_thread().device;
   if (const cudaError_t sticky = device_error(device)) return fail(sticky);
   *total_bytes = config().memory;
-  *free_bytes = config().memory - runtime().devices[static_cast<std::size_t>(device)].allocated;
+  *free_bytes = free_memory(runtime().devices[static_cast<std::size_t>(device)]);
   return cudaSuccess;
 }

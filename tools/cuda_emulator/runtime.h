@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -124,6 +125,10 @@ std::unique_lock<std::recursive_mutex> lock_runtime();
 struct Config {
   int devices = 1;
   std::size_t memory = std::size_t{8} << 30;  // per device
+  // What the driver's context takes of each device's memory (about half a GiB on an H100),
+  // so that cudaMemGetInfo never reports a device with nothing used: memory / 16, at most
+  // 512 MiB.
+  std::size_t context_bytes() const { return std::min(memory / 16, std::size_t{512} << 20); }
 };
 // Read once from ALLOY_EMULATOR_DEVICES and ALLOY_EMULATOR_MEMORY; a bad value is a fatal
 // configuration error (the message names the variable, then the process aborts).

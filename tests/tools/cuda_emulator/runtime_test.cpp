@@ -432,6 +432,7 @@ BOOST_AUTO_TEST_CASE(capacity_and_memory_info) {
   std::size_t free_before = 0, total = 0;
   BOOST_REQUIRE_EQUAL(cudaMemGetInfo(&free_before, &total), cudaSuccess);
   BOOST_TEST(total == kCapacity);
+  BOOST_TEST(total - free_before == kCapacity / 16);  // the context's share, nothing allocated
   void* big = nullptr;
   BOOST_REQUIRE_EQUAL(cudaMalloc(&big, std::size_t{40} << 20), cudaSuccess);
   std::size_t free_after = 0;
