@@ -230,33 +230,48 @@ BOOST_AUTO_TEST_CASE(a_bucket_allreduce_starts_before_backward_ends) {
     DistributedDataParallel ddp(*model, group, options);
     expect(ddp.buckets().size() >= 3, "too few buckets");
     const Batch batch = batch_of(rank, 64, DType::f32);
-    model->forward(batch.images);
-    const auto backward_start = Clock::now();
-    model->backward(batch.dlogits);
-    const auto backward_end = Clock::now();
-    ddp.finish();
-    const auto finish_end = Clock::now();
-    const auto timings = ddp.last_timings();
-    const auto ms = [&](Clock::time_point t) {
-      return std::chrono::duration<double, std::milli>(t - backward_start).count();
-    };
-    if (rank == 0) {
-      std::cout << "overlap trace (ms from the start of backward; backward ended at "
-                << ms(backward_end) << ", finish returned at " << ms(finish_end) << "):\n";
-      for (const BucketTiming& timing : timings) {
-        std::cout << "  bucket " << timing.bucket << " ("
-                  << ddp.buckets()[static_cast<std::size_t>(timing.bucket)].bytes
-                  << " bytes): ready " << ms(timing.ready) << ", allreduce " << ms(timing.started)
-                  << " .. " << ms(timing.finished) << "\n";
+    // A busy machine may keep the communication thread off a core for the whole of one
+    // backward (tens of ms): of three steps, taken by both ranks alike, one must overlap.
+    constexpr int kSteps = 3;
+    bool overlapped = false;
+    std::string late;
+    for (int step = 0; step < kSteps; ++step) {
+      model->zero_grad();
+      model->forward(batch.images);
+      const auto backward_start = Clock::now();
+      model->backward(batch.dlogits);
+      const auto backward_end = Clock::now();
+      ddp.finish();
+      const auto finish_end = Clock::now();
+      const auto timings = ddp.last_timings();
+      const auto ms = [&](Clock::time_point t) {
+        return std::chrono::duration<double, std::milli>(t - backward_start).count();
+      };
+      if (rank == 0 && step == 0) {
+        std::cout << "overlap trace (ms from the start of backward; backward ended at "
+                  << ms(backward_end) << ", finish returned at " << ms(finish_end) << "):\n";
+        for (const BucketTiming& timing : timings) {
+          std::cout << "  bucket " << timing.bucket << " ("
+                    << ddp.buckets()[static_cast<std::size_t>(timing.bucket)].bytes
+                    << " bytes): ready " << ms(timing.ready) << ", allreduce " << ms(timing.started)
+                    << " .. " << ms(timing.finished) << "\n";
+        }
+        std::cout.flush();
       }
-      std::cout.flush();
+      expect(timings.size() == ddp.buckets().size(), "no timing for every bucket");
+      for (std::size_t b = 1; b < timings.size(); ++b)
+        expect(timings[b].started >= timings[b - 1].finished, "buckets reduced out of order");
+      if (timings.front().started < backward_end) {
+        overlapped = true;
+      } else {
+        late = std::to_string(ms(timings.front().started)) + " ms after backward began, after " +
+               "it ended at " + std::to_string(ms(backward_end));
+      }
     }
-    expect(timings.size() == ddp.buckets().size(), "no timing for every bucket");
-    expect(timings.front().started < backward_end,
-           "the first bucket's allreduce started " + std::to_string(ms(timings.front().started)) +
-               " ms after backward began, after it ended at " + std::to_string(ms(backward_end)));
-    for (std::size_t b = 1; b < timings.size(); ++b)
-      expect(timings[b].started >= timings[b - 1].finished, "buckets reduced out of order");
+    expect(overlapped, "in none of " + std::to_string(kSteps) +
+                           " steps did the first bucket's allreduce start before backward ended "
+                           "(the last: " +
+                           late + ")");
   }));
 }
 

@@ -9,12 +9,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <set>
