@@ -100,6 +100,61 @@ std::size_t type_size(ncclDataType_t type) {
   }
 }
 
+const char* type_name(std::int32_t type) {
+  switch (type) {
+    case ncclInt8:
+      return "ncclInt8";
+    case ncclUint8:
+      return "ncclUint8";
+    case ncclInt32:
+      return "ncclInt32";
+    case ncclUint32:
+      return "ncclUint32";
+    case ncclInt64:
+      return "ncclInt64";
+    case ncclUint64:
+      return "ncclUint64";
+    case ncclFloat16:
+      return "ncclFloat16";
+    case ncclFloat32:
+      return "ncclFloat32";
+    case ncclFloat64:
+      return "ncclFloat64";
+    case ncclBfloat16:
+      return "ncclBfloat16";
+    case ncclFloat8e4m3:
+      return "ncclFloat8e4m3";
+    default:
+      return "ncclFloat8e5m2";
+  }
+}
+
+const char* operation_name(std::int32_t op) {
+  switch (op) {
+    case ncclSum:
+      return "ncclSum";
+    case ncclProd:
+      return "ncclProd";
+    case ncclMax:
+      return "ncclMax";
+    case ncclMin:
+      return "ncclMin";
+    default:
+      return "ncclAvg";
+  }
+}
+
+constexpr std::int32_t kAllReduce = 0;
+constexpr std::int32_t kBroadcast = 1;
+
+// "ncclAllReduce (ncclSum) of 1000 x ncclFloat32", "ncclBroadcast from rank 2 of 16 x ncclUint8"
+std::string describe(const Operation& operation) {
+  return (operation.kind == kAllReduce
+              ? std::string("ncclAllReduce (") + operation_name(operation.op) + ")"
+              : "ncclBroadcast from rank " + std::to_string(operation.op)) +
+         " of " + std::to_string(operation.count) + " x " + type_name(operation.type);
+}
+
 // --- reductions: out[i] = in[0][i] op in[1][i] op ... in rank order ---
 
 // A floating type's arithmetic: values load into Compute, and every result is rounded back to
@@ -215,9 +270,6 @@ void reduce(const World& world, ncclDataType_t type, ncclRedOp_t op, std::size_t
 }
 
 // --- collectives ---
-
-constexpr std::int32_t kAllReduce = 0;
-constexpr std::int32_t kBroadcast = 1;
 
 // The work of a collective when its stream runs it.
 void run_collective(Communicator& comm, const char* name, const Operation& operation,

@@ -195,7 +195,6 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   unsigned char* base() const { return static_cast<unsigned char*>(data_); }
-  std::size_t bytes() const { return bytes_; }
   const std::string& name() const { return name_; }
   // Whether this process created it (and so sets its header up).
   bool created() const { return created_; }
@@ -217,12 +216,6 @@ void make_unique_id(ncclUniqueId& id) {
   std::memset(id.internal, 0, sizeof id.internal);
   std::snprintf(id.internal, sizeof id.internal, "%s%d-%016llx", kPrefix,
                 static_cast<int>(::getpid()), random);
-}
-
-std::string describe(const Operation& operation) {
-  return std::string(operation.kind == 0 ? "ncclAllReduce" : "ncclBroadcast") + " of " +
-         std::to_string(operation.count) + " elements of type " + std::to_string(operation.type) +
-         (operation.kind == 0 ? ", operation " : ", root ") + std::to_string(operation.op);
 }
 
 World::World(std::unique_ptr<Segment> segment, int nranks, int rank)

@@ -38,7 +38,6 @@ struct Operation {
   std::int32_t op = 0;    // ncclRedOp_t for an all-reduce, the root for a broadcast
   std::uint64_t count = 0;
 };
-std::string describe(const Operation& operation);
 
 class Segment;
 struct Header;

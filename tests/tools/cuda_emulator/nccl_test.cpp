@@ -437,8 +437,9 @@ BOOST_AUTO_TEST_CASE(mismatched_collectives_fail_on_every_rank_naming_both) {
     expect(ncclCommGetAsyncError(comm, &state) == ncclSuccess && state == ncclInvalidUsage,
            "the mismatch left the state " + std::to_string(state));
     const std::string error = ncclGetLastError(comm);
-    expect(contains(error, "rank 0 called ncclAllReduce of 10 elements") &&
-               contains(error, "rank 1 ncclAllReduce of 12 elements"),
+    expect(contains(error,
+                    "rank 0 called ncclAllReduce (ncclSum) of 10 x ncclFloat32, rank 1 "
+                    "ncclAllReduce (ncclSum) of 12 x ncclFloat32"),
            "the error says: " + error);
     expect(buffer.read<float>() == std::vector<float>(12, 1.0f), "the buffer was changed");
     expect(ncclCommAbort(comm) == ncclSuccess, "ncclCommAbort failed");
