@@ -306,11 +306,11 @@ void run_collective(Communicator& comm, const char* name, const Operation& opera
       // Every rank compares every announcement with rank 0's, so all of them stop here alike.
       for (int rank = 1; rank < comm.nranks; ++rank) {
         const Operation& theirs = world.announced(rank);
-        const Operation& root = world.announced(0);
-        if (theirs.kind != root.kind || theirs.type != root.type || theirs.op != root.op ||
-            theirs.count != root.count) {
+        const Operation& zeros = world.announced(0);
+        if (theirs.kind != zeros.kind || theirs.type != zeros.type || theirs.op != zeros.op ||
+            theirs.count != zeros.count) {
           return fail_async(comm, {ncclInvalidUsage,
-                                   "mismatched collectives: rank 0 called " + describe(root) +
+                                   "mismatched collectives: rank 0 called " + describe(zeros) +
                                        ", rank " + std::to_string(rank) + " " + describe(theirs)});
         }
       }

@@ -8,6 +8,7 @@
 #define BOOST_TEST_MODULE cuda_emulator_nccl
 #include <boost/test/unit_test.hpp>
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -392,6 +393,36 @@ BOOST_AUTO_TEST_CASE(two_and_three_ranks_sum_and_average_f32_and_f16_in_rank_ord
       });
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(products_extremes_integers_and_bf16_reduce_across_three_ranks) {
+  run_ranks(3, [](int rank, const ncclUniqueId& id) {
+    const ncclComm_t comm = join(3, id, rank);
+    // int32 rank r holds r - 1, 2^30 + r, -7r; sums and products wrap, and an average divides
+    // the wrapped sum (truncating), as NCCL's integer reductions do.
+    const std::vector<std::int32_t> values = {rank - 1, (1 << 30) + rank, -7 * rank};
+    const std::vector<std::pair<ncclRedOp_t, std::vector<std::int32_t>>> cases = {
+        {ncclMax, {1, (1 << 30) + 2, 0}},
+        {ncclMin, {-1, 1 << 30, -14}},
+        {ncclProd, {0, static_cast<std::int32_t>(0x80000000u), 0}},
+        {ncclSum, {0, static_cast<std::int32_t>(0xc0000003u), -21}},
+        {ncclAvg, {0, -357913940, -7}}};
+    for (const auto& [op, expected] : cases) {
+      const Buffer buffer(values);
+      expect(ncclAllReduce(buffer.get(), buffer.get(), values.size(), ncclInt32, op, comm,
+                           nullptr) == ncclSuccess,
+             "ncclAllReduce failed");
+      expect(buffer.read<std::int32_t>() == expected,
+             "int32 operation " + std::to_string(op) + " on rank " + std::to_string(rank));
+    }
+    // bf16 (8 significant bits): 256 + 1 + 1 ties back to 256 twice, in rank order.
+    const Buffer bf16(std::vector<__nv_bfloat16>{__float2bfloat16_rn(rank == 0 ? 256.0f : 1.0f)});
+    expect(ncclAllReduce(bf16.get(), bf16.get(), 1, ncclBfloat16, ncclSum, comm, nullptr) ==
+               ncclSuccess,
+           "ncclAllReduce of bf16 failed");
+    expect(__bfloat162float(bf16.read<__nv_bfloat16>()[0]) == 256.0f, "bf16 sum");
+    close(comm);
+  });
 }
 
 BOOST_AUTO_TEST_CASE(a_buffer_larger_than_the_staging_area_goes_through_in_chunks) {
