@@ -239,7 +239,7 @@ ncclComm_t join(int nranks, const ncclUniqueId& id, int rank, bool blocking = fa
   return comm;
 }
 
-void close(ncclComm_t comm) {
+void finish(ncclComm_t comm) {
   expect(ncclCommFinalize(comm) == ncclSuccess, "ncclCommFinalize failed");
   expect(ncclCommDestroy(comm) == ncclSuccess, "ncclCommDestroy failed");
 }
@@ -389,7 +389,7 @@ BOOST_AUTO_TEST_CASE(two_and_three_ranks_sum_and_average_f32_and_f16_in_rank_ord
           for (const bool average : {false, true})
             all_reduce_and_check(comm, nranks, rank, 1000, half, average);
         }
-        close(comm);
+        finish(comm);
       });
     }
   }
@@ -421,7 +421,7 @@ BOOST_AUTO_TEST_CASE(products_extremes_integers_and_bf16_reduce_across_three_ran
                ncclSuccess,
            "ncclAllReduce of bf16 failed");
     expect(__bfloat162float(bf16.read<__nv_bfloat16>()[0]) == 256.0f, "bf16 sum");
-    close(comm);
+    finish(comm);
   });
 }
 
@@ -430,7 +430,7 @@ BOOST_AUTO_TEST_CASE(a_buffer_larger_than_the_staging_area_goes_through_in_chunk
   run_ranks(3, [](int rank, const ncclUniqueId& id) {
     const ncclComm_t comm = join(3, id, rank);
     all_reduce_and_check(comm, 3, rank, 700000, false, false);
-    close(comm);
+    finish(comm);
   });
 }
 
@@ -452,7 +452,7 @@ BOOST_AUTO_TEST_CASE(broadcast_from_a_non_zero_root_reaches_every_rank) {
     expect(ncclBroadcast(buffer.get(), buffer.get(), 1, ncclUint8, 3, comm, nullptr) ==
                ncclInvalidArgument,
            "root 3 of 3 ranks was accepted");
-    close(comm);
+    finish(comm);
   });
 }
 
