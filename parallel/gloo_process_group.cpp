@@ -115,6 +115,11 @@ GlooProcessGroup::~GlooProcessGroup() {
   // The last copy back may still read the pinned buffer; a destructor cannot report a failure.
   if (staging_) static_cast<void>(cudaEventSynchronize(staging_->uploaded.get()));
 #endif
+  context_.reset();
+  store_.reset();  // says goodbye
+  // Rank 0's server answers the other ranks' last reads: after a clean run it stays until they
+  // have left.
+  if (server_ != nullptr && failure_.empty()) server_->wait_for_ranks_to_leave(options_.timeout);
 }
 
 std::string GlooProcessGroup::here() const {

@@ -134,7 +134,14 @@ NcclProcessGroup::NcclProcessGroup(int rank, int size, const std::string& master
 
 NcclProcessGroup::~NcclProcessGroup() {
   watchdog_.reset();  // nothing aborts the communicator behind our back from here on
-  if (comm_ == nullptr) return;
+  if (comm_ != nullptr) close_communicator();
+  store_.reset();  // says goodbye
+  // Rank 0's server answers the other ranks' last reads (the final gather): after a clean run
+  // it stays until they have left.
+  if (server_ != nullptr && failure_.empty()) server_->wait_for_ranks_to_leave(options_.timeout);
+}
+
+void NcclProcessGroup::close_communicator() noexcept {
   try {
     cuda::DeviceGuard guard(device_.index);
     // A non-blocking communicator is finalized (its queued work flushed) and polled before it

@@ -91,6 +91,8 @@ class NcclProcessGroup final : public ProcessGroup {
   [[noreturn]] void throw_unusable(const std::string& what);
   std::string async_error();
   void abort_with(const std::string& what, const std::string& cause);
+  // Finalizes and destroys the communicator, or aborts it after a failure or a timeout.
+  void close_communicator() noexcept;
   [[noreturn]] void fail_operation(const std::string& what, const std::string& cause);
   std::string nccl_cause(ncclResult_t status);
   std::string departures();

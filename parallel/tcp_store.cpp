@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <string_view>
 #include <thread>
@@ -126,6 +128,11 @@ class TcpStoreServer::Impl {
 
   int port() const { return port_; }
 
+  bool wait_for_ranks_to_leave(std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(ranks_mutex_);
+    return ranks_changed_.wait_for(lock, timeout, [this] { return connected_ranks_ == 0; });
+  }
+
  private:
   struct Client {
     std::uint64_t id = 0;
@@ -217,6 +224,7 @@ class TcpStoreServer::Impl {
             return;
           }
         }
+        if (client.rank < 0) count_ranks(+1);
         client.rank = rank;
         reply(client, Writer(Status::ok).finish());
         return;
@@ -310,11 +318,18 @@ class TcpStoreServer::Impl {
       const std::unique_ptr<Client> client = std::move(*broken);
       clients_.erase(broken);
       if (client->rank >= 0) {
+        count_ranks(-1);
         data_[kDepartedKey] +=
             std::to_string(client->rank) + (client->said_bye ? " left\n" : " lost\n");
         satisfy_waiters();
       }
     }
+  }
+
+  void count_ranks(int change) {
+    const std::lock_guard<std::mutex> lock(ranks_mutex_);
+    connected_ranks_ += change;
+    ranks_changed_.notify_all();
   }
 
   Client* find(std::uint64_t id) const {
@@ -342,6 +357,10 @@ class TcpStoreServer::Impl {
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Waiter> waiters_;
   std::uint64_t next_id_ = 0;
+  // Connections that joined as a rank and are still open; read by wait_for_ranks_to_leave.
+  std::mutex ranks_mutex_;
+  std::condition_variable ranks_changed_;
+  int connected_ranks_ = 0;
   std::thread thread_;  // last: starts after everything it uses exists
 };
 
@@ -352,6 +371,10 @@ TcpStoreServer::~TcpStoreServer() = default;
 
 int TcpStoreServer::port() const {
   return impl_->port();
+}
+
+bool TcpStoreServer::wait_for_ranks_to_leave(std::chrono::milliseconds timeout) {
+  return impl_->wait_for_ranks_to_leave(timeout);
 }
 
 // ---------------------------------------------------------------------------------------------

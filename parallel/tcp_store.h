@@ -45,6 +45,11 @@ class TcpStoreServer {
 
   int port() const;
 
+  // Waits up to `timeout` until every connection that joined as a rank has closed (said bye or
+  // dropped); false if some are still open. Rank 0 calls it before its server goes, so that a
+  // peer still reading the store at the end (the last gather) is not cut off.
+  bool wait_for_ranks_to_leave(std::chrono::milliseconds timeout);
+
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;

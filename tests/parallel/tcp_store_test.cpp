@@ -98,6 +98,30 @@ BOOST_AUTO_TEST_CASE(the_server_records_ranks_that_leave) {
   BOOST_TEST((store.client.try_get(kDepartedKey, 2s) == bytes("3 left\n")));
 }
 
+BOOST_AUTO_TEST_CASE(the_server_waits_until_every_rank_has_left) {
+  Served store;  // its client never joins as a rank: it is not waited for
+  BOOST_TEST(store.server.wait_for_ranks_to_leave(0ms));
+  std::optional<TcpStore> one, two;
+  one.emplace("127.0.0.1", store.server.port(), 2s);
+  one->join_as(1);
+  two.emplace("127.0.0.1", store.server.port(), 2s);
+  two->join_as(2);
+  BOOST_TEST(!store.server.wait_for_ranks_to_leave(50ms));
+  one.reset();
+  BOOST_TEST(!store.server.wait_for_ranks_to_leave(100ms));  // rank 2 is still there
+  std::optional<std::vector<char>> last_read;
+  std::thread leaving([&] {
+    std::this_thread::sleep_for(100ms);
+    last_read = two->try_get(kDepartedKey, 1s);  // the store still answers a late reader
+    two.reset();
+  });
+  const auto started = std::chrono::steady_clock::now();
+  BOOST_TEST(store.server.wait_for_ranks_to_leave(10s));
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 5s));  // woken by the departure
+  leaving.join();
+  BOOST_TEST((last_read == bytes("1 left\n")));
+}
+
 BOOST_AUTO_TEST_CASE(a_client_that_loses_the_server_says_so) {
   std::optional<TcpStoreServer> server;
   server.emplace("127.0.0.1", 0);
