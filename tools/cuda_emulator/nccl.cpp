@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -184,6 +185,21 @@ struct Native {
   static T from_double(double value) { return static_cast<T>(value); }
 };
 
+// One step of a reduction over two values; `add` and `multiply` are the type's own.
+template <typename V, typename Add, typename Multiply>
+V combine(ncclRedOp_t op, V a, V b, Add add, Multiply multiply) {
+  switch (op) {
+    case ncclProd:
+      return multiply(a, b);
+    case ncclMax:
+      return std::max(a, b);
+    case ncclMin:
+      return std::min(a, b);
+    default:  // ncclSum, ncclAvg
+      return add(a, b);
+  }
+}
+
 template <typename Type>
 void reduce_floating(const World& world, ncclRedOp_t op, std::size_t count, void* out) {
   using T = typename Type::Storage;
@@ -197,20 +213,7 @@ void reduce_floating(const World& world, ncclRedOp_t op, std::size_t count, void
   for (std::size_t i = 0; i < count; ++i) {
     Compute result = input(0, i);
     for (int rank = 1; rank < world.nranks(); ++rank) {
-      const Compute value = input(rank, i);
-      switch (op) {
-        case ncclProd:
-          result = result * value;
-          break;
-        case ncclMax:
-          result = std::max(result, value);
-          break;
-        case ncclMin:
-          result = std::min(result, value);
-          break;
-        default:  // ncclSum, ncclAvg
-          result = result + value;
-      }
+      result = combine(op, result, input(rank, i), std::plus<>(), std::multiplies<>());
       result = Type::load(Type::store(result));
     }
     static_cast<T*>(out)[i] = Type::store(result);
@@ -224,20 +227,10 @@ void reduce_integer(const World& world, ncclRedOp_t op, std::size_t count, void*
   for (std::size_t i = 0; i < count; ++i) {
     T result = reinterpret_cast<const T*>(world.staging(0))[i];
     for (int rank = 1; rank < world.nranks(); ++rank) {
-      const T value = reinterpret_cast<const T*>(world.staging(rank))[i];
-      switch (op) {
-        case ncclProd:
-          result = static_cast<T>(static_cast<U>(result) * static_cast<U>(value));
-          break;
-        case ncclMax:
-          result = std::max(result, value);
-          break;
-        case ncclMin:
-          result = std::min(result, value);
-          break;
-        default:  // ncclSum, ncclAvg
-          result = static_cast<T>(static_cast<U>(result) + static_cast<U>(value));
-      }
+      result = combine(
+          op, result, reinterpret_cast<const T*>(world.staging(rank))[i],
+          [](T a, T b) { return static_cast<T>(static_cast<U>(a) + static_cast<U>(b)); },
+          [](T a, T b) { return static_cast<T>(static_cast<U>(a) * static_cast<U>(b)); });
     }
     if (op == ncclAvg) result = static_cast<T>(result / static_cast<T>(world.nranks()));
     static_cast<T*>(out)[i] = result;
