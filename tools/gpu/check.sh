@@ -64,7 +64,9 @@
 #           bit, O0 and O2, 1 epoch (docs/cuda.md); two ranks sharing cuda:0 over Gloo hold
 #           bitwise-equal weights (params_digests) and, at the same global batch, train like one
 #           process: test accuracy within 0.015 after the recipe's epochs, O0 and O2 (the docs
-#           promise equal weights "within float tolerance", not bit for bit)
+#           promise equal weights "within float tolerance", not bit for bit); with two GPUs
+#           (or ALLOY_EMULATOR_DEVICES=2 with --emulated), also one rank per GPU over NCCL: the
+#           launcher exits 0, both ranks' digests equal, accuracy as for Gloo
 #   bench   tools/bench/gpu_vs_pytorch.sh --out DIR, its table in the summary (SKIP when the
 #           script is not in this tree, exits 77, or in a rehearsal on the CPU)
 #
@@ -584,6 +586,23 @@ phase_ddp() {
       "${f[failure]:-acc $(decimals "${f[test_acc]}") vs $(decimals "$single") ($(difference "${f[test_acc]}" "$single")); digest $two_ranks vs $expected (bit equality not promised)}" \
       "test acc within $ddp_tolerance (same weights within float tolerance)$marked" \
       "$(judge "$within" "${f[test_acc]:-}" "$single" "$ddp_tolerance")"
+    # One rank per device over NCCL, where there are two devices.
+    if [[ $device == cuda ]] && ((gpus >= 2)); then
+      train "ddp-nccl-two-gpus-$level" "${on_device[@]}" "${recipe[@]}" --epochs "$epochs" \
+        --opt-level "$level" --dist-backend nccl --gpus 2 --master-port "$(free_port)"
+      read_run
+      two_ranks=${f[digest]:-}
+      agreeing=FAIL
+      [[ -n $two_ranks && ${f[digests]:-} == "$two_ranks,$two_ranks" && ${f[world_size]} == 2 &&
+        $(<"$run.rc") == 0 ]] && agreeing=PASS
+      record ddp "$level: 2 ranks on cuda:0 and cuda:1 over nccl agree" \
+        "${f[failure]:-params_digests [${f[digests]}], world size ${f[world_size]}, exit $(<"$run.rc")}" \
+        "every rank's digest equal, exit 0" "$agreeing"
+      record ddp "$level: 2 GPUs over nccl vs one process, global batch 256" \
+        "${f[failure]:-acc $(decimals "${f[test_acc]}") vs $(decimals "$single") ($(difference "${f[test_acc]}" "$single"))}" \
+        "test acc within $ddp_tolerance$marked" \
+        "$(judge "$within" "${f[test_acc]:-}" "$single" "$ddp_tolerance")"
+    fi
   done
 }
 
