@@ -163,6 +163,7 @@ class TcpStoreServer::Impl {
         if (errno == EINTR) continue;
         // Unrecoverable; closing every connection makes clients fail now rather than time out.
         clients_.clear();
+        publish_connected_ranks();
         return;
       }
       if (fds[0].revents != 0) return;
@@ -224,8 +225,8 @@ class TcpStoreServer::Impl {
             return;
           }
         }
-        if (client.rank < 0) count_ranks(+1);
         client.rank = rank;
+        publish_connected_ranks();
         reply(client, Writer(Status::ok).finish());
         return;
       }
@@ -318,7 +319,7 @@ class TcpStoreServer::Impl {
       const std::unique_ptr<Client> client = std::move(*broken);
       clients_.erase(broken);
       if (client->rank >= 0) {
-        count_ranks(-1);
+        publish_connected_ranks();
         data_[kDepartedKey] +=
             std::to_string(client->rank) + (client->said_bye ? " left\n" : " lost\n");
         satisfy_waiters();
@@ -326,9 +327,12 @@ class TcpStoreServer::Impl {
     }
   }
 
-  void count_ranks(int change) {
+  // Tells wait_for_ranks_to_leave how many connections that joined as a rank are open.
+  void publish_connected_ranks() {
+    const auto ranked = std::count_if(clients_.begin(), clients_.end(),
+                                      [](const auto& client) { return client->rank >= 0; });
     const std::lock_guard<std::mutex> lock(ranks_mutex_);
-    connected_ranks_ += change;
+    connected_ranks_ = static_cast<int>(ranked);
     ranks_changed_.notify_all();
   }
 
@@ -357,7 +361,7 @@ class TcpStoreServer::Impl {
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Waiter> waiters_;
   std::uint64_t next_id_ = 0;
-  // Connections that joined as a rank and are still open; read by wait_for_ranks_to_leave.
+  // Connections that joined as a rank and are still open, for wait_for_ranks_to_leave.
   std::mutex ranks_mutex_;
   std::condition_variable ranks_changed_;
   int connected_ranks_ = 0;
