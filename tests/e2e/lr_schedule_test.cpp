@@ -10,6 +10,7 @@
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/ops/lr_schedule.h"
 #include "tests/e2e/checkpoint_runs.h"
+#include "tests/parallel/forked.h"
 
 using namespace alloy::test;
 namespace ckpt = alloy::checkpoint;
@@ -76,6 +77,22 @@ BOOST_AUTO_TEST_CASE(a_resumed_run_takes_the_schedule_from_its_checkpoint_bit_fo
   BOOST_TEST(json_field(events(resumed.log, "start")[0], "lr_schedule") == "cosine");
   BOOST_TEST(!straight.digest().empty());
   BOOST_TEST(resumed.digest() == straight.digest());
+}
+
+// Every rank computes the same schedule from the same step count: two workers on the CPU end
+// with equal weights.
+BOOST_AUTO_TEST_CASE(data_parallel_ranks_follow_one_schedule) {
+  TempDir dir;
+  const TrainRun run =
+      run_logged(dir, "ddp",
+                 quick_train_args(with(kSchedule, {"--gpus", "2", "--batch-size", "128",
+                                                   "--master-port", std::to_string(free_port())})));
+  const std::string digest = run.digest();
+  BOOST_TEST(!digest.empty());
+  BOOST_TEST(json_field(events(run.log, "end")[0], "world_size") == "2");
+  BOOST_TEST(run.log.find("\"params_digests\":[\"" + digest + "\",\"" + digest + "\"]") !=
+                 std::string::npos,
+             run.log);
 }
 
 BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors_naming_the_flag) {
