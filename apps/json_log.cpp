@@ -46,11 +46,21 @@ std::string json_quote(const std::string& text) {
   return out;
 }
 
-std::string json_number(double value) {
+namespace {
+
+// The shortest text that reads back as `value` (a float's own, not its widened double's).
+template <class Number>
+std::string shortest_number(Number value) {
   if (!std::isfinite(value)) return "null";
   char buffer[32];
   const auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
   return std::string(buffer, result.ptr);
+}
+
+}  // namespace
+
+std::string json_number(double value) {
+  return shortest_number(value);
 }
 
 void JsonObject::key(const std::string& name) {
@@ -72,6 +82,12 @@ JsonObject& JsonObject::add(const std::string& name, const char* value) {
 JsonObject& JsonObject::add(const std::string& name, double value) {
   key(name);
   body_ += json_number(value);
+  return *this;
+}
+
+JsonObject& JsonObject::add(const std::string& name, float value) {
+  key(name);
+  body_ += shortest_number(value);
   return *this;
 }
 

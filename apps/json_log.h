@@ -15,6 +15,7 @@ class JsonObject {
   JsonObject& add(const std::string& key, const std::string& value);
   JsonObject& add(const std::string& key, const char* value);
   JsonObject& add(const std::string& key, double value);  // non-finite values become null
+  JsonObject& add(const std::string& key, float value);   // 0.1f as 0.1; non-finite: null
   JsonObject& add(const std::string& key, std::int64_t value);
   JsonObject& add(const std::string& key, int value);
   JsonObject& add(const std::string& key, bool value);

@@ -17,6 +17,7 @@ namespace {
 
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
+const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
 constexpr int kMaxThreads = 1024;
 
@@ -122,6 +123,18 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   }
   check_finite("--weight-decay", o.weight_decay);
   check_at_least("--weight-decay", o.weight_decay, 0.0);
+  check_choice("--lr-schedule", o.lr_schedule, kLrSchedules);
+  check_at_least<std::int64_t>("--warmup-steps", o.warmup_steps, 0);
+  check_finite("--min-lr", o.min_lr);
+  check_at_least("--min-lr", o.min_lr, 0.0);
+  // A resumed run may take --lr and --lr-schedule from its checkpoint: checked once they are
+  // known (Optimizer::set_schedule).
+  if (o.resume.empty()) {
+    if (o.min_lr > o.lr) usage_fail("--min-lr ", o.min_lr, " is above --lr ", o.lr);
+    if (o.was_given("min-lr") && o.lr_schedule == "constant") {
+      usage_fail("--min-lr needs a decaying --lr-schedule (linear or cosine), not constant");
+    }
+  }
   check_at_least<std::int64_t>("--epochs", o.epochs, 1);
   check_at_least<std::int64_t>("--batch-size", o.batch_size, 1);
 
@@ -219,6 +232,13 @@ po::options_description train_options_description(TrainOptions& o) {
       "SGD momentum, in [0, 1)")(
       "weight-decay", value(&o.weight_decay)->default_value(o.weight_decay, "0")->value_name("X"),
       "L2 penalty for sgd, decoupled decay for adamw")(
+      "lr-schedule", value(&o.lr_schedule)->default_value(o.lr_schedule)->value_name("NAME"),
+      "constant, linear or cosine: the rate's decay from --lr to --min-lr over the run's steps "
+      "after the warm-up")(
+      "warmup-steps", value(&o.warmup_steps)->default_value(o.warmup_steps)->value_name("N"),
+      "raise the rate linearly from lr/N to lr over the first N optimizer steps")(
+      "min-lr", value(&o.min_lr)->default_value(o.min_lr, "0")->value_name("X"),
+      "the rate a linear or cosine schedule ends at")(
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),

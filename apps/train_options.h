@@ -33,6 +33,11 @@ struct TrainOptions {
   double weight_decay = 0.0;
   std::int64_t epochs = 10;
   std::int64_t batch_size = 256;  // global: split across ranks
+  // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps
+  // optimizer steps, then constant, linear or cosine decay to min_lr at the last step.
+  std::string lr_schedule = "constant";
+  std::int64_t warmup_steps = 0;
+  double min_lr = 0.0;
 
   // Checkpoints.
   std::string checkpoint_dir;         // empty: no checkpoints

@@ -42,6 +42,12 @@ void TrainReport::start(Trainer& trainer) {
   human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
          << data.test.size() << " test | " << level << " | " << o.optimizer << " lr " << o.lr;
+  if (scheduled()) {
+    human_ << " (" << o.lr_schedule;
+    if (o.lr_schedule != "constant") human_ << " to " << o.min_lr;
+    if (o.warmup_steps > 0) human_ << ", " << o.warmup_steps << " warm-up steps";
+    human_ << ")";
+  }
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
   human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | " << o.epochs
          << " epochs | seed " << o.seed << std::endl;
@@ -59,6 +65,9 @@ void TrainReport::start(Trainer& trainer) {
       .add("batch_size", o.batch_size)
       .add("optimizer", o.optimizer)
       .add("lr", o.lr)
+      .add("lr_schedule", o.lr_schedule)
+      .add("warmup_steps", o.warmup_steps)
+      .add("min_lr", o.min_lr)
       .add("momentum", o.momentum)
       .add("weight_decay", o.weight_decay)
       .add("epochs", o.epochs)
@@ -91,8 +100,9 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
   human_ << "epoch " << s.epoch << "/" << options_.epochs << format("  loss %.4f", s.train_loss)
          << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc)
          << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
-         << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps << "  peak "
-         << mebibytes(s.peak_memory_bytes) << std::endl;
+         << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps;
+  if (scheduled()) human_ << format("  lr %.6g", s.lr);
+  human_ << "  peak " << mebibytes(s.peak_memory_bytes) << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "epoch")
@@ -105,6 +115,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("images_per_second", s.images_per_second)
       .add("loss_scale", s.loss_scale)
       .add("skipped_steps", s.skipped_steps)
+      .add("lr", s.lr)
       .add("peak_memory_bytes", s.peak_memory_bytes)
       .add("uploads", counter(s.round_trips.uploads))
       .add("downloads", counter(s.round_trips.downloads))

@@ -40,6 +40,8 @@ class TrainReport : public TrainObserver {
   void interrupted() { progress_.reset(); }
 
  private:
+  bool scheduled() const { return options_.lr_schedule != "constant" || options_.warmup_steps > 0; }
+
   const TrainOptions& options_;
   std::unique_ptr<JsonLog> log_;
   std::ostream& human_;

@@ -67,6 +67,8 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
 
 void Trainer::run(TrainObserver& observer) {
   cuda_graph();  // --cuda-graph on that cannot be honoured fails before the first step
+  // Known only now: data parallelism changes the steps per epoch.
+  precision_->optimizer().set_schedule(lr_schedule());
   for (std::int64_t epoch = epochs_done_; epoch < options_.epochs && !stopped_; ++epoch) {
     const EpochStats stats = train_epoch(epoch, observer);
     if (stopped_) break;  // mid-epoch: the epoch is not over, so it is not reported
@@ -84,6 +86,17 @@ void Trainer::set_position(std::int64_t epochs_done, std::int64_t steps,
   epochs_done_ = epochs_done;
   steps_ = steps;
   progress_ = progress;
+}
+
+std::optional<LrSchedule> Trainer::lr_schedule() const {
+  if (options_.lr_schedule == "constant" && options_.warmup_steps == 0) return std::nullopt;
+  LrSchedule schedule;
+  schedule.decay = parse_lr_decay(options_.lr_schedule);
+  schedule.min_lr = static_cast<float>(options_.min_lr);
+  schedule.warmup_steps = options_.warmup_steps;
+  const std::int64_t batch = local_batch_size();
+  schedule.total_steps = options_.epochs * ((sampler_.per_rank() + batch - 1) / batch);
+  return schedule;
 }
 
 bool Trainer::cuda_graph() {
@@ -202,6 +215,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   const amp::ScalerSnapshot scaler = precision_->scaler().snapshot();
   stats.loss_scale = scaler.scale;
   stats.skipped_steps = scaler.skipped_steps;
+  stats.lr = precision_->optimizer().current_lr();
   stats.peak_memory_bytes = memory_stats(device_).snapshot().total_peak;
   stats.round_trips = epoch_round_trips;
   epochs_done_ = epoch + 1;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct EpochStats {
   double images_per_second = 0;
   double loss_scale = 1;
   std::int64_t skipped_steps = 0;
+  float lr = 0;  // the rate of the epoch's last step (the schedule's, when there is one)
   std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
   // Host round trips of the epoch's training steps (core/round_trips.h), summed over
   // Trainer::last_step_round_trips(); evaluation and checkpoints are not counted.
@@ -149,6 +151,8 @@ class Trainer {
 
   Tensor to_device(const Tensor& host) const;  // evaluation's synchronous upload
   std::int64_t local_batch_size() const;       // this rank's share of options_.batch_size
+  // The optimizer's schedule for --lr-schedule and --warmup-steps; nullopt for a fixed rate.
+  std::optional<LrSchedule> lr_schedule() const;
 
   TrainOptions options_;
   Device device_;

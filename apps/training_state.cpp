@@ -1,6 +1,9 @@
 #include "apps/training_state.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -34,6 +37,10 @@ constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bi
 // The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
 // version stays and older files (without it) resume with 0.
 constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
+// The learning-rate schedule's flags; older files (without them) resume with a fixed rate.
+constexpr const char* kLrSchedule = "lr_schedule";
+constexpr const char* kWarmupSteps = "warmup_steps";
+constexpr const char* kMinLr = "min_lr";  // "%.17g": the double round-trips exactly
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -184,6 +191,19 @@ std::int64_t extra_i64(const ckpt::CheckpointState& state, const char* key,
   return static_cast<std::int64_t>(value);
 }
 
+// A finite, non-negative number from `extra`, or `fallback` when absent.
+double extra_double(const ckpt::CheckpointState& state, const char* key, double fallback,
+                    const std::string& path) {
+  const auto it = state.extra.find(key);
+  if (it == state.extra.end()) return fallback;
+  const std::string& text = it->second;
+  char* end = nullptr;
+  const double value = text.empty() ? -1.0 : std::strtod(text.c_str(), &end);
+  ALLOY_CHECK(end == text.c_str() + text.size() && std::isfinite(value) && value >= 0.0,
+              "checkpoint ", path, ": corrupt field ", key, " '", text, "'");
+  return value;
+}
+
 bool any_given(const TrainOptions& o, std::initializer_list<const char*> flags) {
   for (const char* flag : flags) {
     if (o.was_given(flag)) return true;
@@ -227,6 +247,11 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kDataDir] = o.data_dir;
   state.extra[kThreads] = std::to_string(o.threads);
   state.extra[kEpochImages] = std::to_string(progress.images);
+  state.extra[kLrSchedule] = o.lr_schedule;
+  state.extra[kWarmupSteps] = std::to_string(o.warmup_steps);
+  char min_lr[32];
+  std::snprintf(min_lr, sizeof min_lr, "%.17g", o.min_lr);
+  state.extra[kMinLr] = min_lr;
   return state;
 }
 
@@ -498,6 +523,14 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("lr")) o.lr = state.optimizer.lr;
   if (!o.was_given("momentum")) o.momentum = state.optimizer.momentum;
   if (!o.was_given("weight-decay")) o.weight_decay = state.optimizer.weight_decay;
+  if (!o.was_given("lr-schedule")) {
+    o.lr_schedule = extra_or(state, kLrSchedule, "constant");
+    ALLOY_CHECK(
+        o.lr_schedule == "constant" || o.lr_schedule == "linear" || o.lr_schedule == "cosine",
+        "checkpoint ", o.resume, ": corrupt field ", kLrSchedule, " '", o.lr_schedule, "'");
+  }
+  if (!o.was_given("warmup-steps")) o.warmup_steps = extra_i64(state, kWarmupSteps, o.resume);
+  if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, 0.0, o.resume);
   if (!any_given(o,
                  {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",
                   "min-loss-scale", "max-loss-scale", "keep-batchnorm-fp32", "master-weights"})) {

@@ -42,6 +42,7 @@ void AdamW::step(float grad_scale, const Tensor& found_inf) {
   }
   // The bias corrections come from the step count on the device, which this update advances
   // unless found_inf skips it.
+  prepare_lr();
   adamw_update(tensors, hyper, lr_, step_, found_inf);
 }
 

@@ -54,7 +54,32 @@ void Optimizer::set_steps(std::int64_t steps) {
 void Optimizer::set_lr(float lr) {
   check_lr(config_.kind.c_str(), lr);
   config_.lr = lr;
+  if (schedule_) schedule_->base_lr = lr;
   lr_.copy_from(Tensor::from_floats({1}, {lr}, DType::f32, MemoryCategory::workspace));
+}
+
+void Optimizer::set_schedule(std::optional<LrSchedule> schedule) {
+  if (schedule) {
+    schedule->base_lr = config_.lr;
+    ALLOY_CHECK(schedule->min_lr >= 0.0f && schedule->min_lr <= schedule->base_lr &&
+                    schedule->warmup_steps >= 0 && schedule->total_steps >= 0,
+                config_.kind, ": a learning-rate schedule needs 0 <= min_lr <= lr (", config_.lr,
+                ") and non-negative step counts, got min_lr ", schedule->min_lr, ", warmup ",
+                schedule->warmup_steps, ", total ", schedule->total_steps);
+  }
+  schedule_ = schedule;
+  // Until the first step computes it, the rate is the schedule's first (for reports).
+  if (schedule_) prepare_lr();
+}
+
+float Optimizer::current_lr() const {
+  float lr = 0.0f;
+  lr_.download_to(&lr);
+  return lr;
+}
+
+void Optimizer::prepare_lr() {
+  if (schedule_) apply_lr_schedule(*schedule_, step_, lr_);
 }
 
 void Optimizer::write_copies_to(std::vector<Tensor*> copies) {

@@ -8,10 +8,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/nn/module.h"
+#include "core/ops/lr_schedule.h"
 
 namespace alloy::optim {
 
@@ -54,8 +56,17 @@ class Optimizer {
   const Tensor& step_count() const { return step_; }
 
   const OptimizerConfig& config() const { return config_; }
-  // Uploads the new rate (one float) for the following steps; UsageError unless lr > 0.
+  // Uploads the new rate (one float) for the following steps; UsageError unless lr > 0. With a
+  // schedule, the new rate is the schedule's base.
   void set_lr(float lr);
+  // From the next step on, each step first computes its rate from the schedule and the step
+  // count, on the device (core/ops/lr_schedule.h); the schedule's base_lr is the config's lr.
+  // nullopt: the fixed rate of set_lr.
+  void set_schedule(std::optional<LrSchedule> schedule);
+  const std::optional<LrSchedule>& schedule() const { return schedule_; }
+  // The rate the last step used (or the next one will, before any): a download, for logs and
+  // reports, never inside a training step.
+  float current_lr() const;
 
   // Where each step also writes the updated parameters rounded to another dtype, in the same
   // pass: copies[i] (or nothing where null) receives parameter i's new value. O2 uses it for
@@ -76,6 +87,10 @@ class Optimizer {
   Tensor step_;  // i32 [2]: the count, and the CUDA kernels' finished-block tickets (zero)
   std::vector<Tensor*> copies_;  // empty, or one (possibly null) per parameter
 
+  std::optional<LrSchedule> schedule_;
+
+  // Each kind's step() calls it before its update: writes the scheduled rate into lr_.
+  void prepare_lr();
   Tensor* copy_of(std::size_t index) const { return copies_.empty() ? nullptr : copies_[index]; }
 };
 

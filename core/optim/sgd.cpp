@@ -41,6 +41,7 @@ void Sgd::step(float grad_scale, const Tensor& found_inf) {
     tensors.push_back({&param.value, &param.grad,
                        hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i)});
   }
+  prepare_lr();
   sgd_update(tensors, hyper, lr_, step_, found_inf);
 }
 

@@ -6,7 +6,9 @@
 // next epoch with the same figures as an eager run. With auto, a step that cannot be captured
 // runs eagerly after a notice, with the eager run's result.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -43,12 +45,15 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
+  float lr = 0;  // the rate of the last step
   Observed observed;
 };
 
 // `steps` steps (0: every step of `epochs` epochs) of `model` at O2 with --cuda-graph `mode`.
+// `configure`, when given, changes the options last.
 Run train(const std::string& model, const std::string& mode, std::int64_t batch,
-          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd") {
+          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd",
+          const std::function<void(TrainOptions&)>& configure = {}) {
   TrainOptions options;
   options.model = model;
   options.dataset = "synthetic";
@@ -62,6 +67,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   options.threads = 1;
   options.cuda_graph = mode;
   options.precision = amp::resolve_properties(amp::OptLevel::O2, {});
+  if (configure) configure(options);
   Trainer trainer(options, Device::cuda(0), data::load_datasets("synthetic", "", 5));
   Run run;
   trainer.set_step_hook([&] {
@@ -80,6 +86,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   }
   run.digest = trainer.params_digest();
   run.optimizer_steps = trainer.precision().optimizer().steps();
+  run.lr = trainer.precision().optimizer().current_lr();
   return run;
 }
 
@@ -106,6 +113,31 @@ BOOST_AUTO_TEST_CASE(lenet_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
 // AdamW reads lr and its step count from device memory, so replays see the current ones.
 BOOST_AUTO_TEST_CASE(lenet_o2_adamw_replayed_steps_equal_eager_steps_bit_for_bit) {
   check_replays_equal_eager_steps("lenet", 64, "adamw");
+}
+
+// The schedule's rate is computed on the device from the step count, so each replay uses its
+// own step's rate: replays through the warm-up and into the decay equal eager steps.
+BOOST_AUTO_TEST_CASE(a_scheduled_rate_follows_the_step_count_in_replays) {
+  constexpr std::int64_t kSteps = 12;
+  const auto cosine = [](TrainOptions& options) {
+    options.lr_schedule = "cosine";
+    options.warmup_steps = 5;  // 3 eager warm-up steps, then 2 replays still warming up
+    options.min_lr = 0.001;
+  };
+  const Run eager = train("lenet", "off", 64, 1, kSteps, "sgd", cosine);
+  const Run graph = train("lenet", "on", 64, 1, kSteps, "sgd", cosine);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.digest == eager.digest, "graph " << graph.digest << ", eager " << eager.digest);
+  LrSchedule schedule;
+  schedule.decay = LrDecay::cosine;
+  schedule.base_lr = 0.05f;
+  schedule.min_lr = 0.001f;
+  schedule.warmup_steps = 5;
+  schedule.total_steps = 200;  // 12800 synthetic examples at batch 64, one epoch
+  BOOST_TEST(graph.optimizer_steps == kSteps);
+  BOOST_TEST(std::fabs(graph.lr - scheduled_lr(schedule, kSteps - 1)) <= 1e-7f,
+             "last rate " << graph.lr << ", schedule " << scheduled_lr(schedule, kSteps - 1));
+  BOOST_TEST(graph.lr != 0.05f);
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
