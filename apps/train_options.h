@@ -33,6 +33,8 @@ struct TrainOptions {
   double weight_decay = 0.0;
   std::int64_t epochs = 10;
   std::int64_t batch_size = 256;  // global: split across ranks
+  // Micro-batches each rank's share of a step is processed in (apps/train_step.h).
+  std::int64_t accumulation_steps = 1;
 
   // Checkpoints.
   std::string checkpoint_dir;         // empty: no checkpoints

@@ -34,6 +34,9 @@ constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bi
 // The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
 // version stays and older files (without it) resume with 0.
 constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
+// --accumulation-steps; older files (without it) resume with 1. Checkpoints are written between
+// optimizer steps only, so no partly accumulated gradient is ever saved.
+constexpr const char* kAccumulationSteps = "accumulation_steps";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -227,6 +230,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kDataDir] = o.data_dir;
   state.extra[kThreads] = std::to_string(o.threads);
   state.extra[kEpochImages] = std::to_string(progress.images);
+  state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
   return state;
 }
 
@@ -494,6 +498,11 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("data-dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
+  if (!o.was_given("accumulation-steps") && state.extra.count(kAccumulationSteps)) {
+    o.accumulation_steps = extra_i64(state, kAccumulationSteps, o.resume);
+    ALLOY_CHECK(o.accumulation_steps >= 1, "checkpoint ", o.resume, ": corrupt field ",
+                kAccumulationSteps, " '", o.accumulation_steps, "'");
+  }
   if (!o.was_given("optimizer")) o.optimizer = state.optimizer.kind;
   if (!o.was_given("lr")) o.lr = state.optimizer.lr;
   if (!o.was_given("momentum")) o.momentum = state.optimizer.momentum;
