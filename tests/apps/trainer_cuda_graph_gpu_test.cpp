@@ -43,12 +43,14 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
+  std::size_t nodes = 0;  // of the captured step
   Observed observed;
 };
 
 // `steps` steps (0: every step of `epochs` epochs) of `model` at O2 with --cuda-graph `mode`.
 Run train(const std::string& model, const std::string& mode, std::int64_t batch,
-          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd") {
+          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd",
+          std::int64_t accumulation_steps = 1) {
   TrainOptions options;
   options.model = model;
   options.dataset = "synthetic";
@@ -61,6 +63,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   options.seed = 5;
   options.threads = 1;
   options.cuda_graph = mode;
+  options.accumulation_steps = accumulation_steps;
   options.precision = amp::resolve_properties(amp::OptLevel::O2, {});
   Trainer trainer(options, Device::cuda(0), data::load_datasets("synthetic", "", 5));
   Run run;
@@ -76,6 +79,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   if (const StepGraph* graph = trainer.step_graph()) {
     run.captured = graph->captured();
     run.launches = graph->launches();
+    run.nodes = graph->nodes();
     BOOST_TEST_MESSAGE(model << ": the captured step has " << graph->nodes() << " nodes");
   }
   run.digest = trainer.params_digest();
@@ -106,6 +110,24 @@ BOOST_AUTO_TEST_CASE(lenet_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
 // AdamW reads lr and its step count from device memory, so replays see the current ones.
 BOOST_AUTO_TEST_CASE(lenet_o2_adamw_replayed_steps_equal_eager_steps_bit_for_bit) {
   check_replays_equal_eager_steps("lenet", 64, "adamw");
+}
+
+// Gradient accumulation: a captured step replays both micro-batches (views of the graph's batch
+// buffers) and the one amp step, with the eager run's bits.
+BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_two_micro_batches_replays_equal_eager_steps) {
+  constexpr std::int64_t kSteps = 6;
+  const Run eager = train("mlp", "off", 32, 1, kSteps, "sgd", 2);
+  const Run graph = train("mlp", "on", 32, 1, kSteps, "sgd", 2);
+  const Run whole = train("mlp", "on", 32, 1, kSteps, "sgd", 1);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.launches == kSteps - StepGraph::kWarmupSteps);
+  BOOST_TEST(graph.optimizer_steps == kSteps);
+  BOOST_TEST(graph.digest == eager.digest,
+             "accumulating: graph " << graph.digest << ", eager " << eager.digest);
+  BOOST_TEST(graph.mallocs_at_end == graph.mallocs_after_capture, "no cudaMalloc in replays");
+  // The graph holds the second micro-batch's forward and backward: more nodes than one pass.
+  BOOST_TEST(graph.nodes > whole.nodes, graph.nodes << " nodes, " << whole.nodes << " without");
+  BOOST_TEST(graph.digest != whole.digest, "accumulation changed nothing");
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
