@@ -498,8 +498,9 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("data-dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
-  if (!o.was_given("accumulation-steps") && state.extra.count(kAccumulationSteps)) {
-    o.accumulation_steps = extra_i64(state, kAccumulationSteps, o.resume);
+  if (!o.was_given("accumulation-steps")) {
+    o.accumulation_steps =
+        state.extra.count(kAccumulationSteps) ? extra_i64(state, kAccumulationSteps, o.resume) : 1;
     ALLOY_CHECK(o.accumulation_steps >= 1, "checkpoint ", o.resume, ": corrupt field ",
                 kAccumulationSteps, " '", o.accumulation_steps, "'");
   }
