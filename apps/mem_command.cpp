@@ -37,6 +37,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.model = options.model;
   config.batch_size = options.batch_size;
   config.steps = options.steps;
+  config.accumulation_steps = options.accumulation_steps;
   config.seed = options.seed;
   config.device = device.device;
   config.optimizer = mem_optimizer_config(options.optimizer);
@@ -44,6 +45,7 @@ int run_mem(const std::vector<std::string>& args) {
   ReportHeader header;
   header.model = options.model;
   header.batch_size = options.batch_size;
+  header.accumulation_steps = options.accumulation_steps;
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;

@@ -14,6 +14,7 @@
 #include "amp/mixed_precision.h"
 #include "apps/cli.h"
 #include "apps/json_log.h"
+#include "apps/micro_batches.h"
 #include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
 #include "core/data/synthetic.h"
@@ -92,6 +93,9 @@ po::options_description mem_options(MemOptions& o) {
      "half type of O1-O3 (default fp16)")
     ("steps", value(&o.steps)->default_value(3)->value_name("N"),
      "training steps per level; images/s is timed over those after the first")
+    ("accumulation-steps", value(&o.accumulation_steps)->default_value(1)->value_name("N"),
+     "train each step's batch as N micro-batches of B/N images (gradient accumulation), as "
+     "'alloy train --accumulation-steps N' does; N must divide B")
     ("optimizer", value(&o.optimizer)->default_value("sgd")->value_name("sgd|adamw"),
      "sgd (momentum 0.9: one fp32 buffer per parameter) or adamw (two)")
     ("threads", value(&o.threads)->value_name("N"),
@@ -237,8 +241,13 @@ std::string max_batch_text(const MaxBatch& m) {
 
 std::string header_line(const ReportHeader& h) {
   std::ostringstream out;
-  out << "alloy mem: " << h.model << ", batch " << h.batch_size << ", " << h.device << ", "
-      << h.steps << (h.steps == 1 ? " step" : " steps") << " per level, " << h.optimizer;
+  out << "alloy mem: " << h.model << ", batch " << h.batch_size;
+  if (h.accumulation_steps > 1) {
+    out << " (" << h.accumulation_steps << " micro-batches of "
+        << h.batch_size / h.accumulation_steps << ")";
+  }
+  out << ", " << h.device << ", " << h.steps << (h.steps == 1 ? " step" : " steps")
+      << " per level, " << h.optimizer;
   return out.str();
 }
 
@@ -258,6 +267,7 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   }
   if (o.batch_size < 1) usage_fail("--batch-size must be at least 1, got ", o.batch_size);
   if (o.steps < 1) usage_fail("--steps must be at least 1, got ", o.steps);
+  micro_batch_size(o.batch_size, 1, o.accumulation_steps);  // N >= 1 dividing B, or a UsageError
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -373,7 +383,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     auto timed_from = std::chrono::steady_clock::now();
     for (std::int64_t step = 0; step < config.steps; ++step) {
       if (step == 1) timed_from = std::chrono::steady_clock::now();
-      train_step(*model, precision, images, labels, tally);  // the step `alloy train` runs
+      // The step `alloy train` runs.
+      train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps);
       synchronize(tally);
     }
     report.timed_seconds = seconds_since(timed_from);
@@ -554,6 +565,8 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     object.add("sum_of_category_peaks_bytes", r.sum_of_category_peaks());
     object.add("model", header.model);
     object.add("batch_size", header.batch_size);
+    object.add("accumulation_steps", header.accumulation_steps);
+    object.add("micro_batch_size", header.batch_size / header.accumulation_steps);
     object.add("device", header.device);
     object.add("half_dtype", dtype_name(r.properties.half_dtype));
     object.add("model_dtype", dtype_name(r.properties.model_dtype));

@@ -34,7 +34,8 @@ struct MemOptions {
                                        amp::OptLevel::O3};
   std::optional<DType> half_dtype;  // --half-dtype; the levels' default (fp16) when unset
   std::int64_t steps = 3;
-  int threads = 0;  // 0: every core this process may use
+  std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
+  int threads = 0;                      // 0: every core this process may use
   std::int64_t seed = 1;
   std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
   std::string json;               // empty: none; "-": standard output
@@ -57,6 +58,8 @@ struct MeasureConfig {
   std::string model;
   std::int64_t batch_size = 1;
   std::int64_t steps = 3;
+  // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).
+  std::int64_t accumulation_steps = 1;
   std::int64_t seed = 1;
   Device device = Device::cpu();
   optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
@@ -107,7 +110,7 @@ struct LevelReport {
 
 // Builds the model and the amp layer for `properties` (the O1 cast policy included), trains
 // config.steps steps (train_step, with its step tally) on one synthetic batch of
-// config.batch_size 28x28x1 images, and frees
+// config.batch_size 28x28x1 images (in config.accumulation_steps micro-batches), and frees
 // everything before returning. Peaks are reset after setup, so other levels measured before in
 // the same process do not show. On a CUDA device it starts by emptying the block cache, so the
 // device view is the level's own.
@@ -126,6 +129,7 @@ struct ReportHeader {
   std::string device;
   std::string optimizer;
   std::int64_t steps = 0;
+  std::int64_t accumulation_steps = 1;  // batch_size / accumulation_steps rows per micro-batch
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,
@@ -135,7 +139,8 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
 // One JSON object (one line, no newline) per level: the contract's keys (opt_level,
 // parameters_bytes, master_parameters_bytes, gradients_bytes, optimizer_state_bytes,
 // activations_bytes, workspace_bytes, peak_bytes, images_per_second), then data_bytes,
-// communication_bytes, the run's settings, and "<key>_vs_o0" ratios when O0 was measured.
+// communication_bytes, the run's settings (accumulation_steps and micro_batch_size among them),
+// and "<key>_vs_o0" ratios when O0 was measured.
 std::vector<JsonObject> json_objects(const ReportHeader& header,
                                      const std::vector<LevelReport>& reports);
 

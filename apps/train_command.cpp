@@ -11,6 +11,7 @@
 #include "apps/device_choice.h"
 #include "apps/elastic.h"
 #include "apps/exit_codes.h"
+#include "apps/micro_batches.h"
 #include "apps/stop_signals.h"
 #include "apps/train_options.h"
 #include "apps/train_report.h"
@@ -53,6 +54,9 @@ int run_train(const std::vector<std::string>& args) {
     }
   }
   check_train_features_available(options);
+  // The global batch splits evenly among the ranks and each rank's share among the
+  // micro-batches (--accumulation-steps), with the checkpoint's values where not given.
+  micro_batch_size(options.batch_size, placement.world_size, options.accumulation_steps);
   const bool data_parallel = joins_process_group(options, placement);
   if (data_parallel) check_distributed_options(options, placement);
   if (placement.is_launcher()) {

@@ -137,6 +137,9 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   }
   check_at_least<std::int64_t>("--epochs", o.epochs, 1);
   check_at_least<std::int64_t>("--batch-size", o.batch_size, 1);
+  // Whether the batch splits evenly depends on the world size, known later
+  // (apps/micro_batches.h, checked before any work).
+  check_at_least<std::int64_t>("--accumulation-steps", o.accumulation_steps, 1);
 
   check_at_least<std::int64_t>("--checkpoint-every", o.checkpoint_every, 0);
   check_at_least("--keep-checkpoints", o.keep_checkpoints, 1);
@@ -242,7 +245,11 @@ po::options_description train_options_description(TrainOptions& o) {
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
-      "global minibatch size, split evenly across ranks");
+      "global minibatch size, split evenly across ranks")(
+      "accumulation-steps",
+      value(&o.accumulation_steps)->default_value(o.accumulation_steps)->value_name("N"),
+      "process each rank's share of a batch as N micro-batches, accumulating their gradients "
+      "into one optimizer step (the share must divide by N)");
 
   auto checkpoints = make_group("Checkpoints");
   checkpoints.add_options()("checkpoint-dir", value(&o.checkpoint_dir)->value_name("DIR"),

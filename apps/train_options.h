@@ -38,6 +38,8 @@ struct TrainOptions {
   std::string lr_schedule = "constant";
   std::int64_t warmup_steps = 0;
   double min_lr = 0.0;
+  // Micro-batches each rank's share of a step is processed in (apps/train_step.h).
+  std::int64_t accumulation_steps = 1;
 
   // Checkpoints.
   std::string checkpoint_dir;         // empty: no checkpoints

@@ -49,8 +49,15 @@ void TrainReport::start(Trainer& trainer) {
     human_ << ")";
   }
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
-  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | " << o.epochs
-         << " epochs | seed " << o.seed << std::endl;
+  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size;
+  if (o.accumulation_steps > 1) {
+    // How a step's batch is split: "batch 256 (4 x 64)", "(2 ranks x 4 x 32)" in a DDP run.
+    const int world = trainer.world_size();
+    human_ << " (";
+    if (world > 1) human_ << world << " ranks x ";
+    human_ << o.accumulation_steps << " x " << o.batch_size / world / o.accumulation_steps << ")";
+  }
+  human_ << " | " << o.epochs << " epochs | seed " << o.seed << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "start")
@@ -63,6 +70,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())
       .add("batch_size", o.batch_size)
+      .add("accumulation_steps", o.accumulation_steps)
       .add("optimizer", o.optimizer)
       .add("lr", o.lr)
       .add("lr_schedule", o.lr_schedule)

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "apps/micro_batches.h"
 #include "apps/train_step.h"
 #include "core/digest.h"
 #include "core/models/models.h"
@@ -59,6 +60,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
               : std::optional<std::int64_t>(options.max_consecutive_skips)),
       sampler_(data_.train.size(), static_cast<std::uint64_t>(options.seed), /*shuffle=*/true) {
   ALLOY_CHECK(data_.train.size() > 0, "the training set ", data_.train.name, " is empty");
+  micro_batch_size(options_.batch_size, 1, options_.accumulation_steps);  // a UsageError if uneven
   nn::CastPolicy policy;
   policy.enabled = options_.precision.cast_policy;
   policy.half_dtype = options_.precision.half_dtype;
@@ -242,7 +244,8 @@ void Trainer::step(const data::Batch& batch) {
 }
 
 void Trainer::device_step(const Tensor& images, const Tensor& labels) {
-  train_step(*model_, *precision_, images, labels, tally_, data_parallel_.get());
+  train_step(*model_, *precision_, images, labels, tally_, data_parallel_.get(),
+             options_.accumulation_steps);
 }
 
 Tensor Trainer::forward(const Tensor& images) {
@@ -285,7 +288,9 @@ void Trainer::join_data_parallel(parallel::ProcessGroup& group,
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
   ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
-  local_batch_size();  // a global batch that does not divide evenly fails here
+  // A global batch that does not divide evenly among the ranks, or a rank's share among the
+  // micro-batches, fails here.
+  micro_batch_size(options_.batch_size, world_size(), options_.accumulation_steps);
   sampler_ = data_parallel_->training_sampler(data_.train.size(),
                                               static_cast<std::uint64_t>(options_.seed));
 }

@@ -41,6 +41,9 @@ constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
 constexpr const char* kLrSchedule = "lr_schedule";
 constexpr const char* kWarmupSteps = "warmup_steps";
 constexpr const char* kMinLr = "min_lr";  // "%.17g": the double round-trips exactly
+// --accumulation-steps; older files (without it) resume with 1. Checkpoints are written between
+// optimizer steps only, so no partly accumulated gradient is ever saved.
+constexpr const char* kAccumulationSteps = "accumulation_steps";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -252,6 +255,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   char min_lr[32];
   std::snprintf(min_lr, sizeof min_lr, "%.17g", o.min_lr);
   state.extra[kMinLr] = min_lr;
+  state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
   return state;
 }
 
@@ -519,6 +523,12 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("data-dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
+  if (!o.was_given("accumulation-steps")) {
+    o.accumulation_steps =
+        state.extra.count(kAccumulationSteps) ? extra_i64(state, kAccumulationSteps, o.resume) : 1;
+    ALLOY_CHECK(o.accumulation_steps >= 1, "checkpoint ", o.resume, ": corrupt field ",
+                kAccumulationSteps, " '", o.accumulation_steps, "'");
+  }
   if (!o.was_given("optimizer")) o.optimizer = state.optimizer.kind;
   if (!o.was_given("lr")) o.lr = state.optimizer.lr;
   if (!o.was_given("momentum")) o.momentum = state.optimizer.momentum;

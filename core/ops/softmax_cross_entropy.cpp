@@ -112,7 +112,8 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
 }
 
 SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const Tensor& labels,
-                                                   const Tensor& loss_scale, Tensor& tally) {
+                                                   const Tensor& loss_scale, Tensor& tally,
+                                                   std::int64_t gradient_rows) {
   constexpr const char* op = "softmax_cross_entropy_step";
   const Device device = common_device(op, {&logits, &labels, &loss_scale, &tally});
   check_floating(op, "logits", logits);
@@ -123,6 +124,10 @@ SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const T
   check_dtype(op, "tally", tally, DType::i32);
   check_shape(op, "tally", tally, {4});
   const std::int64_t rows = logits.dim(0);
+  if (gradient_rows == 0) gradient_rows = rows;
+  ALLOY_CHECK(gradient_rows >= rows, op, ": gradient_rows ", gradient_rows,
+              " is fewer than the logits' ", rows,
+              " rows (the mean is over a step that holds them)");
   SoftmaxCrossEntropyStep result;
   result.loss = Tensor::empty({1}, DType::f32, device, MemoryCategory::activations);
   result.dlogits =
@@ -138,13 +143,13 @@ SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const T
           result.dlogits.raw(), row_loss.data<float>(),
           reinterpret_cast<std::uint32_t*>(row_correct.raw()), result.loss.data<float>(),
           &sums->loss_sum, reinterpret_cast<unsigned long long*>(&sums->correct), rows, classes,
-          cuda::stream_of(device));
+          gradient_rows, cuda::stream_of(device));
       return result;
     });
   check_labels(op, labels, classes);
   result.loss.data<float>()[0] = cpu::softmax_cross_entropy_step(
       logits.raw(), logits.dtype(), labels.data<std::int32_t>(), loss_scale.data<float>()[0],
-      result.dlogits.raw(), sums, rows, classes);
+      result.dlogits.raw(), sums, rows, classes, gradient_rows);
   return result;
 }
 

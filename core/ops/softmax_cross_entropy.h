@@ -26,17 +26,23 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
                                       const Tensor& loss_scale, DType dtype);
 
 // The training step's loss in one pass (one kernel launch on the GPU): the mean loss, the
-// scaled gradient of the logits and the step tally's update (core/ops/step_tally.h). Bit for
-// bit what softmax_cross_entropy_forward, softmax_cross_entropy_backward(probabilities, labels,
-// loss_scale, logits.dtype()) and add_to_step_tally(tally, loss, logits, labels) give one after
-// the other, on either backend, without keeping the probabilities. loss_scale: f32 [1], read
-// where it lives; tally: a step tally on the logits' device, added to in place.
+// scaled gradient of the logits and the step tally's update (core/ops/step_tally.h). With the
+// default gradient_rows, bit for bit what softmax_cross_entropy_forward,
+// softmax_cross_entropy_backward(probabilities, labels, loss_scale, logits.dtype()) and
+// add_to_step_tally(tally, loss, logits, labels) give one after the other, on either backend,
+// without keeping the probabilities. loss_scale: f32 [1], read where it lives; tally: a step tally
+// on the logits' device, added to in place. gradient_rows: the rows of the mean whose gradient
+// dlogits is, at least the logits' rows; 0 (the default) means the logits' rows. A micro-batch of
+// gradient accumulation passes the rows of its whole step (apps/train_step.h), so that the
+// gradients summed over the step's micro-batches are those of the step's mean loss; the loss and
+// the tally stay the micro-batch's.
 struct SoftmaxCrossEntropyStep {
   Tensor loss;     // f32 [1]: mean over the batch
-  Tensor dlogits;  // [N, C] in the logits' dtype: loss_scale * d(mean loss)/d(logits)
+  Tensor dlogits;  // [N, C] in the logits' dtype: loss_scale * (p - onehot) / gradient_rows
 };
 SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const Tensor& labels,
-                                                   const Tensor& loss_scale, Tensor& tally);
+                                                   const Tensor& loss_scale, Tensor& tally,
+                                                   std::int64_t gradient_rows = 0);
 
 // How many rows' largest logit is at the label (first maximum wins ties; a NaN counts as the
 // largest).
@@ -52,10 +58,12 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
                                     std::int64_t classes);
 std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* labels,
                            std::int64_t rows, std::int64_t classes);
-// dlogits has the logits' dtype. Returns the mean loss, also added to *tally with the count.
+// dlogits has the logits' dtype, grad_scale * (p - onehot) / gradient_rows. Returns the mean
+// loss over the `rows`, also added to *tally with the count.
 float softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
                                  float grad_scale, void* dlogits, StepTally* tally,
-                                 std::int64_t rows, std::int64_t classes);
+                                 std::int64_t rows, std::int64_t classes,
+                                 std::int64_t gradient_rows);
 }  // namespace cpu
 
 }  // namespace alloy

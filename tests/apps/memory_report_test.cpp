@@ -244,7 +244,7 @@ BOOST_AUTO_TEST_CASE(peaks_add_up_and_levels_do_not_leak_into_each_other) {
 BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
   std::vector<LevelReport> reports = {measure("lenet", amp::OptLevel::O0, 4, 1),
                                       measure("lenet", amp::OptLevel::O2, 4, 1)};
-  ReportHeader header{"lenet", 4, "cpu", "sgd momentum 0.9", 1};
+  ReportHeader header{"lenet", 4, "cpu", "sgd momentum 0.9", 1, 1};
   const std::string table = format_table(header, reports);
   for (const char* word : {"O0", "O2", "parameters", "master_parameters", "gradients",
                            "optimizer_state", "activations", "workspace", "data", "peak (total)",
@@ -286,7 +286,7 @@ BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
 
 BOOST_AUTO_TEST_CASE(no_ratios_without_o0) {
   std::vector<LevelReport> reports = {measure("mlp", amp::OptLevel::O3, 2, 1)};
-  ReportHeader header{"mlp", 2, "cpu", "sgd momentum 0.9", 1};
+  ReportHeader header{"mlp", 2, "cpu", "sgd momentum 0.9", 1, 1};
   BOOST_TEST(format_table(header, reports).find("vs O0") == std::string::npos);
   BOOST_TEST(json_objects(header, reports)[0].str().find("_vs_o0") == std::string::npos);
 }

@@ -40,6 +40,7 @@ struct StepRunOptions {
   // The dynamic scale's initial value when set: one far above what half gradients hold makes
   // every step overflow and be skipped, so the overflow monitor's poll finds skips to report.
   std::optional<float> init_loss_scale;
+  std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
 };
 
 inline app::TrainOptions step_run_train_options(const StepRunOptions& run) {
@@ -48,6 +49,7 @@ inline app::TrainOptions step_run_train_options(const StepRunOptions& run) {
   options.dataset = "synthetic";
   options.epochs = 1;
   options.batch_size = run.batch_size;
+  options.accumulation_steps = run.accumulation_steps;
   options.lr = 0.01;
   options.threads = 1;
   options.precision = amp::resolve_properties(run.level, {});

@@ -45,7 +45,8 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
-  float lr = 0;  // the rate of the last step
+  float lr = 0;           // the rate of the last step
+  std::size_t nodes = 0;  // of the captured step
   Observed observed;
 };
 
@@ -82,6 +83,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   if (const StepGraph* graph = trainer.step_graph()) {
     run.captured = graph->captured();
     run.launches = graph->launches();
+    run.nodes = graph->nodes();
     BOOST_TEST_MESSAGE(model << ": the captured step has " << graph->nodes() << " nodes");
   }
   run.digest = trainer.params_digest();
@@ -138,6 +140,25 @@ BOOST_AUTO_TEST_CASE(a_scheduled_rate_follows_the_step_count_in_replays) {
   BOOST_TEST(std::fabs(graph.lr - scheduled_lr(schedule, kSteps - 1)) <= 1e-7f,
              "last rate " << graph.lr << ", schedule " << scheduled_lr(schedule, kSteps - 1));
   BOOST_TEST(graph.lr != 0.05f);
+}
+
+// Gradient accumulation: a captured step replays both micro-batches (views of the graph's batch
+// buffers) and the one amp step, with the eager run's bits.
+BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_two_micro_batches_replays_equal_eager_steps) {
+  constexpr std::int64_t kSteps = 6;
+  const auto twice = [](TrainOptions& options) { options.accumulation_steps = 2; };
+  const Run eager = train("mlp", "off", 32, 1, kSteps, "sgd", twice);
+  const Run graph = train("mlp", "on", 32, 1, kSteps, "sgd", twice);
+  const Run whole = train("mlp", "on", 32, 1, kSteps, "sgd");
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.launches == kSteps - StepGraph::kWarmupSteps);
+  BOOST_TEST(graph.optimizer_steps == kSteps);
+  BOOST_TEST(graph.digest == eager.digest,
+             "accumulating: graph " << graph.digest << ", eager " << eager.digest);
+  BOOST_TEST(graph.mallocs_at_end == graph.mallocs_after_capture, "no cudaMalloc in replays");
+  // The graph holds the second micro-batch's forward and backward: more nodes than one pass.
+  BOOST_TEST(graph.nodes > whole.nodes, graph.nodes << " nodes, " << whole.nodes << " without");
+  BOOST_TEST(graph.digest != whole.digest, "accumulation changed nothing");
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {

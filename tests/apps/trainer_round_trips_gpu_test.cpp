@@ -59,6 +59,17 @@ BOOST_AUTO_TEST_CASE(lenet_o2_overflowing_steps_cost_on_cuda_what_they_cost_on_t
   check_same_as_cpu(run);
 }
 
+// Micro-batches are views of the staged batch: a step accumulating 4 of them uploads, downloads
+// and waits for what one pass does, on the GPU as on the CPU.
+BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_steps_cost_on_cuda_what_they_cost_on_the_cpu) {
+  test::StepRunOptions run;
+  run.model = "mlp";
+  run.level = amp::OptLevel::O2;
+  run.steps = 27;  // past the first scale poll
+  run.accumulation_steps = 4;
+  check_same_as_cpu(run);
+}
+
 BOOST_AUTO_TEST_CASE(resnet18_o2_steps_cost_on_cuda_what_they_cost_on_the_cpu) {
   test::StepRunOptions run;
   run.model = "resnet18";

@@ -87,6 +87,23 @@ BOOST_AUTO_TEST_CASE(lenet_steps_upload_the_batch_and_poll_the_scale_only) {
   }
 }
 
+// Gradient accumulation's micro-batches are views of the staged batch: a step of 4 of them
+// costs what one pass costs, at every level.
+BOOST_AUTO_TEST_CASE(accumulating_steps_upload_the_batch_and_poll_the_scale_only) {
+  for (const amp::OptLevel level : kLevels) {
+    BOOST_TEST_CONTEXT("lenet " << amp::opt_level_name(level) << " in 4 micro-batches") {
+      test::StepRunOptions run;
+      run.model = "lenet";
+      run.level = level;
+      run.steps = 27;  // past the first scale poll
+      run.accumulation_steps = 4;
+      const std::vector<test::StepCounts> counts = test::count_steps(Device::cpu(), run);
+      BOOST_REQUIRE(counts.size() == static_cast<std::size_t>(run.steps));
+      check_steady_state(counts, level);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(resnet18_steps_upload_the_batch_only) {
   for (const amp::OptLevel level : kLevels) {
     BOOST_TEST_CONTEXT("resnet18 " << amp::opt_level_name(level)) {

@@ -116,6 +116,41 @@ void check_world_of_one(ProcessGroup& group, DType dtype, bool allreduce_fp32,
   }
 }
 
+// no_sync on the device path (gradient accumulation): backwards inside it only accumulate, and
+// the synced backward after them reduces the accumulated gradients, its buckets' copy-in
+// ordered after every backward's kernels. At world size one, three backwards through DDP (two
+// of them under no_sync) leave the bits of three backwards without DDP.
+void check_accumulation_in_a_world_of_one(ProcessGroup& group, DType dtype,
+                                          const std::string& what) {
+  const Device device = Device::cuda(0);
+  auto reference = make_lenet(device, dtype);
+  reference->zero_grad();
+  for (int i = 0; i < 3; ++i)
+    backward_once(*reference, device, dtype);
+  const std::vector<Tensor> want = host_gradients(*reference);
+
+  auto model = make_lenet(device, dtype);
+  DdpOptions options;
+  options.bucket_bytes = 8192;  // several buckets
+  DistributedDataParallel ddp(*model, group, options);
+  model->zero_grad();
+  {
+    auto no_sync = ddp.no_sync();
+    for (int i = 0; i < 2; ++i) {
+      backward_once(*model, device, dtype);
+      ddp.finish();  // does nothing inside no_sync
+    }
+  }
+  backward_once(*model, device, dtype);
+  ddp.finish();
+  const std::vector<Tensor> got = host_gradients(*model);
+  BOOST_TEST_REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    BOOST_TEST(std::memcmp(got[i].raw(), want[i].raw(), want[i].nbytes()) == 0,
+               what << ": gradient " << i << " is not the three backwards' sum");
+  }
+}
+
 ProcessGroupOptions options_30s() {
   ProcessGroupOptions options;
   options.timeout = std::chrono::seconds(30);
@@ -137,6 +172,14 @@ BOOST_AUTO_TEST_CASE(gloo_on_cuda_world_of_one_returns_every_gradient_bit_for_bi
   check_world_of_one(group, DType::f32, false, "gloo f32");
   check_world_of_one(group, DType::f16, false, "gloo f16 in half");
   check_world_of_one(group, DType::f16, true, "gloo f16 in fp32");
+}
+
+BOOST_AUTO_TEST_CASE(no_sync_accumulates_and_the_next_backward_reduces_the_sum) {
+  NcclProcessGroup nccl(0, 1, "127.0.0.1", free_port(), Device::cuda(0), options_30s());
+  check_accumulation_in_a_world_of_one(nccl, DType::f32, "nccl f32");
+  check_accumulation_in_a_world_of_one(nccl, DType::f16, "nccl f16");
+  GlooProcessGroup gloo(0, 1, "127.0.0.1", free_port(), options_30s());
+  check_accumulation_in_a_world_of_one(gloo, DType::f16, "gloo f16");
 }
 
 BOOST_AUTO_TEST_CASE(gloo_collectives_on_cuda_tensors_stage_through_the_host) {

@@ -3,6 +3,7 @@
 // process with batch 256, and within 0.01 of its test accuracy, at O0 and at O2. The MLP on
 // the synthetic set keeps each run to a few seconds; every run (the single process too) is a
 // forked child, so that the kernels' thread pool is only ever started inside a child.
+#include <atomic>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <fstream>
@@ -27,6 +28,46 @@ struct RunResult {
   double test_acc = 0;
   std::string digest;
   std::vector<std::string> digests;  // gathered from every rank
+  std::int64_t steps = 0;
+  std::int64_t allreduces = 0;  // the gradient allreduces this rank took part in
+};
+
+// Forwards to a process group, counting the allreduces (DDP's gradient buckets).
+class CountingGroup : public parallel::ProcessGroup {
+ public:
+  explicit CountingGroup(parallel::ProcessGroup& group) : group_(group) {}
+  int rank() const override { return group_.rank(); }
+  int size() const override { return group_.size(); }
+  void allreduce(const Tensor& tensor, parallel::ReduceOp op) override {
+    ++allreduces;
+    group_.allreduce(tensor, op);
+  }
+  void allreduce_half_sum(const Tensor& tensor) override {
+    ++allreduces;
+    group_.allreduce_half_sum(tensor);
+  }
+  void broadcast(const Tensor& tensor, int root) override { group_.broadcast(tensor, root); }
+  std::vector<std::string> allgather_bytes(const std::string& bytes) override {
+    return group_.allgather_bytes(bytes);
+  }
+  void barrier() override { group_.barrier(); }
+  void allreduce_async(const Tensor& tensor, parallel::ReduceOp op,
+                       parallel::StreamHandle stream) override {
+    ++allreduces;
+    group_.allreduce_async(tensor, op, stream);
+  }
+  void allreduce_half_sum_async(const Tensor& tensor, parallel::StreamHandle stream) override {
+    ++allreduces;
+    group_.allreduce_half_sum_async(tensor, stream);
+  }
+  void broadcast_async(const Tensor& tensor, int root, parallel::StreamHandle stream) override {
+    group_.broadcast_async(tensor, root, stream);
+  }
+
+  std::atomic<std::int64_t> allreduces{0};  // counted on DDP's communication thread
+
+ private:
+  parallel::ProcessGroup& group_;
 };
 
 app::TrainOptions options_for(amp::OptLevel level) {
@@ -43,7 +84,8 @@ app::TrainOptions options_for(amp::OptLevel level) {
 
 void save(const std::string& path, const RunResult& result) {
   std::ofstream out(path, std::ios::binary);
-  out << result.test_acc << ' ' << result.digest << ' ' << result.digests.size() << ' ';
+  out << result.test_acc << ' ' << result.steps << ' ' << result.allreduces << ' ' << result.digest
+      << ' ' << result.digests.size() << ' ';
   for (const auto& digest : result.digests)
     out << digest << ' ';
   out << result.weights.size() << '\n';
@@ -57,7 +99,7 @@ RunResult load(const std::string& path) {
   RunResult result;
   std::size_t digests = 0;
   std::size_t count = 0;
-  in >> result.test_acc >> result.digest >> digests;
+  in >> result.test_acc >> result.steps >> result.allreduces >> result.digest >> digests;
   result.digests.resize(digests);
   for (auto& digest : result.digests)
     in >> digest;
@@ -74,12 +116,14 @@ RunResult load(const std::string& path) {
 void train(const app::TrainOptions& options, int rank, int world, int port,
            const std::string& path) {
   set_cpu_threads(options.threads);
-  std::unique_ptr<parallel::GlooProcessGroup> group;
+  std::unique_ptr<parallel::GlooProcessGroup> gloo;
+  std::unique_ptr<CountingGroup> group;
   if (world > 1) {
     parallel::ProcessGroupOptions group_options;
     group_options.timeout = std::chrono::seconds(30);
-    group =
+    gloo =
         std::make_unique<parallel::GlooProcessGroup>(rank, world, "127.0.0.1", port, group_options);
+    group = std::make_unique<CountingGroup>(*gloo);
   }
   app::Trainer trainer(
       options, Device::cpu(),
@@ -95,7 +139,36 @@ void train(const app::TrainOptions& options, int rank, int world, int port,
   result.test_acc = trainer.last_test_acc();
   result.digest = trainer.params_digest();
   result.digests = trainer.gather_params_digests();
+  result.steps = trainer.steps();
+  if (group) result.allreduces = group->allreduces;
   save(path, result);
+}
+
+// Relative L2 difference of two runs' weights.
+double weight_difference(const RunResult& a, const RunResult& b) {
+  BOOST_REQUIRE(a.weights.size() == b.weights.size());
+  double difference = 0;
+  double norm = 0;
+  for (std::size_t i = 0; i < b.weights.size(); ++i) {
+    const double d = static_cast<double>(a.weights[i]) - b.weights[i];
+    difference += d * d;
+    norm += static_cast<double>(b.weights[i]) * b.weights[i];
+  }
+  return std::sqrt(difference / norm);
+}
+
+// Trains `options` as 2 ranks; returns rank 0's and rank 1's results.
+std::pair<RunResult, RunResult> train_two_ranks(const app::TrainOptions& options,
+                                                const alloy::test::TempDir& directory,
+                                                const std::string& name) {
+  const int port = free_port();
+  check_all_succeeded(run_ranks(
+      2,
+      [&](int rank) {
+        train(options, rank, 2, port, directory.file(name + "-" + std::to_string(rank)));
+      },
+      std::chrono::seconds(120)));
+  return {load(directory.file(name + "-0")), load(directory.file(name + "-1"))};
 }
 
 void check_matches_single_process(amp::OptLevel level) {
@@ -158,6 +231,43 @@ BOOST_AUTO_TEST_CASE(two_ranks_match_one_process_at_O0) {
 
 BOOST_AUTO_TEST_CASE(two_ranks_match_one_process_at_O2) {
   check_matches_single_process(amp::OptLevel::O2);
+}
+
+// Gradient accumulation under DDP: each rank's 192 examples of a step in 2 micro-batches of 96,
+// the first backward under no_sync (the epoch's last batch: 64 a rank, 32 + 32). The ranks end
+// with the same weights, close to those of the run without accumulation (a bucket reduced
+// before the last micro-batch's gradients were in, as without no_sync, ends 0.1 away), after
+// as many allreduces as it: one round of the buckets per optimizer step, not one per
+// micro-batch.
+BOOST_AUTO_TEST_CASE(two_ranks_accumulating_two_micro_batches_agree_and_reduce_once_a_step) {
+  app::TrainOptions options = options_for(amp::OptLevel::O2);
+  options.epochs = 1;
+  options.batch_size = 384;
+  const alloy::test::TempDir directory;
+  const auto [plain0, plain1] = train_two_ranks(options, directory, "plain");
+  options.accumulation_steps = 2;
+  const auto [rank0, rank1] = train_two_ranks(options, directory, "accumulated");
+
+  BOOST_TEST(rank0.digests.size() == 2u);
+  BOOST_TEST(rank0.digests == rank1.digests, boost::test_tools::per_element());
+  BOOST_TEST(rank0.digest == rank1.digest, "the ranks' weights differ");
+  BOOST_TEST(rank0.digest != plain0.digest, "accumulation changed nothing");
+  const double relative = weight_difference(rank0, plain0);
+  BOOST_TEST_MESSAGE("accumulation 2: digest "
+                     << rank0.digest << ", test_acc " << rank0.test_acc << ", " << rank0.allreduces
+                     << " allreduces in " << rank0.steps << " steps; without: digest "
+                     << plain0.digest << ", test_acc " << plain0.test_acc << ", "
+                     << plain0.allreduces << " allreduces; relative weight difference "
+                     << relative);
+  BOOST_TEST(relative <= 1e-3);
+  BOOST_TEST(std::abs(rank0.test_acc - plain0.test_acc) <= 0.01);
+
+  BOOST_TEST(rank0.steps == plain0.steps);
+  BOOST_TEST(rank0.steps == 12800 / 384 + 1);  // the last, smaller batch is a step too
+  BOOST_TEST(plain0.allreduces > 0);
+  BOOST_TEST(plain0.allreduces % plain0.steps == 0);
+  BOOST_TEST(rank0.allreduces == plain0.allreduces);
+  BOOST_TEST(rank1.allreduces == plain1.allreduces);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

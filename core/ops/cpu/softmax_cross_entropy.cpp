@@ -89,12 +89,13 @@ std::int64_t count_correct(const void* logits, DType dtype, const std::int32_t* 
 
 float softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
                                  float grad_scale, void* dlogits, StepTally* tally,
-                                 std::int64_t rows, std::int64_t classes) {
+                                 std::int64_t rows, std::int64_t classes,
+                                 std::int64_t gradient_rows) {
   // The arithmetic of the forward, backward and tally functions above, in their order, one
-  // row at a time: the same bits, in one pass over the logits.
+  // row at a time: the same bits (with gradient_rows == rows), in one pass over the logits.
   std::vector<double> row_loss(static_cast<std::size_t>(rows));
   std::vector<unsigned char> row_correct(static_cast<std::size_t>(rows));
-  const float factor = grad_scale / static_cast<float>(rows);
+  const float factor = grad_scale / static_cast<float>(gradient_rows);
   parallel_ranges(rows, classes, [&](std::int64_t begin, std::int64_t end) {
     // One row's widened logits, probabilities and (for half gradients) unrounded gradients.
     std::vector<float> scratch(static_cast<std::size_t>(3 * classes));

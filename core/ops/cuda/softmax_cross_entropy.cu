@@ -117,7 +117,8 @@ template <class T>
 __global__ void step_kernel(const T* logits, const std::int32_t* labels, const float* loss_scale,
                             T* dlogits, float* row_loss, std::uint32_t* row_correct, float* loss,
                             double* loss_sum, unsigned long long* correct, std::int64_t rows,
-                            std::int64_t classes, unsigned int* arrivals) {
+                            std::int64_t classes, std::int64_t gradient_rows,
+                            unsigned int* arrivals) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
   T* dx = dlogits + row * classes;
@@ -130,7 +131,7 @@ __global__ void step_kernel(const T* logits, const std::int32_t* labels, const f
   if (threadIdx.x == 0) total = sum;
   __syncthreads();
   const std::int32_t label = labels[row];
-  const float factor = *loss_scale / static_cast<float>(rows);
+  const float factor = *loss_scale / static_cast<float>(gradient_rows);
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const float p = expf(widen(x[c]) - max) / total;
     dx[c] = narrow<T>(c == label ? (p - 1.0f) * factor : p * factor);
@@ -202,7 +203,8 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
                                 const float* loss_scale, void* dlogits, float* row_loss,
                                 std::uint32_t* row_correct, float* loss, double* loss_sum,
                                 unsigned long long* correct, std::int64_t rows,
-                                std::int64_t classes, cudaStream_t stream) {
+                                std::int64_t classes, std::int64_t gradient_rows,
+                                cudaStream_t stream) {
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_step: ", rows,
               " rows do not fit one grid");
   // The loss's counter: this kernel and forward_kernel never overlap (one stream).
@@ -211,7 +213,7 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
     using T = decltype(type);
     ALLOY_LAUNCH(step_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
     (static_cast<const T*>(logits), labels, loss_scale, static_cast<T*>(dlogits), row_loss,
-     row_correct, loss, loss_sum, correct, rows, classes, arrivals);
+     row_correct, loss, loss_sum, correct, rows, classes, gradient_rows, arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax step_kernel on ", rows, "x", classes, " logits");
 }

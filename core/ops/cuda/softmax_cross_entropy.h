@@ -27,12 +27,14 @@ void softmax_cross_entropy_backward(const float* probabilities, const std::int32
 // count_correct with the loss sum, in one launch and bit-identical to them: the mean loss to
 // *loss, loss_scale * the gradient of the mean loss to dlogits (the logits' dtype), and the
 // step tally's update to *loss_sum and *correct. row_loss and row_correct are device scratch
-// of `rows` elements each.
+// of `rows` elements each. The gradient divides by gradient_rows (rows: the same bits as the
+// backward) where a micro-batch takes its share of a larger step's mean.
 void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int32_t* labels,
                                 const float* loss_scale, void* dlogits, float* row_loss,
                                 std::uint32_t* row_correct, float* loss, double* loss_sum,
                                 unsigned long long* correct, std::int64_t rows,
-                                std::int64_t classes, cudaStream_t stream);
+                                std::int64_t classes, std::int64_t gradient_rows,
+                                cudaStream_t stream);
 // Adds the number of correct rows to *correct (device). With a loss_sum it also adds
 // double(*loss) * rows to *loss_sum in the same launch, rounded like the CPU's step tally.
 void count_correct(const void* logits, DType dtype, const std::int32_t* labels,

@@ -105,6 +105,53 @@ BOOST_AUTO_TEST_CASE(the_fused_step_equals_the_cuda_ops_it_replaces_and_matches_
   }
 }
 
+// Gradient accumulation's micro-batch: the gradient divided by the rows of its step. Bit for
+// bit the formula's fp32 expression from the forward kernel's probabilities, close to the
+// CPU's, with the loss and tally of the default call.
+BOOST_AUTO_TEST_CASE(the_fused_step_divides_the_gradient_by_the_rows_of_its_step) {
+  Generator generator(47);
+  const std::int64_t rows = 67, classes = 10;
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const std::int64_t step_rows : {rows, std::int64_t{4 * 67}, std::int64_t{200}}) {
+      const std::string what =
+          std::string(dtype_name(dtype)) + ", step of " + std::to_string(step_rows) + " rows";
+      const Tensor logits = random_tensor({rows, classes}, dtype, generator, -8.0f, 8.0f);
+      const Tensor labels = random_labels(rows, classes, generator);
+      const Tensor scale = Tensor::from_floats({1}, {65536.0f});
+      const Tensor logits_gpu = to_cuda(logits);
+      const Tensor labels_gpu = to_cuda(labels);
+      const StepTally start{5.5, 3};
+
+      Tensor tally = make_step_tally(Device::cuda(0), start);
+      const SoftmaxCrossEntropyStep fused =
+          softmax_cross_entropy_step(logits_gpu, labels_gpu, to_cuda(scale), tally, step_rows);
+      Tensor default_tally = make_step_tally(Device::cuda(0), start);
+      const SoftmaxCrossEntropyStep by_default =
+          softmax_cross_entropy_step(logits_gpu, labels_gpu, to_cuda(scale), default_tally);
+      check_gpu_equal(fused.loss, to_host(by_default.loss), "loss " + what);
+      check_gpu_equal(tally, to_host(default_tally), "tally " + what);
+
+      const std::vector<float> p =
+          softmax_cross_entropy_forward(logits_gpu, labels_gpu).probabilities.to_floats();
+      const std::vector<float> label_values = labels.to_floats();
+      const float factor = 65536.0f / static_cast<float>(step_rows);
+      std::vector<float> formula(p.size());
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        const bool at_label = static_cast<float>(i % classes) == label_values[i / classes];
+        formula[i] = at_label ? (p[i] - 1.0f) * factor : p[i] * factor;
+      }
+      check_gpu_equal(fused.dlogits, Tensor::from_floats({rows, classes}, formula, dtype),
+                      "dlogits " + what);
+
+      Tensor cpu_tally = make_step_tally(Device::cpu(), start);
+      check_gpu_close(
+          fused.dlogits,
+          softmax_cross_entropy_step(logits, labels, scale, cpu_tally, step_rows).dlogits,
+          "dlogits vs cpu " + what, gpu_tolerance(dtype), 1e-3);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {
   Tensor logits = Tensor::from_floats({4, 3}, {1, 1, 0, 0, 2, 2, NAN, 5, 1, 3, NAN, NAN});
   Tensor labels = Tensor::empty({4}, DType::i32);

@@ -52,6 +52,11 @@ Reference reference(const std::vector<double>& logits, const std::vector<float>&
   return r;
 }
 
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
+
 struct TwoThreads {
   TwoThreads() { set_cpu_threads(2); }
 };
@@ -164,10 +169,6 @@ BOOST_AUTO_TEST_CASE(count_correct_takes_the_first_maximum_and_nan_as_largest) {
 BOOST_AUTO_TEST_CASE(the_fused_step_equals_forward_backward_and_tally_bit_for_bit) {
   Generator generator(17);
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  const auto same_bytes = [](const Tensor& a, const Tensor& b) {
-    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-           std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-  };
   for (const DType dtype : kFloatTypes) {
     for (const std::int64_t classes : {std::int64_t{10}, std::int64_t{1000}}) {
       for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{67}, std::int64_t{300}}) {
@@ -202,6 +203,70 @@ BOOST_AUTO_TEST_CASE(the_fused_step_equals_forward_backward_and_tally_bit_for_bi
       }
     }
   }
+}
+
+// Gradient accumulation: a micro-batch's gradient is that of the whole step's mean, divided
+// by the step's rows, not its own. Against the float64 reference, and bit for bit against the
+// formula's fp32 expression from the forward op's probabilities (the fused op's, bit for bit);
+// the loss and the tally stay the micro-batch's own.
+BOOST_AUTO_TEST_CASE(the_fused_step_divides_the_gradient_by_the_rows_of_its_step) {
+  Generator generator(19);
+  for (const DType dtype : kFloatTypes) {
+    for (const float scale : {1.0f, 65536.0f}) {
+      const std::int64_t rows = 16, classes = 10;
+      for (const std::int64_t step_rows : {rows, std::int64_t{64}, std::int64_t{67}}) {
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << ", scale " << scale << ", step of " << step_rows) {
+          const Tensor logits = random_tensor({rows, classes}, dtype, generator, -4.0f, 4.0f);
+          const Tensor labels = random_labels(rows, classes, generator);
+          const auto label_values = labels.to_floats();
+          const Tensor loss_scale = Tensor::from_floats({1}, {scale});
+          const StepTally start{2.5, 1};
+          Tensor tally = make_step_tally(Device::cpu(), start);
+          const SoftmaxCrossEntropyStep fused =
+              softmax_cross_entropy_step(logits, labels, loss_scale, tally, step_rows);
+
+          const Reference exact = reference(to_doubles(logits), label_values, classes);
+          std::vector<double> expected = exact.probabilities;
+          for (std::size_t n = 0; n < label_values.size(); ++n)
+            expected[n * classes + static_cast<std::size_t>(label_values[n])] -= 1.0;
+          for (auto& value : expected)
+            value *= scale / static_cast<double>(step_rows);
+          check_close(fused.dlogits, expected, dtype_tolerance(dtype), 1e-7 * scale, "dlogits");
+
+          const SoftmaxCrossEntropyResult forward = softmax_cross_entropy_forward(logits, labels);
+          const std::vector<float> p = forward.probabilities.to_floats();
+          const float factor = scale / static_cast<float>(step_rows);
+          std::vector<float> formula(p.size());
+          for (std::size_t i = 0; i < p.size(); ++i) {
+            const bool at_label = static_cast<float>(i % classes) == label_values[i / classes];
+            formula[i] = at_label ? (p[i] - 1.0f) * factor : p[i] * factor;
+          }
+          BOOST_TEST(
+              same_bytes(fused.dlogits, Tensor::from_floats({rows, classes}, formula, dtype)));
+
+          BOOST_TEST(same_bytes(fused.loss, forward.loss));
+          Tensor expected_tally = make_step_tally(Device::cpu(), start);
+          add_to_step_tally(expected_tally, forward.loss, logits, labels);
+          BOOST_TEST(same_bytes(tally, expected_tally));
+          if (step_rows == rows) {
+            Tensor default_tally = make_step_tally(Device::cpu(), start);
+            BOOST_TEST(same_bytes(
+                softmax_cross_entropy_step(logits, labels, loss_scale, default_tally).dlogits,
+                fused.dlogits));
+          }
+        }
+      }
+    }
+  }
+  // A micro-batch is part of its step: fewer step rows than its own is refused.
+  const Tensor logits = Tensor::zeros({4, 3}, DType::f32);
+  Tensor tally = make_step_tally(Device::cpu());
+  BOOST_CHECK_EXCEPTION(
+      softmax_cross_entropy_step(logits, Tensor::from_floats({4}, {0, 1, 2, 0}, DType::i32),
+                                 Tensor::from_floats({1}, {1.0f}), tally, 3),
+      Error, [](const Error& error) {
+        return std::string(error.what()).find("gradient_rows 3") != std::string::npos;
+      });
 }
 
 BOOST_AUTO_TEST_CASE(the_fused_step_checks_its_inputs) {
