@@ -43,8 +43,10 @@ void TrainReport::start(Trainer& trainer) {
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
          << data.test.size() << " test | " << level << " | " << o.optimizer << " lr " << o.lr;
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
-  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size << " | " << o.epochs
-         << " epochs | seed " << o.seed << std::endl;
+  human_ << " weight_decay " << o.weight_decay;
+  if (o.clip_grad_norm > 0) human_ << " clip_grad_norm " << o.clip_grad_norm;
+  human_ << " | batch " << o.batch_size << " | " << o.epochs << " epochs | seed " << o.seed
+         << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "start")
@@ -68,6 +70,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("parameters", parameters)
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
+  if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
   log_->write(event);
 }
 
@@ -91,8 +94,9 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
   human_ << "epoch " << s.epoch << "/" << options_.epochs << format("  loss %.4f", s.train_loss)
          << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc)
          << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
-         << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps << "  peak "
-         << mebibytes(s.peak_memory_bytes) << std::endl;
+         << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps;
+  if (s.clipping) human_ << "  clipped " << s.clipped_steps;
+  human_ << "  peak " << mebibytes(s.peak_memory_bytes) << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "epoch")
@@ -110,6 +114,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("downloads", counter(s.round_trips.downloads))
       .add("host_waits", counter(s.round_trips.host_waits))
       .add("device_allocations", counter(s.round_trips.device_allocations));
+  if (s.clipping) event.add("grad_norm", s.grad_norm).add("clipped_steps", s.clipped_steps);
   log_->write(event);
 }
 

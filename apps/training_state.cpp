@@ -1,6 +1,8 @@
 #include "apps/training_state.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -34,6 +36,9 @@ constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bi
 // The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
 // version stays and older files (without it) resume with 0.
 constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
+// --clip-grad-norm, the shortest decimal that reads back as the same double; older files
+// (without it) resume with clipping off.
+constexpr const char* kClipGradNorm = "clip_grad_norm";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -184,6 +189,26 @@ std::int64_t extra_i64(const ckpt::CheckpointState& state, const char* key,
   return static_cast<std::int64_t>(value);
 }
 
+std::string exact_decimal(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
+}
+
+// A finite, non-negative number from `extra` (`fallback` when absent).
+double extra_double(const ckpt::CheckpointState& state, const char* key, const std::string& path,
+                    double fallback) {
+  const auto it = state.extra.find(key);
+  if (it == state.extra.end()) return fallback;
+  const std::string& text = it->second;
+  double value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  ALLOY_CHECK(result.ec == std::errc() && result.ptr == text.data() + text.size() &&
+                  std::isfinite(value) && value >= 0,
+              "checkpoint ", path, ": corrupt field ", key, " '", text, "'");
+  return value;
+}
+
 bool any_given(const TrainOptions& o, std::initializer_list<const char*> flags) {
   for (const char* flag : flags) {
     if (o.was_given(flag)) return true;
@@ -227,6 +252,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kDataDir] = o.data_dir;
   state.extra[kThreads] = std::to_string(o.threads);
   state.extra[kEpochImages] = std::to_string(progress.images);
+  state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
   return state;
 }
 
@@ -498,6 +524,9 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("lr")) o.lr = state.optimizer.lr;
   if (!o.was_given("momentum")) o.momentum = state.optimizer.momentum;
   if (!o.was_given("weight-decay")) o.weight_decay = state.optimizer.weight_decay;
+  if (!o.was_given("clip-grad-norm")) {
+    o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
+  }
   if (!any_given(o,
                  {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",
                   "min-loss-scale", "max-loss-scale", "keep-batchnorm-fp32", "master-weights"})) {

@@ -25,7 +25,7 @@ Tensor& Sgd::momentum_buffer(std::size_t index) {
   return buffer;
 }
 
-void Sgd::step(float grad_scale, const Tensor& found_inf) {
+void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) {
   SgdHyper hyper;
   hyper.momentum = config_.momentum;
   hyper.weight_decay = config_.weight_decay;
@@ -41,7 +41,7 @@ void Sgd::step(float grad_scale, const Tensor& found_inf) {
     tensors.push_back({&param.value, &param.grad,
                        hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i)});
   }
-  sgd_update(tensors, hyper, lr_, step_, found_inf);
+  sgd_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
 }
 
 std::vector<StateTensor> Sgd::state() {
