@@ -1,7 +1,7 @@
 // --cuda-graph on a GPU (issue 13, "What it must show" 4): N training steps replayed from one
 // captured graph end with the same weights, bit for bit, as N eager steps (LeNet and resnet18
-// at O2 with SGD, LeNet with AdamW too, synthetic data) and the same optimizer step count, and
-// the replays call no cudaMalloc. Over whole epochs, the last,
+// at O2 with SGD, LeNet with AdamW and with gradient-norm clipping too, synthetic data) and the
+// same optimizer step count, and the replays call no cudaMalloc. Over whole epochs, the last,
 // smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps replaying in the
 // next epoch with the same figures as an eager run. With auto, a step that cannot be captured
 // runs eagerly after a notice, with the eager run's result.
@@ -13,6 +13,7 @@
 #include "apps/step_graph.h"
 #include "apps/trainer.h"
 #include "core/data/dataset.h"
+#include "core/ops/clip_grad_norm.h"
 #include "tests/support/gpu.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -43,12 +44,14 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
+  ClipTally clip;  // with --clip-grad-norm
   Observed observed;
 };
 
 // `steps` steps (0: every step of `epochs` epochs) of `model` at O2 with --cuda-graph `mode`.
 Run train(const std::string& model, const std::string& mode, std::int64_t batch,
-          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd") {
+          std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd",
+          double clip_grad_norm = 0) {
   TrainOptions options;
   options.model = model;
   options.dataset = "synthetic";
@@ -61,6 +64,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   options.seed = 5;
   options.threads = 1;
   options.cuda_graph = mode;
+  options.clip_grad_norm = clip_grad_norm;
   options.precision = amp::resolve_properties(amp::OptLevel::O2, {});
   Trainer trainer(options, Device::cuda(0), data::load_datasets("synthetic", "", 5));
   Run run;
@@ -80,6 +84,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   }
   run.digest = trainer.params_digest();
   run.optimizer_steps = trainer.precision().optimizer().steps();
+  if (clip_grad_norm > 0) run.clip = read_clip_tally(trainer.precision().clip_tally());
   return run;
 }
 
@@ -106,6 +111,22 @@ BOOST_AUTO_TEST_CASE(lenet_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
 // AdamW reads lr and its step count from device memory, so replays see the current ones.
 BOOST_AUTO_TEST_CASE(lenet_o2_adamw_replayed_steps_equal_eager_steps_bit_for_bit) {
   check_replays_equal_eager_steps("lenet", 64, "adamw");
+}
+
+// Gradient-norm clipping inside the captured step: the norm's partials come from the graph's
+// pool, its coefficient and tally stay on the device, and replays equal eager steps.
+BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_bit) {
+  constexpr std::int64_t kSteps = 12;
+  const Run eager = train("lenet", "off", 64, 1, kSteps, "sgd", 0.05);
+  const Run graph = train("lenet", "on", 64, 1, kSteps, "sgd", 0.05);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.digest == eager.digest, "graph " << graph.digest << ", eager " << eager.digest);
+  BOOST_TEST(graph.mallocs_at_end == graph.mallocs_after_capture, "no cudaMalloc in replays");
+  BOOST_TEST(eager.clip.finite_steps == kSteps);
+  BOOST_TEST(graph.clip.finite_steps == kSteps);  // every replay counted
+  BOOST_TEST(graph.clip.clipped_steps == eager.clip.clipped_steps);
+  BOOST_TEST(eager.clip.clipped_steps > 0);
+  BOOST_TEST(graph.clip.norm_sum == eager.clip.norm_sum);
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
