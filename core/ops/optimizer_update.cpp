@@ -39,9 +39,12 @@ Device check_scalars(const char* op, const Tensor& lr, const Tensor& step, const
   return device;
 }
 
+#ifdef ALLOY_HAVE_CUDA
+// What the CUDA kernels read: the scalar's device address, or null for none.
 const float* device_scalar(const Tensor& scalar) {
   return scalar.defined() ? scalar.data<float>() : nullptr;
 }
+#endif
 
 // On the CPU the factor is read where it lives; multiplying by 1 changes no value.
 float cpu_grad_factor(const Tensor& grad_factor) {
