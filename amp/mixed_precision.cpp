@@ -1,7 +1,10 @@
 #include "amp/mixed_precision.h"
 
+#include <cmath>
+
 #include "amp/ops/master_copy.h"
 #include "amp/ops/unscale.h"
+#include "core/ops/clip_grad_norm.h"
 
 namespace alloy::amp {
 
@@ -76,12 +79,39 @@ void MixedPrecision::step() {
     unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
                       state.first_overflow);
   }
+  // The clip acts on the gradients the update reads, now unscaled (PyTorch AMP's unscale_,
+  // then clip_grad_norm_); its coefficient stays on the device for the update to apply.
+  if (clip_max_norm_ > 0.0f) {
+    std::vector<const Tensor*> grads;
+    grads.reserve(unscale_outputs_.size());
+    for (const Tensor* grad : unscale_outputs_) {
+      if (grad->defined()) grads.push_back(grad);  // as the optimizer, skip unused parameters
+    }
+    alloy::clip_grad_norm(grads, clip_max_norm_, clip_norm_, clip_coefficient_, clip_tally_);
+  }
   // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf. The
   // update also rounds each master into its model weight (Optimizer::write_copies_to); a
-  // skipped step leaves both as they were, equal.
-  optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor());
+  // skipped step leaves both as they were, equal. Without clipping the coefficient is undefined
+  // and the update is as before.
+  optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor(), clip_coefficient_);
   for (const auto& master : masters_)
     master->grad = Tensor();
+}
+
+void MixedPrecision::set_clip_grad_norm(float max_norm) {
+  if (!(max_norm >= 0.0f && std::isfinite(max_norm))) {
+    usage_fail("amp: clip_grad_norm must be a finite number >= 0, got ", max_norm);
+  }
+  clip_max_norm_ = max_norm;
+  if (max_norm == 0.0f) {
+    clip_norm_ = clip_coefficient_ = clip_tally_ = Tensor();
+    return;
+  }
+  if (clip_norm_.defined()) return;  // a new limit for the same scalars
+  const Device device = model_params_.front()->value.device();
+  clip_norm_ = Tensor::zeros({1}, DType::f32, device, MemoryCategory::workspace);
+  clip_coefficient_ = Tensor::zeros({1}, DType::f32, device, MemoryCategory::workspace);
+  clip_tally_ = make_clip_tally(device);
 }
 
 std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() {

@@ -1,8 +1,10 @@
 // The amp layer around a model and its optimizer: casts the model for the opt level, keeps
 // fp32 master weights when the level asks for them, and runs the step of DESIGN.md:
 //   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device; a dynamic
-//   scaler's update runs in the same pass) -> optimizer step (skips itself when found_inf),
-//   which also rounds the updated masters into the half model in the same pass.
+//   scaler's update runs in the same pass) -> [gradient-norm clip coefficient, when on]
+//   -> optimizer step (skips itself when found_inf; multiplies the gradients by the clip
+//   coefficient as it reads them), which also rounds the updated masters into the half model
+//   in the same pass.
 #pragma once
 
 #include <memory>
@@ -35,6 +37,24 @@ class MixedPrecision {
   // After backward: the whole amp step. The model's gradients are left to the caller to zero.
   void step();
 
+  // Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_(params, max_norm) after
+  // scaler.unscale_(optimizer): on the gradients the optimizer reads, unscaled (the fp32 master
+  // gradients at O2; the gradients unscaled in place at O1; the raw ones at O0 and O3). Each step
+  // then computes their total L2 norm and the coefficient min(max_norm / (norm + 1e-6), 1) on
+  // the device right after the unscale pass (core/ops/clip_grad_norm.h), and the optimizer's
+  // update multiplies every gradient by it: no host sync, no extra pass over the gradients. A
+  // step the dynamic scaler skips is not counted. 0 (the default) turns clipping off; max_norm
+  // must be finite and >= 0 (UsageError). Call it outside a CUDA-graph capture: it allocates
+  // the clip's device scalars.
+  void set_clip_grad_norm(float max_norm);
+  float clip_grad_norm() const { return clip_max_norm_; }
+  // While clipping is on, on the model's device: the latest step's norm and coefficient (f32
+  // [1]) and the tally every step adds to (core/ops/clip_grad_norm.h; reset it in place with
+  // fill(0), as a captured step adds to its address). Undefined while clipping is off.
+  const Tensor& clip_norm() const { return clip_norm_; }
+  const Tensor& clip_coefficient() const { return clip_coefficient_; }
+  Tensor& clip_tally() { return clip_tally_; }
+
   // The weights training really updates, in canonical (registration) order: the fp32 masters
   // where the level keeps them, the model's own parameters otherwise. Checkpoints and the
   // params digest use these.
@@ -60,6 +80,11 @@ class MixedPrecision {
   // sync_model_from_masters's copy (a step's is written by the optimizer's update).
   std::vector<const Tensor*> copy_sources_;
   std::vector<Tensor*> copy_targets_;
+  // Gradient-norm clipping; max norm 0: off, and the tensors undefined.
+  float clip_max_norm_ = 0.0f;
+  Tensor clip_norm_;
+  Tensor clip_coefficient_;
+  Tensor clip_tally_;
 };
 
 }  // namespace alloy::amp

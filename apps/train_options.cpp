@@ -135,6 +135,13 @@ void validate(TrainOptions& o, const po::variables_map& values) {
       usage_fail("--min-lr needs a decaying --lr-schedule (linear or cosine), not constant");
     }
   }
+  check_finite("--clip-grad-norm", o.clip_grad_norm);
+  check_at_least("--clip-grad-norm", o.clip_grad_norm, 0.0);
+  // The limit is applied in f32: one so large it rounds to inf would not clip, but no longer be
+  // the finite number it claims to be.
+  if (!std::isfinite(static_cast<float>(o.clip_grad_norm))) {
+    usage_fail("--clip-grad-norm must fit a 32-bit float, got ", o.clip_grad_norm);
+  }
   check_at_least<std::int64_t>("--epochs", o.epochs, 1);
   check_at_least<std::int64_t>("--batch-size", o.batch_size, 1);
   // Whether the batch splits evenly depends on the world size, known later
@@ -242,6 +249,10 @@ po::options_description train_options_description(TrainOptions& o) {
       "raise the rate linearly from lr/N to lr over the first N optimizer steps")(
       "min-lr", value(&o.min_lr)->default_value(o.min_lr, "0")->value_name("X"),
       "the rate a linear or cosine schedule ends at")(
+      "clip-grad-norm",
+      value(&o.clip_grad_norm)->default_value(o.clip_grad_norm, "0")->value_name("X"),
+      "scale the unscaled gradients down so their total L2 norm is at most X, as "
+      "torch.nn.utils.clip_grad_norm_ after the loss scaler's unscale (0: off)")(
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),

@@ -49,7 +49,9 @@ void TrainReport::start(Trainer& trainer) {
     human_ << ")";
   }
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
-  human_ << " weight_decay " << o.weight_decay << " | batch " << o.batch_size;
+  human_ << " weight_decay " << o.weight_decay;
+  if (o.clip_grad_norm > 0) human_ << " clip_grad_norm " << o.clip_grad_norm;
+  human_ << " | batch " << o.batch_size;
   if (o.accumulation_steps > 1) {
     // How a step's batch is split: "batch 256 (4 x 64)", "(2 ranks x 4 x 32)" in a DDP run.
     const int world = trainer.world_size();
@@ -85,6 +87,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("parameters", parameters)
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
+  if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
   log_->write(event);
 }
 
@@ -110,6 +113,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
          << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
          << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps;
   if (scheduled()) human_ << format("  lr %.6g", s.lr);
+  if (s.clipping) human_ << "  clipped " << s.clipped_steps;
   human_ << "  peak " << mebibytes(s.peak_memory_bytes) << std::endl;
   if (!log_) return;
   JsonObject event;
@@ -129,6 +133,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("downloads", counter(s.round_trips.downloads))
       .add("host_waits", counter(s.round_trips.host_waits))
       .add("device_allocations", counter(s.round_trips.device_allocations));
+  if (s.clipping) event.add("grad_norm", s.grad_norm).add("clipped_steps", s.clipped_steps);
   log_->write(event);
 }
 

@@ -1,6 +1,7 @@
 #include "apps/trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <iostream>
 
 #include "apps/micro_batches.h"
@@ -8,6 +9,7 @@
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
+#include "core/ops/clip_grad_norm.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"
@@ -65,6 +67,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
   policy.enabled = options_.precision.cast_policy;
   policy.half_dtype = options_.precision.half_dtype;
   nn::set_cast_policy(policy);
+  precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
 }
 
 void Trainer::run(TrainObserver& observer) {
@@ -154,6 +157,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     tally_ = make_step_tally(device_, start_sums);
   }
   tally_in_epoch_ = true;
+  if (precision_->clip_grad_norm() > 0.0f) precision_->clip_tally().fill(0.0f);  // in place too
   std::int64_t& images = progress_.images;
   std::int64_t& batches = progress_.batches;
   const std::int64_t images_before = images;
@@ -219,6 +223,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   stats.skipped_steps = scaler.skipped_steps;
   stats.lr = precision_->optimizer().current_lr();
   stats.peak_memory_bytes = memory_stats(device_).snapshot().total_peak;
+  if (precision_->clip_grad_norm() > 0.0f) {
+    const ClipTally clip = read_clip_tally(precision_->clip_tally());
+    stats.clipping = true;
+    stats.grad_norm = clip.finite_steps > 0 ? clip.norm_sum / clip.finite_steps : std::nan("");
+    stats.clipped_steps = clip.clipped_steps;
+  }
   stats.round_trips = epoch_round_trips;
   epochs_done_ = epoch + 1;
   last_test_acc_ = stats.test_acc;

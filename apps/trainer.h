@@ -39,6 +39,12 @@ struct EpochStats {
   std::int64_t skipped_steps = 0;
   float lr = 0;  // the rate of the epoch's last step (the schedule's, when there is one)
   std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
+  // With --clip-grad-norm (clipping true): the mean total gradient norm over the epoch's steps
+  // whose norm was finite (NaN when none was), and the steps whose clip coefficient was below 1.
+  // A resumed epoch counts the steps since the resume.
+  bool clipping = false;
+  double grad_norm = 0;
+  std::int64_t clipped_steps = 0;
   // Host round trips of the epoch's training steps (core/round_trips.h), summed over
   // Trainer::last_step_round_trips(); evaluation and checkpoints are not counted.
   RoundTrips round_trips;

@@ -1,8 +1,8 @@
 #include "apps/training_state.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -44,6 +44,9 @@ constexpr const char* kMinLr = "min_lr";  // "%.17g": the double round-trips exa
 // --accumulation-steps; older files (without it) resume with 1. Checkpoints are written between
 // optimizer steps only, so no partly accumulated gradient is ever saved.
 constexpr const char* kAccumulationSteps = "accumulation_steps";
+// --clip-grad-norm, the shortest decimal that reads back as the same double; older files
+// (without it) resume with clipping off.
+constexpr const char* kClipGradNorm = "clip_grad_norm";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -194,15 +197,22 @@ std::int64_t extra_i64(const ckpt::CheckpointState& state, const char* key,
   return static_cast<std::int64_t>(value);
 }
 
-// A finite, non-negative number from `extra`, or `fallback` when absent.
-double extra_double(const ckpt::CheckpointState& state, const char* key, double fallback,
-                    const std::string& path) {
+std::string exact_decimal(double value) {
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, value);
+  return std::string(text, result.ptr);
+}
+
+// A finite, non-negative number from `extra` (`fallback` when absent).
+double extra_double(const ckpt::CheckpointState& state, const char* key, const std::string& path,
+                    double fallback) {
   const auto it = state.extra.find(key);
   if (it == state.extra.end()) return fallback;
   const std::string& text = it->second;
-  char* end = nullptr;
-  const double value = text.empty() ? -1.0 : std::strtod(text.c_str(), &end);
-  ALLOY_CHECK(end == text.c_str() + text.size() && std::isfinite(value) && value >= 0.0,
+  double value = 0;
+  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
+  ALLOY_CHECK(result.ec == std::errc() && result.ptr == text.data() + text.size() &&
+                  std::isfinite(value) && value >= 0,
               "checkpoint ", path, ": corrupt field ", key, " '", text, "'");
   return value;
 }
@@ -252,10 +262,9 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kEpochImages] = std::to_string(progress.images);
   state.extra[kLrSchedule] = o.lr_schedule;
   state.extra[kWarmupSteps] = std::to_string(o.warmup_steps);
-  char min_lr[32];
-  std::snprintf(min_lr, sizeof min_lr, "%.17g", o.min_lr);
-  state.extra[kMinLr] = min_lr;
+  state.extra[kMinLr] = exact_decimal(o.min_lr);
   state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
+  state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
   return state;
 }
 
@@ -540,7 +549,10 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
         "checkpoint ", o.resume, ": corrupt field ", kLrSchedule, " '", o.lr_schedule, "'");
   }
   if (!o.was_given("warmup-steps")) o.warmup_steps = extra_i64(state, kWarmupSteps, o.resume);
-  if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, 0.0, o.resume);
+  if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);
+  if (!o.was_given("clip-grad-norm")) {
+    o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
+  }
   if (!any_given(o,
                  {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",
                   "min-loss-scale", "max-loss-scale", "keep-batchnorm-fp32", "master-weights"})) {

@@ -8,7 +8,12 @@
 // (`lr`, `step`), the step count is advanced there, and if found_inf is defined (f32 [1]) and
 // nonzero (NaN included) the update changes nothing, step count included: the step is skipped
 // without the host looking (the amp contract; as in Apex and PyTorch's GradScaler, a skipped
-// step is not an optimizer step).
+// step is not an optimizer step). Likewise grad_factor, if defined (f32 [1]), is read there:
+// each gradient element is first multiplied by it in f32 (one rounding, as if the gradients had
+// been multiplied in place beforehand, like PyTorch's clip_grad_norm_ does), then used as below
+// (grad_scale included): gradient-norm clipping's coefficient (core/ops/clip_grad_norm.h),
+// applied as the update reads the gradient instead of in a pass of its own. Without it the
+// arithmetic is exactly as before factors existed (the kernels multiply by 1, which is exact).
 #pragma once
 
 #include <cstdint>
@@ -66,12 +71,13 @@ struct AdamWTensors {
 
 // lr: f32 [1]. step: i32 [2]; step[0] counts the updates applied so far and each call that is
 // not skipped adds one; step[1] must be zero (the CUDA kernel counts its finished blocks there
-// and leaves it at zero). A call with an empty list changes nothing. All tensors share one
-// device.
+// and leaves it at zero). found_inf and grad_factor: f32 [1] or undefined. A call with an empty
+// list changes nothing. All tensors share one device.
 void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, const Tensor& lr,
-                Tensor& step, const Tensor& found_inf = {});
+                Tensor& step, const Tensor& found_inf = {}, const Tensor& grad_factor = {});
 void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hyper,
-                  const Tensor& lr, Tensor& step, const Tensor& found_inf = {});
+                  const Tensor& lr, Tensor& step, const Tensor& found_inf = {},
+                  const Tensor& grad_factor = {});
 
 // One tensor of a multi-tensor update as raw storage: what the CPU and CUDA kernels take.
 struct UpdateBuffers {
@@ -86,10 +92,12 @@ struct UpdateBuffers {
 };
 
 namespace cpu {
-// step: the step count including this update (AdamW's bias corrections).
-void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, float lr);
+// step: the step count including this update (AdamW's bias corrections). grad_factor: 1 when the
+// call has none.
+void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, float lr,
+                float grad_factor);
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper, float lr,
-                  std::int64_t step);
+                  std::int64_t step, float grad_factor);
 }  // namespace cpu
 
 }  // namespace alloy

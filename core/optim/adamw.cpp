@@ -25,7 +25,7 @@ void AdamW::allocate_state(std::size_t index) {
   }
 }
 
-void AdamW::step(float grad_scale, const Tensor& found_inf) {
+void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) {
   AdamWHyper hyper;
   hyper.beta1 = config_.beta1;
   hyper.beta2 = config_.beta2;
@@ -43,7 +43,7 @@ void AdamW::step(float grad_scale, const Tensor& found_inf) {
   // The bias corrections come from the step count on the device, which this update advances
   // unless found_inf skips it.
   prepare_lr();
-  adamw_update(tensors, hyper, lr_, step_, found_inf);
+  adamw_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
 }
 
 std::vector<StateTensor> AdamW::state() {

@@ -39,8 +39,10 @@ class Optimizer {
   // grad_scale multiplies gradients before use (1/loss scale when they are still scaled); it
   // is a kernel argument, so a captured CUDA graph replays the value it was captured with.
   // found_inf (f32 [1], optional): when nonzero on the device, the step does nothing, and does
-  // not count as a step.
-  virtual void step(float grad_scale = 1.0f, const Tensor& found_inf = {}) = 0;
+  // not count as a step. grad_factor (f32 [1], optional): a further multiplier of the gradients
+  // read on the device, e.g. gradient-norm clipping's coefficient (core/ops/clip_grad_norm.h).
+  virtual void step(float grad_scale = 1.0f, const Tensor& found_inf = {},
+                    const Tensor& grad_factor = {}) = 0;
 
   // Every state tensor, allocating lazily-created ones so a checkpoint can restore them.
   virtual std::vector<StateTensor> state() = 0;

@@ -25,7 +25,7 @@ Tensor& Sgd::momentum_buffer(std::size_t index) {
   return buffer;
 }
 
-void Sgd::step(float grad_scale, const Tensor& found_inf) {
+void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) {
   SgdHyper hyper;
   hyper.momentum = config_.momentum;
   hyper.weight_decay = config_.weight_decay;
@@ -42,7 +42,7 @@ void Sgd::step(float grad_scale, const Tensor& found_inf) {
                        hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i)});
   }
   prepare_lr();
-  sgd_update(tensors, hyper, lr_, step_, found_inf);
+  sgd_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
 }
 
 std::vector<StateTensor> Sgd::state() {

@@ -2,6 +2,7 @@
 // master/model consistency after a step, and skipped steps leaving every weight untouched.
 #include "amp/mixed_precision.h"
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include "core/nn/pool2d.h"
 #include "core/nn/relu.h"
 #include "core/nn/residual_block.h"
+#include "core/ops/clip_grad_norm.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/random.h"
 #include "tests/support/gradcheck.h"
@@ -121,6 +123,45 @@ void check_model_is_rounded_masters(Fixture& f) {
                model_params[i]->name << ": " << mismatches << " elements differ from half(master)");
   }
   BOOST_TEST(half_params > 0);
+}
+
+// The gradients a step's update reads (the canonical parameters'), in float64.
+std::vector<std::vector<double>> canonical_gradients(Fixture& f) {
+  std::vector<std::vector<double>> grads;
+  for (nn::Parameter* p : f.precision->canonical_parameters())
+    grads.push_back(test::to_doubles(p->grad));
+  return grads;
+}
+
+std::vector<std::vector<double>> canonical_weights(Fixture& f) {
+  std::vector<std::vector<double>> weights;
+  for (nn::Parameter* p : f.precision->canonical_parameters())
+    weights.push_back(test::to_doubles(p->value));
+  return weights;
+}
+
+double l2_norm(const std::vector<std::vector<double>>& tensors) {
+  double sum = 0.0;
+  for (const auto& values : tensors) {
+    for (const double value : values)
+      sum += value * value;
+  }
+  return std::sqrt(sum);
+}
+
+// The step's change of the canonical weights.
+std::vector<std::vector<double>> weight_change(const std::vector<std::vector<double>>& before,
+                                               Fixture& f) {
+  std::vector<std::vector<double>> change = canonical_weights(f);
+  for (std::size_t i = 0; i < change.size(); ++i) {
+    for (std::size_t j = 0; j < change[i].size(); ++j)
+      change[i][j] -= before[i][j];
+  }
+  return change;
+}
+
+float read_scalar(const Tensor& scalar) {
+  return scalar.to_floats()[0];
 }
 
 }  // namespace
@@ -415,6 +456,135 @@ BOOST_AUTO_TEST_CASE(o3_updates_half_parameters_in_place) {
   BOOST_TEST((params[0]->value.dtype() == DType::f16));
   BOOST_TEST(bits16(params[0]->value) != before);
   BOOST_TEST(f.precision->scaler().snapshot().scale == 1.0f);
+}
+
+// torch.nn.utils.clip_grad_norm_ at O0 (no scaler, the raw gradients): the first SGD step with
+// momentum moves each weight by -lr * coefficient * grad, coefficient = max / (norm + 1e-6)
+// from the float64 norm of the gradients.
+BOOST_AUTO_TEST_CASE(o0_clipping_is_pytorchs_clip_grad_norm) {
+  Fixture f(OptLevel::O0);
+  f.forward_backward(41);
+  const std::vector<std::vector<double>> grads = canonical_gradients(f);
+  const std::vector<std::vector<double>> before = canonical_weights(f);
+  const double norm = l2_norm(grads);
+  const auto max_norm = static_cast<float>(norm / 4);
+  const double coefficient = std::min(max_norm / (norm + 1e-6), 1.0);
+  f.precision->set_clip_grad_norm(max_norm);
+  f.step();
+  BOOST_TEST(read_scalar(f.precision->clip_norm()) == norm, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(read_scalar(f.precision->clip_coefficient()) == coefficient,
+             boost::test_tools::tolerance(1e-6));
+  const double lr = 0.1;
+  std::size_t unclipped_would_fail = 0, values = 0;
+  const auto params = f.precision->canonical_parameters();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::vector<double> expected = before[i];
+    for (std::size_t j = 0; j < expected.size(); ++j) {
+      expected[j] -= lr * coefficient * grads[i][j];
+      if (grads[i][j] == 0.0) continue;  // ReLUs that were off: no change either way
+      const double unclipped = before[i][j] - lr * grads[i][j];
+      unclipped_would_fail += std::fabs(unclipped - expected[j]) > 1e-6 * std::fabs(expected[j]);
+      ++values;
+    }
+    test::check_close(params[i]->value, expected, 1e-6, 1e-9, params[i]->name);
+  }
+  BOOST_TEST(unclipped_would_fail > values * 9 / 10);  // the tolerance tells clipped from not
+  const ClipTally tally = read_clip_tally(f.precision->clip_tally());
+  BOOST_TEST(tally.finite_steps == 1);
+  BOOST_TEST(tally.clipped_steps == 1);
+}
+
+// At O2 with the loss scale at 2^16, the clip acts on the unscaled fp32 master gradients: the
+// norm, the coefficient and the step equal O0's on the same batch within half rounding, and
+// not what clipping the scaled gradients (65536 times larger) would give.
+BOOST_AUTO_TEST_CASE(o2_clips_the_unscaled_gradients) {
+  Fixture o0(OptLevel::O0);
+  Fixture o2(OptLevel::O2);
+  BOOST_TEST_REQUIRE(read_scalar(o2.precision->loss_scale()) == 65536.0f);
+  o0.forward_backward(51);
+  o2.forward_backward(51);
+  const double norm = l2_norm(canonical_gradients(o0));
+  const auto max_norm = static_cast<float>(norm / 4);
+  const std::vector<std::vector<double>> before0 = canonical_weights(o0);
+  const std::vector<std::vector<double>> before2 = canonical_weights(o2);
+  BOOST_TEST_REQUIRE((before0 == before2));  // the same fp32 initial weights
+  for (Fixture* f : {&o0, &o2}) {
+    f->precision->set_clip_grad_norm(max_norm);
+    f->step();
+  }
+  BOOST_TEST(o2.precision->scaler().snapshot().skipped_steps == 0);
+  const double coefficient0 = read_scalar(o0.precision->clip_coefficient());
+  const double coefficient2 = read_scalar(o2.precision->clip_coefficient());
+  BOOST_TEST(read_scalar(o2.precision->clip_norm()) == norm, boost::test_tools::tolerance(2e-2));
+  BOOST_TEST(coefficient2 == coefficient0, boost::test_tools::tolerance(2e-2));
+  const double scaled_clip = max_norm / (65536.0 * norm + 1e-6);  // the classic mistake
+  BOOST_TEST(coefficient2 > 1000 * scaled_clip);
+  // The masters moved as O0's weights did: by lr * max_norm in all.
+  const std::vector<std::vector<double>> change0 = weight_change(before0, o0);
+  const std::vector<std::vector<double>> change2 = weight_change(before2, o2);
+  BOOST_TEST(l2_norm(change0) == 0.1 * max_norm, boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(l2_norm(change2) == 0.1 * max_norm, boost::test_tools::tolerance(2e-2));
+  std::vector<std::vector<double>> difference = change2;
+  for (std::size_t i = 0; i < difference.size(); ++i) {
+    for (std::size_t j = 0; j < difference[i].size(); ++j)
+      difference[i][j] -= change0[i][j];
+  }
+  BOOST_TEST(l2_norm(difference) < 0.05 * l2_norm(change0));
+}
+
+// A step whose gradients overflow is skipped by the dynamic scaler as without clipping, and
+// not counted by the clip's tally; the clean steps around it are.
+BOOST_AUTO_TEST_CASE(a_step_the_scaler_skips_is_not_counted_as_clipped) {
+  Fixture f(OptLevel::O2);
+  f.precision->set_clip_grad_norm(1e-3f);  // far below these norms: every finite step clips
+  f.forward_backward(61);
+  f.step();
+  const float first_norm = read_scalar(f.precision->clip_norm());
+  const std::vector<std::vector<double>> masters = canonical_weights(f);
+  f.forward_backward(62);
+  const std::uint16_t inf_bits = 0x7c00;
+  std::memcpy(f.model->parameters()[2]->grad.raw(), &inf_bits, sizeof inf_bits);
+  f.step();
+  BOOST_TEST(f.precision->scaler().snapshot().skipped_steps == 1);
+  BOOST_TEST((canonical_weights(f) == masters));
+  ClipTally tally = read_clip_tally(f.precision->clip_tally());
+  BOOST_TEST(tally.finite_steps == 1);
+  BOOST_TEST(tally.clipped_steps == 1);
+  BOOST_TEST(tally.norm_sum == static_cast<double>(first_norm));
+  f.forward_backward(63);
+  f.step();
+  tally = read_clip_tally(f.precision->clip_tally());
+  BOOST_TEST(tally.finite_steps == 2);
+  BOOST_TEST(tally.clipped_steps == 2);
+  BOOST_TEST((canonical_weights(f) != masters));
+}
+
+// Without a dynamic scaler nothing skips the step: a NaN gradient gives a NaN norm and
+// coefficient, which reach every weight, as with PyTorch's clip_grad_norm_ (documented).
+BOOST_AUTO_TEST_CASE(o0_a_nan_gradient_gives_a_nan_coefficient) {
+  Fixture f(OptLevel::O0);
+  f.precision->set_clip_grad_norm(1.0f);
+  f.forward_backward(71);
+  f.model->parameters()[2]->grad.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  f.step();
+  BOOST_TEST(std::isnan(read_scalar(f.precision->clip_coefficient())));
+  for (nn::Parameter* p : f.precision->canonical_parameters())
+    BOOST_TEST(std::isnan(p->value.to_floats()[0]), p->name);
+  BOOST_TEST(read_clip_tally(f.precision->clip_tally()).finite_steps == 0);
+}
+
+BOOST_AUTO_TEST_CASE(clipping_off_and_bad_limits) {
+  Fixture f(OptLevel::O0);
+  BOOST_TEST(f.precision->clip_grad_norm() == 0.0f);
+  BOOST_TEST(!f.precision->clip_coefficient().defined());
+  f.precision->set_clip_grad_norm(0.5f);
+  BOOST_TEST(f.precision->clip_tally().defined());
+  f.precision->set_clip_grad_norm(0.0f);
+  BOOST_TEST(!f.precision->clip_tally().defined());
+  for (const float bad :
+       {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    BOOST_CHECK_THROW(f.precision->set_clip_grad_norm(bad), UsageError);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

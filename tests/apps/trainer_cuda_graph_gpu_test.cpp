@@ -1,7 +1,7 @@
 // --cuda-graph on a GPU (issue 13, "What it must show" 4): N training steps replayed from one
 // captured graph end with the same weights, bit for bit, as N eager steps (LeNet and resnet18
-// at O2 with SGD, LeNet with AdamW too, synthetic data) and the same optimizer step count, and
-// the replays call no cudaMalloc. Over whole epochs, the last,
+// at O2 with SGD, LeNet with AdamW and with gradient-norm clipping too, synthetic data) and the
+// same optimizer step count, and the replays call no cudaMalloc. Over whole epochs, the last,
 // smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps replaying in the
 // next epoch with the same figures as an eager run. With auto, a step that cannot be captured
 // runs eagerly after a notice, with the eager run's result.
@@ -15,6 +15,7 @@
 #include "apps/step_graph.h"
 #include "apps/trainer.h"
 #include "core/data/dataset.h"
+#include "core/ops/clip_grad_norm.h"
 #include "tests/support/gpu.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -47,6 +48,7 @@ struct Run {
   std::int64_t mallocs_at_end = -1;
   float lr = 0;           // the rate of the last step
   std::size_t nodes = 0;  // of the captured step
+  ClipTally clip;         // with --clip-grad-norm
   Observed observed;
 };
 
@@ -89,6 +91,7 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   run.digest = trainer.params_digest();
   run.optimizer_steps = trainer.precision().optimizer().steps();
   run.lr = trainer.precision().optimizer().current_lr();
+  if (options.clip_grad_norm > 0) run.clip = read_clip_tally(trainer.precision().clip_tally());
   return run;
 }
 
@@ -159,6 +162,23 @@ BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_two_micro_batches_replays_equal_eager_s
   // The graph holds the second micro-batch's forward and backward: more nodes than one pass.
   BOOST_TEST(graph.nodes > whole.nodes, graph.nodes << " nodes, " << whole.nodes << " without");
   BOOST_TEST(graph.digest != whole.digest, "accumulation changed nothing");
+}
+
+// Gradient-norm clipping inside the captured step: the norm's partials come from the graph's
+// pool, its coefficient and tally stay on the device, and replays equal eager steps.
+BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_bit) {
+  constexpr std::int64_t kSteps = 12;
+  const auto clipped = [](TrainOptions& options) { options.clip_grad_norm = 0.05; };
+  const Run eager = train("lenet", "off", 64, 1, kSteps, "sgd", clipped);
+  const Run graph = train("lenet", "on", 64, 1, kSteps, "sgd", clipped);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.digest == eager.digest, "graph " << graph.digest << ", eager " << eager.digest);
+  BOOST_TEST(graph.mallocs_at_end == graph.mallocs_after_capture, "no cudaMalloc in replays");
+  BOOST_TEST(eager.clip.finite_steps == kSteps);
+  BOOST_TEST(graph.clip.finite_steps == kSteps);  // every replay counted
+  BOOST_TEST(graph.clip.clipped_steps == eager.clip.clipped_steps);
+  BOOST_TEST(eager.clip.clipped_steps > 0);
+  BOOST_TEST(graph.clip.norm_sum == eager.clip.norm_sum);
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {

@@ -68,6 +68,28 @@ BOOST_AUTO_TEST_CASE(launcher_with_two_workers_trains_like_one_process) {
   BOOST_TEST(epoch_lines == 1u, ddp.output);
 }
 
+// --clip-grad-norm in a data-parallel job acts on the averaged gradients, inside the amp step
+// after DDP's average: every rank clips alike (the same weights), and the epoch's mean norm is
+// the one process's over the same global batches (fp32 reduction here), not a rank's own.
+BOOST_AUTO_TEST_CASE(clipping_acts_on_the_averaged_gradients_alike_on_every_rank) {
+  const TempDir directory;
+  auto single_args = common_args(directory.file("single.json"), free_port(), "1");
+  single_args.insert(single_args.end(), {"--clip-grad-norm", "0.05", "--allreduce-fp32"});
+  const auto single = run_alloy(single_args);
+  BOOST_REQUIRE_MESSAGE(single.exit_code == 0, single.errors);
+  auto args = common_args(directory.file("ddp.json"), free_port(), "1");
+  args.insert(args.end(), {"--gpus", "2", "--clip-grad-norm", "0.05", "--allreduce-fp32"});
+  const auto ddp = run_alloy(args);
+  BOOST_REQUIRE_MESSAGE(ddp.exit_code == 0, ddp.errors);
+  const std::string log = slurp(directory.file("ddp.json"));
+  check_agreeing_end_event(log);
+  const std::string epoch = event(log, "epoch");
+  const std::string single_epoch = event(slurp(directory.file("single.json")), "epoch");
+  BOOST_TEST(field(epoch, "clipped_steps") == "50");
+  BOOST_TEST(std::stod(field(epoch, "grad_norm")) == std::stod(field(single_epoch, "grad_norm")),
+             boost::test_tools::tolerance(1e-4));
+}
+
 BOOST_AUTO_TEST_CASE(two_nodes_on_one_machine_train_together) {
   const TempDir directory;
   const int port = free_port();

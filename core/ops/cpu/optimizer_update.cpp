@@ -54,19 +54,23 @@ void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body&
 
 }  // namespace
 
-void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, float lr) {
+// The gradient times the factor is an operand of a multiply, never of an add, so it is rounded
+// once on its own (no fused multiply-add takes it): the update sees fl(g * factor) as if the
+// gradient had been multiplied beforehand, and g itself when the factor is 1.
+void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, float lr,
+                float grad_factor) {
   const auto update = [&](const UpdateBuffers& tensor, std::int64_t offset, std::int64_t count,
                           float* p, const float* g) {
     if (h.momentum == 0.0f) {
       for (std::int64_t i = 0; i < count; ++i) {
-        const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
+        const float d = g[i] * grad_factor * h.grad_scale + h.weight_decay * p[i];
         p[i] -= lr * d;
       }
       return;
     }
     float* buf = tensor.state[0] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
-      const float d = g[i] * h.grad_scale + h.weight_decay * p[i];
+      const float d = g[i] * grad_factor * h.grad_scale + h.weight_decay * p[i];
       buf[i] = h.momentum * buf[i] + d;
       const float step = h.nesterov ? d + h.momentum * buf[i] : buf[i];
       p[i] -= lr * step;
@@ -76,7 +80,7 @@ void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, fl
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h, float lr,
-                  std::int64_t step) {
+                  std::int64_t step, float grad_factor) {
   // The per-step scalars in double, as PyTorch computes them on the host.
   const double correction1 = 1.0 - std::pow(static_cast<double>(h.beta1), step);
   const double correction2 = 1.0 - std::pow(static_cast<double>(h.beta2), step);
@@ -90,7 +94,7 @@ void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h
     float* m = tensor.state[0] + offset;
     float* v = tensor.state[1] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
-      const float gi = g[i] * h.grad_scale;
+      const float gi = g[i] * grad_factor * h.grad_scale;
       m[i] += one_minus_beta1 * (gi - m[i]);
       v[i] = h.beta2 * v[i] + one_minus_beta2 * gi * gi;
       const float denom = std::sqrt(v[i]) / correction2_sqrt + h.eps;

@@ -23,6 +23,7 @@ enum class ArrivalSlot : int {
   unscale_mark,  // not a counter: the unscale pass's overflow mark, also zero between calls
   column_sums,
   channel_sums,
+  clip_grad_norm,
   count,  // the number of slots
 };
 

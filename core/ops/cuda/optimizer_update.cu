@@ -28,6 +28,11 @@ __device__ __forceinline__ bool skip(const float* found_inf) {
   return found_inf != nullptr && !(*found_inf == 0.0f);
 }
 
+// The gradients' factor, read on the device; 1 without one (a multiply by 1 changes no value).
+__device__ __forceinline__ float factor_of(const float* grad_factor) {
+  return grad_factor == nullptr ? 1.0f : *grad_factor;
+}
+
 // This thread's elements of its block's tensor: first, first + stride, ... below count.
 struct Slice {
   int tensor;
@@ -90,12 +95,14 @@ __device__ __forceinline__ void finish_block(std::int32_t* step, bool advance) {
 struct SgdElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* buf, void* copy,
-                             DType copy_dtype, const Slice& s, const SgdHyper& h, float lr) {
+                             DType copy_dtype, const Slice& s, const SgdHyper& h, float lr,
+                             float factor) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
       float p = widen(param[i]);
-      const float d = widen(grad[i]) * h.grad_scale + h.weight_decay * p;
+      // g * factor is rounded on its own (an operand of a multiply), as on the CPU.
+      const float d = __fmul_rn(widen(grad[i]), factor) * h.grad_scale + h.weight_decay * p;
       if (buf == nullptr) {
         p -= lr * d;
       } else {
@@ -110,15 +117,15 @@ struct SgdElements {
   }
 };
 
-// lr, the step count and found_inf are read here, on the device, at every replay.
+// lr, the step count, found_inf and grad_factor are read here, on the device, at every replay.
 __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t* step,
-                           const float* found_inf, bool advance) {
+                           const float* found_inf, const float* grad_factor, bool advance) {
   if (skip(found_inf)) return;
   const Slice s = slice_of_block(list);
   with_storage_types<SgdElements>(
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
-      list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h, *lr);
+      list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h, *lr, factor_of(grad_factor));
   finish_block(step, advance);
 }
 
@@ -140,11 +147,11 @@ struct AdamWElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
                              void* copy, DType copy_dtype, const Slice& s, const AdamWHyper& h,
-                             const AdamScalars& c) {
+                             const AdamScalars& c, float factor) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
-      const float g = widen(grad[i]) * h.grad_scale;
+      const float g = __fmul_rn(widen(grad[i]), factor) * h.grad_scale;
       const float mi = m[i] + c.one_minus_beta1 * (g - m[i]);
       const float vi = h.beta2 * v[i] + c.one_minus_beta2 * g * g;
       m[i] = mi;
@@ -158,7 +165,7 @@ struct AdamWElements {
 };
 
 __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int32_t* step,
-                             const float* found_inf, bool advance) {
+                             const float* found_inf, const float* grad_factor, bool advance) {
   if (skip(found_inf)) return;
   __shared__ AdamScalars scalars;
   if (threadIdx.x == 0) scalars = adam_scalars(h, *lr, step[0] + 1);
@@ -168,7 +175,7 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
       static_cast<float*>(list.data[kState1][s.tensor]), list.data[kCopy][s.tensor],
-      list.dtype[kCopy][s.tensor], s, h, scalars);
+      list.dtype[kCopy][s.tensor], s, h, scalars, factor_of(grad_factor));
   finish_block(step, advance);
 }
 
@@ -206,18 +213,21 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
 }  // namespace
 
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
-                std::int32_t* step, const float* found_inf, cudaStream_t stream) {
+                std::int32_t* step, const float* found_inf, const float* grad_factor,
+                cudaStream_t stream) {
   for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    ALLOY_LAUNCH(sgd_kernel, blocks, kThreads, 0, stream)(list, hyper, lr, step, found_inf, last);
+    ALLOY_LAUNCH(sgd_kernel, blocks, kThreads, 0, stream)
+    (list, hyper, lr, step, found_inf, grad_factor, last);
     ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper,
                   const float* lr, std::int32_t* step, const float* found_inf,
-                  cudaStream_t stream) {
+                  const float* grad_factor, cudaStream_t stream) {
   for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    ALLOY_LAUNCH(adamw_kernel, blocks, kThreads, 0, stream)(list, hyper, lr, step, found_inf, last);
+    ALLOY_LAUNCH(adamw_kernel, blocks, kThreads, 0, stream)
+    (list, hyper, lr, step, found_inf, grad_factor, last);
     ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", list.size, " tensors (", blocks, " blocks)");
   });
 }

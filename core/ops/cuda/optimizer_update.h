@@ -1,9 +1,10 @@
 // CUDA twins of core/ops/optimizer_update.h's multi-tensor updates: one launch per 64 tensors.
-// The kernels read lr, the step count and found_inf from device memory; when found_inf is not
-// null and *found_inf is nonzero (NaN included) every block returns at once: the step is
-// skipped, step count included, without the host reading the flag. Otherwise the last launch's
-// last block to finish advances step[0] (step[1] counts finished blocks and returns to zero).
-// Every tensor has count > 0.
+// The kernels read lr, the step count, found_inf and grad_factor from device memory; when
+// found_inf is not null and *found_inf is nonzero (NaN included) every block returns at once:
+// the step is skipped, step count included, without the host reading the flag. Otherwise the
+// last launch's last block to finish advances step[0] (step[1] counts finished blocks and
+// returns to zero). When grad_factor is not null, each gradient element is first multiplied by
+// *grad_factor (rounded to f32), as on the CPU. Every tensor has count > 0.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -16,8 +17,10 @@
 namespace alloy::cuda {
 
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
-                std::int32_t* step, const float* found_inf, cudaStream_t stream);
+                std::int32_t* step, const float* found_inf, const float* grad_factor,
+                cudaStream_t stream);
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper,
-                  const float* lr, std::int32_t* step, const float* found_inf, cudaStream_t stream);
+                  const float* lr, std::int32_t* step, const float* found_inf,
+                  const float* grad_factor, cudaStream_t stream);
 
 }  // namespace alloy::cuda

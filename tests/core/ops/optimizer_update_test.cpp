@@ -494,6 +494,66 @@ BOOST_AUTO_TEST_CASE(adamw_after_a_skipped_step_continues_as_if_it_had_not_happe
   BOOST_TEST(any_differs);
 }
 
+// Gradient-norm clipping's coefficient applied by the update (grad_factor, read where it
+// lives): the same bits as the update on gradients multiplied by it beforehand, fl(g * c) in
+// f32, for gradients of every dtype, with grad_scale 1 and with a power-of-two grad_scale
+// (whose product with c is exact); a NaN factor poisons the parameters as a NaN gradient would.
+BOOST_AUTO_TEST_CASE(grad_factor_equals_gradients_multiplied_by_it_beforehand) {
+  Generator generator(7);
+  const Tensor factor = Tensor::from_floats({1}, {0.37126f});
+  const auto premultiplied = [&](const Tensor& grad) {
+    std::vector<float> values = grad.to_floats();
+    for (float& value : values)
+      value *= factor.data<float>()[0];
+    return Tensor::from_floats(grad.shape(), values);  // f32: fl(g * c), no second rounding
+  };
+  for (const bool adamw : {false, true}) {
+    for (int hyper = 0; hyper < (adamw ? 2 : 3); ++hyper) {
+      BOOST_TEST_CONTEXT((adamw ? "adamw " : "sgd ") << hyper) {
+        std::vector<Param> params = mixed_params(generator, -0.1f, 0.1f);
+        std::vector<Param> expected = clone_all(params);
+        Scalars scalars(1e-2f), expected_scalars(1e-2f);
+        for (int step = 0; step < kSteps; ++step) {
+          const float grad_scale =
+              adamw ? kAdamWHypers[hyper].grad_scale : kSgdHypers[hyper].grad_scale;
+          new_gradients(params, generator, 1.0f / grad_scale);
+          for (std::size_t i = 0; i < params.size(); ++i)
+            expected[i].grad = premultiplied(params[i].grad);
+          if (adamw) {
+            adamw_update(adamw_list(params), kAdamWHypers[hyper], scalars.lr, scalars.step, {},
+                         factor);
+            adamw_update(adamw_list(expected), kAdamWHypers[hyper], expected_scalars.lr,
+                         expected_scalars.step);
+          } else {
+            sgd_update(sgd_list(params), kSgdHypers[hyper], scalars.lr, scalars.step, {}, factor);
+            sgd_update(sgd_list(expected), kSgdHypers[hyper], expected_scalars.lr,
+                       expected_scalars.step);
+          }
+          check_same_bits(params, expected, adamw, "step " + std::to_string(step));
+        }
+        BOOST_TEST(scalars.count() == kSteps);
+      }
+    }
+  }
+  // The factor changes the result (else the comparison above proves nothing), and NaN poisons.
+  std::vector<Param> params = mixed_params(generator);
+  new_gradients(params, generator, 1.0f);
+  std::vector<Param> unscaled = clone_all(params);
+  Scalars scalars(0.1f);
+  sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {}, factor);
+  sgd_update(sgd_list(unscaled), kSgdHypers[0], scalars.lr, scalars.step);
+  BOOST_TEST((bits(params[0].value) != bits(unscaled[0].value)));
+  const Tensor nan = Tensor::from_floats({1}, {std::numeric_limits<float>::quiet_NaN()});
+  sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {}, nan);
+  BOOST_TEST(std::isnan(params[0].value.to_floats()[0]));
+  BOOST_CHECK_THROW(sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {},
+                               Tensor::zeros({2}, DType::f32)),
+                    Error);
+  BOOST_CHECK_THROW(sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {},
+                               Tensor::zeros({1}, DType::i32)),
+                    Error);
+}
+
 BOOST_AUTO_TEST_CASE(an_empty_list_changes_nothing) {
   Scalars scalars(0.1f);
   sgd_update({}, SgdHyper{}, scalars.lr, scalars.step);

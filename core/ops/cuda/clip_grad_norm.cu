@@ -1,0 +1,147 @@
+#include <algorithm>
+
+#include "core/ops/cuda/clip_grad_norm.h"
+#include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/last_block.h"
+#include "core/ops/cuda/multi_tensor.h"
+
+namespace alloy::cuda {
+
+namespace {
+
+using List = TensorList<1>;
+
+// About four elements per thread; a large tensor's blocks stride over it, so the partials stay
+// few enough for the last block to sum quickly.
+constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+constexpr std::int64_t kMaxBlocksPerTensor = 256;
+
+std::int32_t blocks_for(std::int64_t count) {
+  return static_cast<std::int32_t>(
+      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
+}
+
+// What the call's last block does with the partials.
+struct Finish {
+  unsigned int* arrivals;
+  bool last_launch;       // the call's last launch: combine every partial and write the results
+  std::int32_t partials;  // partials of the whole call (every launch's blocks)
+  float max_norm;
+  float* norm;
+  float* coefficient;
+  ClipTally* tally;  // or null
+};
+
+// This thread's squares of its block's share of tensor t, in double.
+template <class T>
+__device__ double thread_squares(const void* data, std::int64_t first, std::int64_t stride,
+                                 std::int64_t count) {
+  const T* x = static_cast<const T*>(data);
+  double sum = 0.0;
+  for (std::int64_t i = first; i < count; i += stride) {
+    const double value = widen(x[i]);
+    sum += value * value;
+  }
+  return sum;
+}
+
+// The order of every addition is fixed by the launch shape (each thread's elements in order,
+// then block_sum's tree; the last block's loop over the partials, then its tree), which depends
+// only on the tensors' sizes: the same bits at every run.
+__global__ void norm_kernel(List list, double* partials, std::int32_t partial_offset,
+                            Finish finish) {
+  const auto block = static_cast<std::int32_t>(blockIdx.x);
+  double sum = 0.0;
+  if (list.size > 0) {  // size 0: a call with no elements, run for its results only
+    int t = 0;
+    while (t + 1 < list.size && list.block_start[t + 1] <= block)
+      ++t;
+    const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
+    const std::int64_t first = std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x;
+    const std::int64_t stride = blocks * blockDim.x;
+    const void* data = list.data[0][t];
+    switch (list.dtype[0][t]) {
+      case DType::f16:
+        sum = thread_squares<__half>(data, first, stride, list.count[t]);
+        break;
+      case DType::bf16:
+        sum = thread_squares<__nv_bfloat16>(data, first, stride, list.count[t]);
+        break;
+      default:
+        sum = thread_squares<float>(data, first, stride, list.count[t]);
+        break;
+    }
+  }
+  sum = block_sum(sum);
+  if (threadIdx.x == 0) partials[partial_offset + block] = sum;
+  if (!arrive_last(finish.arrivals) || !finish.last_launch) return;
+  double partial = 0.0;
+  for (std::int32_t r = threadIdx.x; r < finish.partials; r += blockDim.x)
+    partial += __ldcg(partials + r);
+  const double total = block_sum(partial);
+  if (threadIdx.x != 0) return;
+  // cpu::clip_grad_norm's arithmetic: sqrt in double, one rounding to f32, then f32 (IEEE
+  // division: nvcc's default without --use_fast_math).
+  const float n = static_cast<float>(sqrt(total));
+  const float c = finish.max_norm / (n + kClipNormEpsilon);
+  const float clamped = c >= 1.0f ? 1.0f : c;  // a NaN coefficient stays NaN
+  *finish.norm = n;
+  *finish.coefficient = clamped;
+  if (finish.tally != nullptr && isfinite(n)) {
+    finish.tally->norm_sum = __dadd_rn(finish.tally->norm_sum, static_cast<double>(n));
+    ++finish.tally->finite_steps;
+    if (clamped < 1.0f) ++finish.tally->clipped_steps;
+  }
+}
+
+}  // namespace
+
+void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
+                    float* coefficient, ClipTally* tally, cudaStream_t stream) {
+  // The launches' lists of up to 64 tensors; at least one launch (with no tensors if need be),
+  // whose last block writes the results.
+  std::vector<List> lists(1, List{});
+  std::vector<std::int32_t> blocks(1, 0);
+  for (const NormItem& item : items) {
+    if (lists.back().size == List::kMaxTensors) {
+      lists.back().block_start[lists.back().size] = blocks.back();
+      lists.push_back(List{});
+      blocks.push_back(0);
+    }
+    List& list = lists.back();
+    const int k = list.size++;
+    // The kernel only reads the gradient; the list's slots are untyped.
+    list.data[0][k] = const_cast<void*>(item.data);
+    list.dtype[0][k] = item.dtype;
+    list.count[k] = item.count;
+    list.block_start[k] = blocks.back();
+    blocks.back() += blocks_for(item.count);
+  }
+  lists.back().block_start[lists.back().size] = blocks.back();
+  for (std::int32_t& count : blocks)
+    count = std::max(count, std::int32_t{1});
+  std::int32_t partials = 0;
+  for (const std::int32_t count : blocks)
+    partials += count;
+  // Released when the launches are queued: the next user of the memory runs after them on the
+  // same stream.
+  const DeviceBuffer workspace = reduction_workspace(sizeof(double) * partials);
+  Finish finish{arrival_counter(ArrivalSlot::clip_grad_norm, stream),
+                false,
+                partials,
+                max_norm,
+                norm,
+                coefficient,
+                tally};
+  std::int32_t offset = 0;
+  for (std::size_t l = 0; l < lists.size(); ++l) {
+    finish.last_launch = l + 1 == lists.size();
+    ALLOY_LAUNCH(norm_kernel, static_cast<unsigned int>(blocks[l]), kThreads, 0, stream)
+    (lists[l], workspace.as<double>(), offset, finish);
+    ALLOY_CUDA_CHECK_LAUNCH("norm_kernel on ", lists[l].size, " gradients (launch ", l + 1, " of ",
+                            lists.size(), ")");
+    offset += blocks[l];
+  }
+}
+
+}  // namespace alloy::cuda
