@@ -118,6 +118,15 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=1)
+    # The step features of `alloy train`, with its semantics, for tools/bench/lenet_vs_pytorch.sh
+    # --variants: clipping after backward (no loss scaler at fp32, so nothing to unscale),
+    # accumulation over micro-batches whose losses are summed and divided by the step's rows,
+    # and a warm-up + cosine rate set before each step from the count of steps taken.
+    parser.add_argument("--clip-grad-norm", type=float, default=0.0)
+    parser.add_argument("--accumulation-steps", type=int, default=1)
+    parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--min-lr", type=float, default=0.0)
     parser.add_argument("--save-state", metavar="FILE",
                         help="save the final model and optimizer state_dicts (torch.save)")
     torch_device.add_arguments(parser)
@@ -126,6 +135,8 @@ def main():
         parser.error("--epochs, --threads and --batch-size must be at least 1")
     if not args.lr > 0:
         parser.error(f"--lr must be positive, got {args.lr}")
+    if args.accumulation_steps < 1 or args.warmup_steps < 0 or not args.clip_grad_norm >= 0:
+        parser.error("--accumulation-steps must be >= 1, --warmup-steps and --clip-grad-norm >= 0")
     device = torch_device.setup(args, parser.prog)
 
     torch.set_num_threads(args.threads)
@@ -143,6 +154,20 @@ def main():
     generator = torch.Generator(device=device).manual_seed(args.seed)
     n = train_x.shape[0]
 
+    steps_per_epoch = (n + args.batch_size - 1) // args.batch_size
+    total_steps = args.epochs * steps_per_epoch
+
+    def scheduled_lr(done):
+        """alloy's core/ops/lr_schedule.h."""
+        if done < args.warmup_steps:
+            return args.lr * (done + 1) / args.warmup_steps
+        if args.lr_schedule == "constant":
+            return args.lr
+        p = min(max((done - args.warmup_steps) / max(1, total_steps - args.warmup_steps), 0), 1)
+        return args.min_lr + (args.lr - args.min_lr) * 0.5 * (1 + math.cos(math.pi * p))
+
+    scheduled = args.lr_schedule != "constant" or args.warmup_steps > 0
+    steps_done = 0
     epoch_seconds = []
     images = 0
     test_acc = 0.0
@@ -157,14 +182,34 @@ def main():
         for first in range(0, n, args.batch_size):
             index = order[first:first + args.batch_size]
             xb, yb = train_x[index], train_y[index]
-            logits = model(xb)
-            loss = F.cross_entropy(logits, yb)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            rows = yb.shape[0]
+            if args.accumulation_steps == 1:
+                logits = model(xb)
+                loss = F.cross_entropy(logits, yb)
+                loss.backward()
+                loss_sum.add_(loss.detach(), alpha=rows)
+                correct.add_((logits.argmax(1) == yb).sum())
+            else:
+                # The step's rows in micro-batches as even as possible, the first ones larger;
+                # each loss divided by the step's rows, so the gradients sum to the step's mean.
+                for xm, ym in zip(xb.tensor_split(args.accumulation_steps),
+                                  yb.tensor_split(args.accumulation_steps)):
+                    if ym.shape[0] == 0:
+                        continue
+                    logits = model(xm)
+                    loss = F.cross_entropy(logits, ym, reduction="sum")
+                    (loss / rows).backward()
+                    loss_sum.add_(loss.detach())
+                    correct.add_((logits.argmax(1) == ym).sum())
+            if args.clip_grad_norm > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
+            if scheduled:
+                for group in optimizer.param_groups:
+                    group["lr"] = scheduled_lr(steps_done)
             optimizer.step()
-            loss_sum.add_(loss.detach(), alpha=yb.shape[0])
-            correct.add_((logits.argmax(1) == yb).sum())
-            seen += yb.shape[0]
+            steps_done += 1
+            seen += rows
         torch_device.synchronize(device)
         seconds = time.perf_counter() - start
         epoch_seconds.append(seconds)

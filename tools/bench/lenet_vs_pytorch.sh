@@ -6,6 +6,7 @@
 #
 #   tools/bench/lenet_vs_pytorch.sh [--epochs N] [--threads N] [--rounds R] [--alloy PATH]
 #                                   [--data-dir DIR] [--python PATH] [--keep DIR]
+#                                   [--variants LIST]
 #
 # Defaults: 2 epochs per run, 3 rounds, every core this process may use, build/bin/alloy,
 # Debian's data set and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
@@ -29,6 +30,14 @@
 # Rounds do not remove load that changes within one run, nor load that slows one framework more
 # than the other.
 #
+# Variants: --variants base,clip,accumulate,schedule (default base) measures the step's optional
+# features in both frameworks, each round running every variant of both: clip adds
+# --clip-grad-norm 1 (PyTorch: clip_grad_norm_ after backward), accumulate --accumulation-steps 4
+# (four micro-batches of 64 per step), schedule --lr-schedule cosine --warmup-steps 235 (PyTorch:
+# the same rate set before each step). Each record and summary then names its variant, and a
+# last JSON line ("record": "overhead") gives each framework's median images/s of each variant
+# over its base median: what the feature costs there.
+#
 # Standard output: one JSON line per round ("record": "round"), as each round ends, then one
 # ("record": "summary") with the medians, the ratio of medians, the per-round min and max ratios
 # and the accuracies of every round. Standard error: each run's epoch lines and the same figures
@@ -45,10 +54,11 @@ alloy="$here/build/bin/alloy"
 data_dir=/usr/share/datasets/fashion-mnist
 python=/usr/bin/python3
 keep=""
+variants=base
 
 while (($#)); do
   case "$1" in
-    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep)
+    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep | --variants)
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --epochs) epochs="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
@@ -57,6 +67,7 @@ while (($#)); do
     --data-dir) data_dir="$2"; shift 2 ;;
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
+    --variants) variants="$2"; shift 2 ;;
     -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -69,8 +80,29 @@ rounds=$(integer_at_least --rounds "$rounds" 1)
 [[ -n "$python" ]] || usage_error "--python must not be empty"
 [[ -d "$data_dir" ]] || usage_error "--data-dir '$data_dir' is not a directory"
 command -v "$python" >/dev/null || usage_error "--python '$python' is not a command"
+IFS=, read -r -a variant_list <<<"$variants"
+((${#variant_list[@]} > 0)) || usage_error "--variants must name at least one variant"
+for variant in "${variant_list[@]}"; do
+  case "$variant" in
+    base | clip | accumulate | schedule) ;;
+    *) usage_error "--variants: '$variant' is not one of base, clip, accumulate, schedule" ;;
+  esac
+done
+if ((${#variant_list[@]} > 1)) && [[ ",$variants," != *,base,* ]]; then
+  usage_error "--variants needs base among several variants (the overheads are relative to it)"
+fi
 require_alloy
 make_out_dir
+
+# The flags of a variant, the same words for both programs.
+variant_flags() {
+  case "$1" in
+    base) ;;
+    clip) echo --clip-grad-norm 1 ;;
+    accumulate) echo --accumulation-steps 4 ;;
+    schedule) echo --lr-schedule cosine --warmup-steps 235 ;;
+  esac
+}
 
 echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs per run," \
   "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
@@ -78,20 +110,31 @@ echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epoc
 # Train round $round's run of each framework, its events in $out/<framework>-r$round.jsonl and
 # its CPU seconds in $out/<framework>-r$round.cpu.
 run_pytorch() {
-  echo "== round $round/$rounds: PyTorch" >&2
-  cpu_timed "$out/pytorch-r$round.cpu" "$python" "$here/tools/bench/lenet_pytorch.py" \
-    --epochs "$epochs" --threads "$threads" --data-dir "$data_dir" >"$out/pytorch-r$round.jsonl"
-  cat "$out/pytorch-r$round.jsonl" >&2
+  echo "== round $round/$rounds, $variant: PyTorch" >&2
+  # shellcheck disable=SC2046 # the variant's flags are words
+  cpu_timed "$out/pytorch-$tag.cpu" "$python" "$here/tools/bench/lenet_pytorch.py" \
+    --epochs "$epochs" --threads "$threads" --data-dir "$data_dir" $(variant_flags "$variant") \
+    >"$out/pytorch-$tag.jsonl"
+  cat "$out/pytorch-$tag.jsonl" >&2
 }
 run_alloy() {
-  echo "== round $round/$rounds: Alloy" >&2
-  cpu_timed "$out/alloy-r$round.cpu" "$alloy" train --model lenet --device cpu --opt-level O0 \
+  echo "== round $round/$rounds, $variant: Alloy" >&2
+  # shellcheck disable=SC2046
+  cpu_timed "$out/alloy-$tag.cpu" "$alloy" train --model lenet --device cpu --opt-level O0 \
     --epochs "$epochs" --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" \
-    --data-dir "$data_dir" --log-json "$out/alloy-r$round.jsonl" >&2
+    --data-dir "$data_dir" $(variant_flags "$variant") --log-json "$out/alloy-$tag.jsonl" >&2
 }
 
 : >"$out/rounds.jsonl"
+# Every variant in each round, so drift hits the variants alike.
+runs=()
 for ((round = 1; round <= rounds; round++)); do
+  for variant in "${variant_list[@]}"; do runs+=("$round:$variant"); done
+done
+for run in "${runs[@]}"; do
+  round=${run%%:*} variant=${run#*:}
+  tag="r$round"
+  [[ "$variants" == base ]] || tag="$variant-r$round"
   # PyTorch first in odd rounds and Alloy first in even ones, so drift within a round tilts
   # neither way.
   if ((round % 2 == 1)); then
@@ -101,9 +144,9 @@ for ((round = 1; round <= rounds; round++)); do
     run_alloy
     run_pytorch
   fi
-  "$python" - "$out/pytorch-r$round.jsonl" "$out/alloy-r$round.jsonl" \
-    "$(cat "$out/pytorch-r$round.cpu")" "$(cat "$out/alloy-r$round.cpu")" \
-    "$round" "$rounds" "$threads" "$epochs" "$out/rounds.jsonl" <<'EOF'
+  "$python" - "$out/pytorch-$tag.jsonl" "$out/alloy-$tag.jsonl" \
+    "$(cat "$out/pytorch-$tag.cpu")" "$(cat "$out/alloy-$tag.cpu")" \
+    "$round" "$rounds" "$threads" "$epochs" "$out/rounds.jsonl" "$variant" <<'EOF'
 import json
 import sys
 
@@ -132,6 +175,7 @@ alloy_epochs = [e for e in alloy_events if e.get("event") == "epoch"]
 torch_end = next((e for e in torch_events if e.get("event") == "end"), {})
 torch_cpu, alloy_cpu = float(sys.argv[3]), float(sys.argv[4])
 round_, rounds, threads, epochs = map(int, sys.argv[5:9])
+variant = sys.argv[10]
 records = sys.argv[9]  # full precision, for the summary; standard output gets rounded figures
 assert len(torch_epochs) == epochs and len(alloy_epochs) == epochs, (torch_epochs, alloy_epochs)
 
@@ -141,7 +185,8 @@ alloy_ips = images(alloy_epochs) / sum(e["epoch_seconds"] for e in alloy_epochs)
 torch_ipc = images(torch_epochs) / torch_cpu if torch_cpu > 0 else None
 alloy_ipc = images(alloy_epochs) / alloy_cpu if alloy_cpu > 0 else None
 record = {
-    "record": "round", "round": round_, "rounds": rounds, "threads": threads, "epochs": epochs,
+    "record": "round", "round": round_, "rounds": rounds, "variant": variant, "threads": threads,
+    "epochs": epochs,
     "torch": torch_end.get("torch"),
     "pytorch_images_per_second": torch_ips, "alloy_images_per_second": alloy_ips,
     "ratio_alloy_over_pytorch": alloy_ips / torch_ips,
@@ -158,7 +203,7 @@ digits = {"ratio_alloy_over_pytorch": 3, "cpu_ratio_alloy_over_pytorch": 3,
 print(json.dumps({key: round(value, digits.get(key, 1))
                   if isinstance(value, float) and digits.get(key, 1) is not None else value
                   for key, value in record.items()}), flush=True)
-print(f"round {round_}/{rounds}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_ips:.0f} "
+print(f"round {round_}/{rounds}, {variant}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_ips:.0f} "
       f"images/s, Alloy/PyTorch {alloy_ips / torch_ips:.2f}x (per CPU second: {fmt(torch_ipc)} "
       f"vs {fmt(alloy_ipc)}, {fmt(ratio(alloy_ipc, torch_ipc), 2, 'x')}); test accuracy "
       f"PyTorch {record['pytorch_test_acc']:.4f}, Alloy {record['alloy_test_acc']:.4f}",
@@ -166,4 +211,27 @@ print(f"round {round_}/{rounds}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_
 EOF
 done
 
-summarize_rounds "" "threads epochs rounds torch" 0 test_acc "test accuracy"
+if [[ "$variants" == base ]]; then
+  summarize_rounds "" "threads epochs rounds torch" 0 test_acc "test accuracy"
+  exit 0
+fi
+summarize_rounds variant "variant threads epochs rounds torch" 0 test_acc "test accuracy" |
+  tee "$out/summaries.jsonl"
+"$python" - "$out/summaries.jsonl" <<'EOF'
+import json
+import sys
+
+summaries = {s["variant"]: s for s in map(json.loads, open(sys.argv[1]))}
+base = summaries["base"]
+overhead = {"record": "overhead"}
+for variant, s in summaries.items():
+    if variant == "base":
+        continue
+    for framework in ("pytorch", "alloy"):
+        key = f"{framework}_images_per_second_median"
+        overhead[f"{framework}_{variant}"] = round(s[key] / base[key], 3)
+print(json.dumps(overhead))
+print("images/s of each variant over base: " + "; ".join(
+    f"{v}: PyTorch {overhead[f'pytorch_{v}']:.3f}x, Alloy {overhead[f'alloy_{v}']:.3f}x"
+    for v in summaries if v != "base"), file=sys.stderr)
+EOF
