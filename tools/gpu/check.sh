@@ -22,7 +22,7 @@
 # short still returns the phases it finished. Minutes per phase on one H100 are ESTIMATES (no
 # GPU has run this yet), from the CPU timings of this machine's rehearsals and the work each
 # phase does: tests ~4 (27 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
-# 10 epochs 4 times), suite ~1.5 (the 76 other tests, 4 at a time on 16 cores), recipe ~1 (5 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
+# 10 epochs 4 times), suite ~1.5 (the 76 other tests, 4 at a time on 16 cores), recipe ~1 (6 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
 # batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
 # short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
 # one-step probes a level, up to batches of ~10-30 thousand images), ddp ~2 (8 runs, two of them
@@ -52,7 +52,9 @@
 #   suite   the rest of the suite (ctest -LE gpu, 4 at a time) on this machine: none failed
 #   recipe  the LeNet recipe (README, "The reference recipe") at O0, O1, O2, O3 and O2 with the
 #           loss scale forced to 2^40: O0 test accuracy >= 0.83, O1-O3 within 0.01 of O0, the
-#           forced run skips steps, ends below 2^40 and within 0.02 of O2; each run's accuracy,
+#           forced run skips steps, ends below 2^40 and within 0.02 of O2; an O2 run with
+#           --accumulation-steps 2, --clip-grad-norm 5 and a cosine schedule after one epoch of
+#           warm-up ends within 0.02 of O2 too; each run's accuracy,
 #           final loss scale, skipped steps, mean epoch seconds, images/s, host waits per step
 #   resume  1 epoch, then --resume to 2, against 2 epochs straight, at O0 and O2: the end
 #           events' params_digest equal (bit-exact resume)
@@ -196,6 +198,7 @@ if ((quick)); then
   mem_flags=(--model lenet --batch-size "$mem_batch" --steps 2)
   max_batch_flags=(--max-batch --max-batch-limit 256)  # a few probes: 64, 128, 256
   acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05
+  warmup_steps=10  # of the 50 steps of the run
   marked=" (rehearsal)"
 else
   data=(--model lenet --data-dir "$data_dir")
@@ -204,10 +207,13 @@ else
   mem_flags=(--model resnet18 --batch-size "$mem_batch")
   max_batch_flags=(--max-batch)
   acc_goal=0.83 acc_tolerance=0.01 forced_tolerance=0.02 ddp_tolerance=0.015
+  warmup_steps=235  # the first epoch
   marked=""
 fi
 recipe=("${data[@]}" --batch-size 256 --lr 0.2)
 forced=(--init-loss-scale 1099511627776 --max-loss-scale 1099511627776)  # 2^40, as the README
+step_features=(--accumulation-steps 2 --clip-grad-norm 5 --lr-schedule cosine
+  --warmup-steps "$warmup_steps")
 if [[ $device == cuda ]]; then
   on_device=(--device cuda)
   shared_device=(--device cuda:0)  # both ranks on one GPU: only Gloo allows it
@@ -420,6 +426,15 @@ phase_recipe() {
   record recipe "O2 forced to 2^40: final loss scale" "${f[loss_scale_text]:-${f[failure]}}" \
     "< 2^40" "$(judge 'a < b' "${f[loss_scale]:-}" 1099511627776)"
   record recipe "O2 forced to 2^40: test accuracy vs O2" \
+    "${f[failure]:-$(difference "${f[test_acc]}" "$acc2") vs O2; ${f[summary]}}" \
+    "within $forced_tolerance of O2$marked" \
+    "$(judge "$within" "${f[test_acc]:-}" "$acc2" "$forced_tolerance")"
+  # The step's optional features together, in the CUDA graph: two micro-batches a step, the
+  # gradient norm clipped on the device, a warm-up and cosine rate computed there.
+  train recipe-O2-features "${on_device[@]}" "${recipe[@]}" --epochs "$epochs" --opt-level O2 \
+    "${step_features[@]}"
+  read_run
+  record recipe "O2 with ${step_features[*]}: test accuracy vs O2" \
     "${f[failure]:-$(difference "${f[test_acc]}" "$acc2") vs O2; ${f[summary]}}" \
     "within $forced_tolerance of O2$marked" \
     "$(judge "$within" "${f[test_acc]:-}" "$acc2" "$forced_tolerance")"
