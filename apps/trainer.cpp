@@ -123,16 +123,23 @@ EpochProgress Trainer::epoch_progress() {
   const StepTally tally = read_step_tally(tally_);
   progress_.loss_sum = tally.loss_sum;
   progress_.correct = static_cast<std::int64_t>(tally.correct);
+  if (precision_->clip_grad_norm() > 0.0f)
+    progress_.clip = read_clip_tally(precision_->clip_tally());
   return progress_;
 }
 
-EpochProgress Trainer::epoch_progress_on_device(Tensor& tally) const {
+EpochProgress Trainer::epoch_progress_on_device(Tensor& tally, Tensor& clip_tally) const {
   EpochProgress progress = progress_;
   tally = Tensor();
+  clip_tally = Tensor();
   if (tally_in_epoch_) {
     tally = tally_;
     progress.loss_sum = 0;
     progress.correct = 0;
+    if (precision_->clip_grad_norm() > 0.0f) {
+      clip_tally = precision_->clip_tally();
+      progress.clip = ClipTally{};
+    }
   }
   return progress;
 }
@@ -157,7 +164,9 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     tally_ = make_step_tally(device_, start_sums);
   }
   tally_in_epoch_ = true;
-  if (precision_->clip_grad_norm() > 0.0f) precision_->clip_tally().fill(0.0f);  // in place too
+  if (precision_->clip_grad_norm() > 0.0f) {  // in place too, with a resumed epoch's figures
+    precision_->clip_tally().copy_from(make_clip_tally(Device::cpu(), progress_.clip));
+  }
   std::int64_t& images = progress_.images;
   std::int64_t& batches = progress_.batches;
   const std::int64_t images_before = images;

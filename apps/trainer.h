@@ -21,6 +21,7 @@
 #include "core/data/loader.h"
 #include "core/data/sampler.h"
 #include "core/nn/module.h"
+#include "core/ops/clip_grad_norm.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/round_trips.h"
 
@@ -58,6 +59,7 @@ struct EpochProgress {
   std::int64_t images = 0;   // examples visited in this epoch: where the loader resumes
   std::int64_t correct = 0;
   double loss_sum = 0;  // sum of per-example losses, in double
+  ClipTally clip;       // with --clip-grad-norm: the epoch's clip figures so far
 };
 
 // Hooks for progress display and logging; the trainer calls them in order.
@@ -131,9 +133,10 @@ class Trainer {
   // The epoch in progress, its sums read from the device (a wait for the device).
   EpochProgress epoch_progress();
   // epoch_progress() without the wait: while an epoch runs, its loss_sum and correct stay on the
-  // training device in `tally` (core/ops/step_tally.h), for the caller to copy, and are zero in
-  // the result; otherwise `tally` is left undefined and the result is complete.
-  EpochProgress epoch_progress_on_device(Tensor& tally) const;
+  // training device in `tally` (core/ops/step_tally.h), and with clipping its clip figures in
+  // `clip_tally` (core/ops/clip_grad_norm.h), for the caller to copy, and are zero in the
+  // result; otherwise both are left undefined and the result is complete.
+  EpochProgress epoch_progress_on_device(Tensor& tally, Tensor& clip_tally) const;
   // Host round trips of the latest training step: from the end of the step before (the start
   // of the epoch for its first) to the overflow monitor's check after it, leaving out the
   // observer's on_step and the step hook. A step's window holds the upload of the batch after

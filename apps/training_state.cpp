@@ -34,6 +34,11 @@ constexpr const char* kThreads = "threads";
 constexpr const char* kEpochImages = "epoch_images";
 constexpr const char* kEpochCorrect = "epoch_correct";
 constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bits, exact
+// With --clip-grad-norm, the epoch's clip figures so far (core/ops/clip_grad_norm.h), so that a
+// run resumed mid-epoch reports the epoch's grad_norm and clipped_steps of the run never stopped.
+constexpr const char* kEpochClipNormSum = "epoch_clip_norm_sum_bits";
+constexpr const char* kEpochClipFiniteSteps = "epoch_clip_finite_steps";
+constexpr const char* kEpochClipClippedSteps = "epoch_clip_clipped_steps";
 // The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
 // version stays and older files (without it) resume with 0.
 constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
@@ -276,12 +281,22 @@ void set_epoch_sums(ckpt::CheckpointState& state, std::int64_t correct, double l
   state.extra[kEpochLossSum] = std::to_string(bits);
 }
 
+void set_epoch_clip(ckpt::CheckpointState& state, const ClipTally& clip) {
+  std::uint64_t bits = 0;
+  static_assert(sizeof bits == sizeof clip.norm_sum);
+  std::memcpy(&bits, &clip.norm_sum, sizeof bits);
+  state.extra[kEpochClipNormSum] = std::to_string(bits);
+  state.extra[kEpochClipFiniteSteps] = std::to_string(clip.finite_steps);
+  state.extra[kEpochClipClippedSteps] = std::to_string(clip.clipped_steps);
+}
+
 }  // namespace
 
 checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   const EpochProgress progress = trainer.epoch_progress();
   ckpt::CheckpointState state = host_fields(trainer, progress);
   set_epoch_sums(state, progress.correct, progress.loss_sum);
+  if (trainer.options().clip_grad_norm > 0) set_epoch_clip(state, progress.clip);
   amp::MixedPrecision& precision = trainer.precision();
 
   const amp::ScalerSnapshot scaler = precision.scaler().snapshot();
@@ -336,6 +351,7 @@ struct StateSnapshot::Queued {
     overflow_streak,
     optimizer_steps,
     epoch_sums,
+    epoch_clip,
   };
   Role role;
   std::string name;
@@ -361,10 +377,13 @@ StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
   fail("a checkpoint snapshot on ", device.str(), ": this build of Alloy has no CUDA backend");
 #else
   using Role = StateSnapshot::Queued::Role;
-  Tensor tally;
-  const EpochProgress progress = trainer.epoch_progress_on_device(tally);
+  Tensor tally, clip_tally;
+  const EpochProgress progress = trainer.epoch_progress_on_device(tally, clip_tally);
   snapshot.state_ = host_fields(trainer, progress);
   if (!tally.defined()) set_epoch_sums(snapshot.state_, progress.correct, progress.loss_sum);
+  if (!clip_tally.defined() && trainer.options().clip_grad_norm > 0) {
+    set_epoch_clip(snapshot.state_, progress.clip);
+  }
 
   // Every device tensor of the state, laid out in the arena at 64-byte boundaries.
   std::vector<StateSnapshot::Queued>& queued = snapshot.queued_;
@@ -402,6 +421,9 @@ StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
   add_scalar(Role::optimizer_steps, "the optimizer's step count", optimizer.step_count(),
              DType::i32, 2);
   if (tally.defined()) add_scalar(Role::epoch_sums, "the epoch's tally", tally, DType::i32, 4);
+  if (clip_tally.defined()) {
+    add_scalar(Role::epoch_clip, "the epoch's clip tally", clip_tally, DType::i32, 4);
+  }
   for (const optim::StateTensor& tensor : optimizer.state())
     add(Role::optimizer_state, tensor.name, *tensor.value);
   for (const nn::Parameter* p : precision.canonical_parameters())
@@ -492,6 +514,18 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   progress.correct = extra_i64(state, kEpochCorrect, path);
   const std::uint64_t bits = extra_u64(state, kEpochLossSum, path);
   std::memcpy(&progress.loss_sum, &bits, sizeof bits);
+  // Absent (clipping off, or a file from before these keys): the epoch's clip figures start at 0.
+  const std::uint64_t clip_bits = extra_u64(state, kEpochClipNormSum, path);
+  std::memcpy(&progress.clip.norm_sum, &clip_bits, sizeof clip_bits);
+  const std::int64_t finite = extra_i64(state, kEpochClipFiniteSteps, path);
+  const std::int64_t clipped = extra_i64(state, kEpochClipClippedSteps, path);
+  ALLOY_CHECK(finite <= state.step_in_epoch && clipped <= finite &&
+                  std::isfinite(progress.clip.norm_sum) && progress.clip.norm_sum >= 0,
+              "checkpoint ", path, ": corrupt clip figures (", finite, " finite and ", clipped,
+              " clipped steps of ", state.step_in_epoch, ", norm sum ", progress.clip.norm_sum,
+              ")");
+  progress.clip.finite_steps = static_cast<std::int32_t>(finite);
+  progress.clip.clipped_steps = static_cast<std::int32_t>(clipped);
   // Mid-epoch, the sampler position and the epoch's sums are one rank's: they carry over only to
   // a job of the same world size. Epoch-end checkpoints resume at any world size.
   if (progress.images > 0 && state.world_size != trainer.world_size()) {
@@ -618,6 +652,12 @@ checkpoint::CheckpointState StateSnapshot::take() {
           StepTally tally;
           std::memcpy(&tally, bytes, sizeof tally);
           set_epoch_sums(state_, static_cast<std::int64_t>(tally.correct), tally.loss_sum);
+          break;
+        }
+        case Role::epoch_clip: {
+          ClipTally clip;
+          std::memcpy(&clip, bytes, sizeof clip);
+          set_epoch_clip(state_, clip);
           break;
         }
       }

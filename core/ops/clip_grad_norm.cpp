@@ -1,6 +1,7 @@
 #include "core/ops/clip_grad_norm.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "core/ops/dispatch.h"
 
@@ -20,9 +21,12 @@ void check_tally(const char* op, const Tensor& tally) {
 
 }  // namespace
 
-Tensor make_clip_tally(Device device) {
+Tensor make_clip_tally(Device device, const ClipTally& value) {
+  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
+  std::memcpy(host.raw(), &value, sizeof value);
+  if (device.is_cpu()) return host;
   Tensor tally = Tensor::empty({4}, DType::i32, device, MemoryCategory::workspace);
-  tally.fill(0.0f);  // all-zero bytes: a zero ClipTally
+  tally.copy_from(host);
   return tally;
 }
 

@@ -36,9 +36,9 @@ struct ClipTally {
 };
 static_assert(sizeof(ClipTally) == 16, "a clip tally is stored as i32[4]");
 
-// A zero tally on `device`: i32[4] holding a ClipTally's bytes, in workspace memory. Reset it in
-// place with fill(0) (a captured step adds to its address).
-Tensor make_clip_tally(Device device);
+// A tally holding `value` on `device`: i32[4] with a ClipTally's bytes, in workspace memory.
+// Reset one in place with copy_from (a captured step adds to its address).
+Tensor make_clip_tally(Device device, const ClipTally& value = {});
 // The tally's value on the host: a device-to-host copy that waits for the device.
 ClipTally read_clip_tally(const Tensor& tally);
 

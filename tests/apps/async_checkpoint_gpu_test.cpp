@@ -33,6 +33,7 @@ struct Setting {
   amp::OptLevel level = amp::OptLevel::O2;
   std::int64_t batch = 16;
   std::string cuda_graph = "off";
+  double clip_grad_norm = 0;
 };
 
 struct Saved {
@@ -55,6 +56,7 @@ std::vector<Saved> train_and_save(const Setting& setting, const std::string& dir
   options.threads = 1;
   options.cuda_graph = setting.cuda_graph;
   options.precision = amp::resolve_properties(setting.level, {});
+  options.clip_grad_norm = setting.clip_grad_norm;
   Trainer trainer(options, Device::cuda(0), data::load_datasets("synthetic", "", 11));
   std::vector<Saved> saved;
   {
@@ -127,6 +129,10 @@ void check_async_equals_sync(const Setting& setting) {
       BOOST_TEST(ours.scaler.at_min_streak == theirs.scaler.at_min_streak);
       // The rest of `extra`: the epoch's sums from the device tally, the overflow streak.
       BOOST_TEST(ours.extra == theirs.extra);
+      if (setting.clip_grad_norm > 0) {  // the epoch's clip tally, every step so far finite
+        BOOST_TEST(ours.extra.count("epoch_clip_norm_sum_bits") == 1u);
+        BOOST_TEST(ours.extra.at("epoch_clip_finite_steps") == std::to_string(step));
+      }
       check_same_tensors(ours.parameters, theirs.parameters, "parameter");
       check_same_tensors(ours.buffers, theirs.buffers, "buffer");
       check_same_tensors(ours.optimizer_state, theirs.optimizer_state, "optimizer state");
@@ -140,6 +146,13 @@ BOOST_AUTO_TEST_SUITE(async_checkpoint_gpu)
 
 BOOST_AUTO_TEST_CASE(lenet_o2_asynchronous_saves_equal_synchronous_ones) {
   check_async_equals_sync(Setting{});
+}
+
+// The clip tally is copied from the device like the step tally: the same epoch figures.
+BOOST_AUTO_TEST_CASE(lenet_o2_clipped_asynchronous_saves_carry_the_clip_tally) {
+  Setting setting;
+  setting.clip_grad_norm = 0.05;
+  check_async_equals_sync(setting);
 }
 
 BOOST_AUTO_TEST_CASE(lenet_o3_half_weights_are_saved_widened_as_synchronously) {

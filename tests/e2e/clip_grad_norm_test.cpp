@@ -114,4 +114,19 @@ BOOST_AUTO_TEST_CASE(a_resume_keeps_the_checkpoints_limit) {
   BOOST_TEST(epoch_field(off, "clipped_steps").empty());
 }
 
+// Resumed mid-epoch, the epoch's grad_norm and clipped_steps cover the steps before the
+// checkpoint too (its clip tally): the figures of the run never stopped, to the last digit.
+BOOST_AUTO_TEST_CASE(a_mid_epoch_resume_reports_the_whole_epochs_clip_figures) {
+  TempDir dir;
+  const std::string checkpoints = dir.file("run");
+  const TrainRun straight = train(dir, "straight", {"--clip-grad-norm", "0.5"});
+  train(dir, "saving",
+        {"--clip-grad-norm", "0.5", "--checkpoint-dir", checkpoints, "--checkpoint-every", "20"});
+  const TrainRun resumed = train(dir, "resumed", {"--resume", checkpoints + "/step-00000020.ckpt"});
+  BOOST_TEST(!epoch_field(straight, "grad_norm").empty());
+  BOOST_TEST(epoch_field(resumed, "grad_norm") == epoch_field(straight, "grad_norm"));
+  BOOST_TEST(epoch_field(resumed, "clipped_steps") == epoch_field(straight, "clipped_steps"));
+  BOOST_TEST(resumed.digest() == straight.digest());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
