@@ -11,7 +11,7 @@
       Reads OUT/facts.json, OUT/runs.jsonl and each run's output; writes OUT/gpu_bench.md (after
       every round, so a run cut short still leaves a summary) and prints JSON lines on stdout:
       with --round, one record per comparison of round R; with --final, one summary record per
-      comparison, and the results table in words on stderr (exit 1 if a run that succeeded left
+      comparison, and the results tables in words on stderr (exit 1 if a run that succeeded left
       output that cannot be read).
 
 Needs Python 3.9+; facts needs torch, the rest only the standard library.
@@ -34,10 +34,19 @@ LABELS = {
     "r18-pytorch-amp": "PyTorch autocast fp16 + GradScaler, NCHW",
     "r18-pytorch-amp-cl": "PyTorch autocast fp16 + GradScaler, channels-last",
     "r18-alloy-O2": "Alloy O2",
+    "r18-pytorch-amp-clip": "PyTorch autocast fp16 + GradScaler + unscale_ + clip_grad_norm_(1.0), "
+                            "NCHW",
+    "r18-pytorch-amp-cl-clip": "PyTorch autocast fp16 + GradScaler + unscale_ + "
+                               "clip_grad_norm_(1.0), channels-last",
+    "r18-alloy-O2-clip": "Alloy O2 --clip-grad-norm 1",
 }
 REHEARSAL_LABELS = {
     "r18-pytorch-amp": "PyTorch fp32 NCHW (rehearsal stand-in for AMP: no AMP on the CPU)",
     "r18-pytorch-amp-cl": "PyTorch fp32 channels-last (rehearsal stand-in for AMP)",
+    "r18-pytorch-amp-clip": "PyTorch fp32 + clip_grad_norm_(1.0) NCHW (rehearsal stand-in for "
+                            "clipped AMP)",
+    "r18-pytorch-amp-cl-clip": "PyTorch fp32 + clip_grad_norm_(1.0) channels-last (rehearsal "
+                               "stand-in for clipped AMP)",
 }
 
 # Alloy's overflow monitor reads the loss scaler every 25th step of a dynamic scale
@@ -116,6 +125,10 @@ def timed_epochs(events, expected):
     images = sum(e["images_per_second"] * e["epoch_seconds"] for e in timed)
     figure = {"seconds_per_epoch": seconds / len(timed), "images_per_second": images / seconds,
               "timed_epochs": len(timed), "test_acc": epochs[-1].get("test_acc")}
+    if "clipped_steps" in timed[0]:  # Alloy's, with --clip-grad-norm; the epochs' mean norms
+        norms = [e["grad_norm"] for e in timed if e.get("grad_norm") is not None]
+        figure.update({"clipped_steps": sum(e["clipped_steps"] for e in timed),
+                       "grad_norm": statistics.mean(norms) if norms else None})
     if "host_waits" in timed[0]:  # Alloy's
         start = next((e for e in events if e.get("event") == "start"), {})
         level = start.get("opt_level")
@@ -170,37 +183,47 @@ def value(runs, name, key="images_per_second"):
     return run["figure"].get(key) if run and "figure" in run else None
 
 
-AMP_RUNS = ("r18-pytorch-amp", "r18-pytorch-amp-cl")  # PyTorch AMP in NCHW, in channels-last
+# PyTorch AMP in NCHW and in channels-last, without and with clipping: a comparison against
+# "best-amp" or "best-amp-clip" takes the better layout of each round.
+BEST_OF = {"best-amp": ("r18-pytorch-amp", "r18-pytorch-amp-cl"),
+           "best-amp-clip": ("r18-pytorch-amp-clip", "r18-pytorch-amp-cl-clip")}
+BEST_LABELS = {
+    "best-amp": "the better of the two PyTorch AMP runs in each round (NCHW, channels-last)",
+    "best-amp-clip": "the better of the two clipped PyTorch AMP runs in each round (NCHW, "
+                     "channels-last)",
+}
 
 
-def best_amp(runs):
-    """PyTorch AMP's better layout in this round: (images/s, run name), or (None, None)."""
-    options = [(value(runs, n), n) for n in AMP_RUNS]
+def best_of(runs, names):
+    """The better images/s of these runs in this round: (images/s, run name), or (None, None)."""
+    options = [(value(runs, n), n) for n in names]
     options = [o for o in options if o[0] is not None]
     return max(options) if options else (None, None)
 
 
 def comparisons(facts):
-    """The rows of the results table whose runs are among facts["runs"]. Each reads a round's
-    runs: "baseline" and "subject" give (figure, the run it came from); "seconds": the figure
-    is seconds (fewer is faster), else images/s. The speedup is how many times faster the
-    subject is."""
-    labels = dict(LABELS, **(REHEARSAL_LABELS if facts["mode"] == "cpu" else {}))
+    """The rows of the results tables whose runs are among facts["runs"]. Each reads a round's
+    runs: "baseline" and "subject" (a run's name or a key of BEST_OF) give (figure, the run it
+    came from); "seconds": the figure is seconds (fewer is faster), else images/s. The speedup
+    is how many times faster the subject is. Rows of the "clip_cost" table are each framework's
+    clipped runs over its own unclipped ones, a table of their own in gpu_bench.md."""
+    labels = dict(LABELS, **(REHEARSAL_LABELS if facts["mode"] == "cpu" else {}), **BEST_LABELS)
     batch = facts["batch_size"]
 
-    def run(name, key):
+    def side(name, key):
+        if name in BEST_OF:
+            return lambda runs: best_of(runs, BEST_OF[name])
         return lambda runs: (value(runs, name, key), name)
 
-    def row(key, title, baseline, subject, goal, baseline_label=None):
+    def row(key, title, baseline, subject, goal, clip_cost=False):
         seconds = key.startswith("lenet")
         figure = "seconds_per_epoch" if seconds else "images_per_second"
-        amp = baseline == "best-amp"
         return {"key": key, "title": title, "unit": "s/epoch" if seconds else "images/s",
-                "needs": {subject} | (set(AMP_RUNS) if amp else {baseline}),
-                "baseline_label": baseline_label or labels[baseline],
-                "subject_label": labels[subject],
-                "baseline": best_amp if amp else run(baseline, figure),
-                "subject": run(subject, figure), "seconds": seconds, "goal": goal}
+                "needs": set(BEST_OF.get(baseline, (baseline,)) + BEST_OF.get(subject, (subject,))),
+                "baseline_label": labels[baseline], "subject_label": labels[subject],
+                "baseline": side(baseline, figure), "subject": side(subject, figure),
+                "seconds": seconds, "goal": goal,
+                "table": "clip_cost" if clip_cost else "results"}
 
     rows = [
         row("lenet_seconds_per_epoch", f"LeNet b{batch}, seconds per epoch (training only)",
@@ -208,9 +231,7 @@ def comparisons(facts):
         row("resnet18_fp32", f"resnet18 b{batch} fp32", "r18-pytorch-fp32", "r18-alloy-O0", 1.0),
         row("resnet18_fp32_vs_tf32", f"resnet18 b{batch} fp32 against TF32 (extra)",
             "r18-pytorch-tf32", "r18-alloy-O0", None),
-        row("resnet18_amp", f"resnet18 b{batch} mixed precision", "best-amp", "r18-alloy-O2", 1.2,
-            baseline_label="the better of the two PyTorch AMP runs in each round (NCHW, "
-                           "channels-last)"),
+        row("resnet18_amp", f"resnet18 b{batch} mixed precision", "best-amp", "r18-alloy-O2", 1.2),
         row("resnet18_amp_vs_nchw", f"resnet18 b{batch} mixed precision against NCHW (extra)",
             "r18-pytorch-amp", "r18-alloy-O2", None),
         row("resnet18_amp_vs_channels_last",
@@ -218,6 +239,18 @@ def comparisons(facts):
             "r18-pytorch-amp-cl", "r18-alloy-O2", None),
         row("alloy_o2_over_o0", f"resnet18 b{batch}, Alloy O2 over Alloy O0", "r18-alloy-O0",
             "r18-alloy-O2", 2.0),
+        row("resnet18_amp_clip", f"resnet18 b{batch} mixed precision, clipped to norm 1",
+            "best-amp-clip", "r18-alloy-O2-clip", 1.2),
+        row("resnet18_amp_clip_vs_nchw",
+            f"resnet18 b{batch} mixed precision, clipped, against NCHW (extra)",
+            "r18-pytorch-amp-clip", "r18-alloy-O2-clip", None),
+        row("resnet18_amp_clip_vs_channels_last",
+            f"resnet18 b{batch} mixed precision, clipped, against channels-last (extra)",
+            "r18-pytorch-amp-cl-clip", "r18-alloy-O2-clip", None),
+        row("pytorch_amp_clip_cost", f"resnet18 b{batch} mixed precision: PyTorch", "best-amp",
+            "best-amp-clip", None, clip_cost=True),
+        row("alloy_o2_clip_cost", f"resnet18 b{batch} mixed precision: Alloy O2", "r18-alloy-O2",
+            "r18-alloy-O2-clip", None, clip_cost=True),
     ]
     # The rows of the parts that ran (--parts).
     return [r for r in rows if r["needs"] <= set(facts["runs"])]
@@ -232,13 +265,16 @@ def round_records(rounds, facts):
     for number_ in sorted(rounds):
         runs = rounds[number_]
         for row in comparisons(facts):
-            (baseline, baseline_run), (subject, _) = row["baseline"](runs), row["subject"](runs)
+            (baseline, baseline_run), (subject, subject_run) = (row["baseline"](runs),
+                                                                row["subject"](runs))
             both = baseline is not None and subject is not None and baseline > 0 and subject > 0
             records.append({
                 "record": "round", "round": number_, "comparison": row["key"],
+                "table": row["table"],
                 "unit": row["unit"], "baseline": row["baseline_label"],
                 "baseline_run": baseline_run, "baseline_value": baseline,
-                "subject": row["subject_label"], "subject_value": subject,
+                "subject": row["subject_label"], "subject_run": subject_run,
+                "subject_value": subject,
                 "speedup": speedup(row, baseline, subject) if both else None,
                 "goal": row["goal"]})
     return records
@@ -249,7 +285,8 @@ def summaries(records, facts):
     for row in comparisons(facts):
         mine = [r for r in records if r["comparison"] == row["key"]]
         both = [r for r in mine if r["speedup"] is not None]
-        summary = {"record": "summary", "comparison": row["key"], "title": row["title"],
+        summary = {"record": "summary", "comparison": row["key"], "table": row["table"],
+                   "title": row["title"],
                    "unit": row["unit"], "baseline": row["baseline_label"],
                    "subject": row["subject_label"], "rounds": len(both),
                    "rounds_missing": len(mine) - len(both), "goal": row["goal"]}
@@ -269,7 +306,7 @@ def summaries(records, facts):
 def host_wait_rows(rounds):
     """Per Alloy run, over the rounds: host round trips per step of the timed epochs."""
     rows = []
-    for name in ("lenet-alloy", "r18-alloy-O0", "r18-alloy-O2"):
+    for name in ("lenet-alloy", "r18-alloy-O0", "r18-alloy-O2", "r18-alloy-O2-clip"):
         figures = [rounds[n][name]["figure"] for n in sorted(rounds)
                    if name in rounds[n] and "figure" in rounds[n][name]]
         steps = sum(f["steps"] for f in figures)
@@ -288,7 +325,7 @@ def host_wait_rows(rounds):
             "downloads_per_step": sum(f["downloads"] for f in figures) / steps,
             "device_allocations": sum(f["device_allocations"] for f in figures),
             "cuda_graph": [f["cuda_graph"] for f in figures],
-            "goal": 0 if name == "r18-alloy-O2" else None,
+            "goal": 0 if name.startswith("r18-alloy-O2") else None,
         })
     return rows
 
@@ -310,22 +347,48 @@ def verdict(summary):
     return "**yes**" if summary["met"] else "**no**"
 
 
+def per_round(summary, decimals=2):
+    """The smallest and largest per-round ratio and the number of rounds, in words."""
+    if summary.get("speedup_of_medians") is None:
+        return "n/a"
+    rounds, missing = summary["rounds"], summary["rounds_missing"]
+    low, high = summary["round_speedup_min"], summary["round_speedup_max"]
+    return (f"{low:.{decimals}f}x-{high:.{decimals}f}x "
+            f"({rounds} round{'' if rounds == 1 else 's'}"
+            + (f", {missing} missing" if missing else "") + ")")
+
+
 def results_table(summary_records):
     lines = ["| comparison | baseline | baseline median | Alloy | Alloy median | "
              "Alloy speedup (of medians) | per round | goal | met |",
              "|---|---|---:|---|---:|---:|---|---|---|"]
     for s in summary_records:
+        if s["table"] != "results":
+            continue
         unit = s["unit"]
         speed = s.get("speedup_of_medians")
-        per_round = ("n/a" if speed is None else
-                     f"{s['round_speedup_min']:.2f}x-{s['round_speedup_max']:.2f}x "
-                     f"({s['rounds']} round{'' if s['rounds'] == 1 else 's'}"
-                     + (f", {s['rounds_missing']} missing" if s["rounds_missing"] else "") + ")")
         goal = "-" if s["goal"] is None else f">= {s['goal']:g}x"
         lines.append(f"| {s['title']} | {s['baseline']} | {number(s.get('baseline_median'), unit)}"
                      f" | {s['subject']} | {number(s.get('subject_median'), unit)} | "
-                     f"{'n/a' if speed is None else f'**{speed:.2f}x**'} | {per_round} | {goal} | "
-                     f"{verdict(s)} |")
+                     f"{'n/a' if speed is None else f'**{speed:.2f}x**'} | {per_round(s)} | "
+                     f"{goal} | {verdict(s)} |")
+    return lines
+
+
+def clip_cost_table(summary_records):
+    """Each framework's clipped images/s over its own unclipped; [] without those rows."""
+    mine = [s for s in summary_records if s["table"] == "clip_cost"]
+    if not mine:
+        return []
+    lines = ["| framework | unclipped | unclipped median | clipped | clipped median | "
+             "clipped / unclipped (of medians) | per round |",
+             "|---|---|---:|---|---:|---:|---|"]
+    for s in mine:
+        ratio = s.get("speedup_of_medians")
+        lines.append(f"| {s['title']} | {s['baseline']} | "
+                     f"{number(s.get('baseline_median'), s['unit'])} | {s['subject']} | "
+                     f"{number(s.get('subject_median'), s['unit'])} | "
+                     f"{'n/a' if ratio is None else f'**{ratio:.3f}x**'} | {per_round(s, 3)} |")
     return lines
 
 
@@ -369,6 +432,12 @@ def run_table(rounds):
                 if "skipped_steps" in figure:
                     text += (f", loss scale {figure.get('loss_scale'):g}, skipped steps "
                              f"{figure.get('skipped_steps')}")
+                if figure.get("final_grad_norm") is not None:  # PyTorch's, clipped
+                    text += f", last grad norm {figure['final_grad_norm']:.4g}"
+                if "clipped_steps" in figure:  # Alloy's, clipped
+                    norm = figure["grad_norm"]
+                    text += (f", clipped steps {figure['clipped_steps']} of {figure['steps']}, "
+                             f"mean grad norm {'n/a' if norm is None else f'{norm:.4g}'}")
             else:
                 text = run.get("error", "-")
             lines.append(f"| {number_} | {name} | {run['status']} | {run['seconds']} | {text} | "
@@ -393,6 +462,17 @@ def alloy_warnings(out, rounds, limit=8):
             except OSError:
                 pass
     return seen[:limit]
+
+
+def clip_cost_section(summary_records):
+    table = clip_cost_table(summary_records)
+    if not table:
+        return []
+    return ["## What clipping costs each framework", "",
+            "resnet18 mixed precision clipped to norm 1 (resnet-amp-clip) over the same "
+            "framework's unclipped run (resnet-amp), images/s: below 1 is the share of speed "
+            "clipping takes. PyTorch: the better layout of each, per round. Per round: the "
+            "smallest and largest ratio of a single round.", "", *table, ""]
 
 
 def markdown(out, facts, rounds, records, final):
@@ -430,6 +510,7 @@ def markdown(out, facts, rounds, records, final):
         "images/s / baseline images/s). Per round: the smallest and largest speedup of a "
         "single round.", "",
         *results_table(summary_records), "",
+        *clip_cost_section(summary_records),
         "## Host round trips of Alloy's training steps", "",
         "Over the timed epochs of every round, from the epoch events' counters (the step loop "
         "only: the epoch's end and the evaluation are outside them). The overflow monitor "
@@ -463,7 +544,9 @@ def summarize(args):
         return
     for record in summary_records + rows:
         print(json.dumps(record), flush=True)
-    print("\n".join(results_table(summary_records) + [""] + host_table(rows)), file=sys.stderr)
+    cost = clip_cost_table(summary_records)
+    print("\n".join(results_table(summary_records) + [""] + (cost + [""] if cost else [])
+                    + host_table(rows)), file=sys.stderr)
     unreadable = [f"{run['name']} in round {number_}" for number_, runs in sorted(rounds.items())
                   for run in runs.values() if "error" in run]
     if unreadable:

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Alloy against PyTorch on one CUDA GPU, side by side in rounds (GPU bring-up, issue 14): LeNet
-# seconds per epoch, resnet18 fp32 and mixed-precision images/s, Alloy O2 over O0, and the host
-# waits of Alloy's O2 step. Prints one JSON line per comparison and round as each round ends,
-# then one summary line per comparison (medians over the rounds, the speedup of the medians, the
-# smallest and largest per-round speedup, the goal and whether it is met) and the results table
-# on standard error; writes every raw log, and the summary gpu_bench.md (the table and the
-# machine facts, rewritten after every round), to the --out folder.
+# seconds per epoch, resnet18 fp32 and mixed-precision images/s (with and without gradient
+# clipping), Alloy O2 over O0, and the host waits of Alloy's O2 step. Prints one JSON line per
+# comparison and round as each round ends, then one summary line per comparison (medians over
+# the rounds, the speedup of the medians, the smallest and largest per-round speedup, the goal
+# and whether it is met) and the results tables on standard error; writes every raw log, and
+# the summary gpu_bench.md (the tables and the machine facts, rewritten after every round), to
+# the --out folder.
 #
 #   tools/bench/gpu_vs_pytorch.sh [--device cuda|cpu] [--rounds R] [--alloy PATH]
 #       [--python PATH] [--data-dir DIR] [--epochs N] [--resnet-epochs N] [--batch-size N]
-#       [--parts lenet,resnet-fp32,resnet-amp] [--out DIR] [--run-timeout S]
+#       [--parts lenet,resnet-fp32,resnet-amp,resnet-amp-clip] [--out DIR] [--run-timeout S]
 #       [--time-budget S] [--commit TEXT]
 #
 # Defaults: --device cuda, 3 rounds, $ALLOY or build/bin/alloy (a CUDA build: -DALLOY_CUDA=ON),
@@ -45,15 +46,30 @@
 #    graph replay, pinned batch stager, a fresh batch uploaded every step), images over the
 #    timed epochs' epoch_seconds as for LeNet. (`alloy mem` times the eager step and waits for
 #    the device after every step: not what training runs.)
+#  - resnet18 mixed precision with gradient clipping at max norm 1 (part resnet-amp-clip; goal:
+#    Alloy O2 >= 1.2x the better of PyTorch's clipped AMP in NCHW and in channels-last, taken
+#    per round, as without clipping; both are extra rows): the three runs of resnet-amp with
+#    --clip-grad-norm 1 added, the same batch, optimizer, steps and timing. PyTorch: the recipe
+#    PyTorch documents for clipping under a GradScaler: backward of the scaled loss,
+#    scaler.unscale_(optimizer) (the pass that step() makes anyway without clipping),
+#    clip_grad_norm_(parameters, 1.0) (a pass that reads every gradient for the norm and one
+#    that scales them in place), scaler.step (its host wait for the inf check), scaler.update.
+#    Alloy: `--opt-level O2 --clip-grad-norm 1`, the norm summed on the device after the unscale
+#    pass and the coefficient read by the fused update (no host wait, no pass that rewrites the
+#    gradients). When resnet-amp runs too, an extra table gives what clipping costs each
+#    framework: its clipped images/s over its unclipped, per round (PyTorch: the better layout
+#    of each).
 #  - Host waits per O2 step (goal 0): the epoch events' host_waits over the timed epochs' steps,
 #    split into the overflow monitor's documented poll (one download and one wait every 25th
-#    step of a dynamic loss scale) and the rest, for Alloy's O2 resnet18 run; LeNet O0 and
-#    resnet18 O0 are listed too.
+#    step of a dynamic loss scale) and the rest, for Alloy's O2 resnet18 runs, clipped and not;
+#    LeNet O0 and resnet18 O0 are listed too.
 #
-# Estimate on an H100 (not yet measured: no run of this script has seen a GPU): a round is about
-# 60-90 s (each process's start ~5 s; LeNet epochs well under a second; resnet18 at b256 some
-# thousands of images/s in fp32, more with AMP), so the default 3 rounds take 3-5 minutes, plus
-# a probe and one untimed Alloy warm-up run (it also absorbs a first-run PTX JIT).
+# Estimate on an H100 (not yet measured: no run of this script has seen a GPU): a run takes
+# about 7-11 s (each process's start ~5 s; LeNet epochs well under a second; resnet18 at b256
+# some thousands of images/s in fp32, more with AMP), so a round of every part (11 runs) takes
+# about 85-125 s and the default 3 rounds 4.5-6.5 minutes, plus a probe and one untimed Alloy
+# warm-up run (it also absorbs a first-run PTX JIT): within the 540 s budget. Without
+# resnet-amp-clip (8 runs) a round is about 60-90 s.
 #
 # Robustness, for a run on a GPU that nobody here has watched: each run has --run-timeout
 # seconds (a run that times out is not retried in later rounds); a failed run is recorded and
@@ -67,8 +83,8 @@
 # --device cpu is a rehearsal, not a measurement: the whole pipeline (arguments, probes,
 # rounds, parsing, tables, gpu_bench.md) on the CPU, with tiny random data (2 batches to train,
 # 1 to test), batch 8, LeNet 3 epochs, resnet18 2 epochs (2 warm-up + 2 timed steps) and fp32
-# where PyTorch would use AMP (there is no AMP on the CPU), no time budget, --data-dir ignored;
-# its figures mean nothing.
+# where PyTorch would use AMP (there is no AMP on the CPU; its clipped runs clip in fp32), no
+# time budget, --data-dir ignored; its figures mean nothing.
 #
 # Exit status: 0 every run succeeded; 1 a run failed, timed out or left unreadable output (the
 # summary still covers the others), or a setup error (no alloy, a CPU-only alloy with --device
@@ -88,7 +104,8 @@ data_dir_given=0
 epochs=""
 resnet_epochs=""
 batch=""
-parts=lenet,resnet-fp32,resnet-amp
+parts=lenet,resnet-fp32,resnet-amp,resnet-amp-clip
+max_norm=1  # resnet-amp-clip's --clip-grad-norm, both sides
 keep=""
 run_timeout=""
 time_budget=""
@@ -139,12 +156,14 @@ declare -A part_runs=(
   [lenet]="lenet-pytorch lenet-alloy"
   [resnet-fp32]="r18-pytorch-fp32 r18-pytorch-tf32 r18-alloy-O0"
   [resnet-amp]="r18-pytorch-amp r18-pytorch-amp-cl r18-alloy-O2"
+  [resnet-amp-clip]="r18-pytorch-amp-clip r18-pytorch-amp-cl-clip r18-alloy-O2-clip"
 )
-[[ "$parts" =~ ^(lenet|resnet-fp32|resnet-amp)(,(lenet|resnet-fp32|resnet-amp))*$ ]] ||
+part_names="lenet|resnet-fp32|resnet-amp|resnet-amp-clip"
+[[ "$parts" =~ ^($part_names)(,($part_names))*$ ]] ||
   usage_error "--parts must be a comma-separated list of lenet, resnet-fp32, resnet-amp," \
-    "not '$parts'"
+    "resnet-amp-clip, not '$parts'"
 runs=()  # one round's runs, in the order of odd rounds
-for part in lenet resnet-fp32 resnet-amp; do
+for part in lenet resnet-fp32 resnet-amp resnet-amp-clip; do
   if [[ ",$parts," == *",$part,"* ]]; then
     read -ra more <<<"${part_runs[$part]}"
     runs+=("${more[@]}")
@@ -258,7 +277,13 @@ command_of() {
     r18-pytorch-amp) cmd=("${torch_resnet[@]}" --precision "$amp_precision" --tf32 off) ;;
     r18-pytorch-amp-cl) cmd=("${torch_resnet[@]}" --precision "$amp_precision" --tf32 off
       --channels-last) ;;
+    r18-pytorch-amp-clip) cmd=("${torch_resnet[@]}" --precision "$amp_precision" --tf32 off
+      --clip-grad-norm "$max_norm") ;;
+    r18-pytorch-amp-cl-clip) cmd=("${torch_resnet[@]}" --precision "$amp_precision" --tf32 off
+      --channels-last --clip-grad-norm "$max_norm") ;;
     r18-alloy-O0 | r18-alloy-O2) cmd=("${alloy_resnet[@]}" --opt-level "${1##*-}"
+      --log-json "$2") ;;
+    r18-alloy-O2-clip) cmd=("${alloy_resnet[@]}" --opt-level O2 --clip-grad-norm "$max_norm"
       --log-json "$2") ;;
   esac
 }

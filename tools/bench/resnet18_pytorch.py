@@ -13,8 +13,12 @@ cross-entropy (mean over the batch); SGD with momentum 0.9, lr 0.01.
 --precision amp (CUDA only) is PyTorch's recipe: forward and loss under
 torch.autocast("cuda", dtype=torch.float16), backward, optimizer step and scale update through a
 GradScaler (torch.amp.GradScaler("cuda") where it exists, else torch.cuda.amp.GradScaler()).
---channels-last converts the model and the input to NHWC. No step reads anything back (the
-GradScaler itself waits once per step for its inf check, as it always does).
+--channels-last converts the model and the input to NHWC. --clip-grad-norm X clips the gradients'
+total L2 norm to X as PyTorch documents it ("Working with unscaled gradients"): with a GradScaler,
+scaler.unscale_(optimizer) after backward, then torch.nn.utils.clip_grad_norm_(parameters, X),
+then scaler.step(optimizer) and scaler.update(); in fp32, clip_grad_norm_ after backward. No step
+reads anything back (the GradScaler itself waits once per step for its inf check, as it always
+does).
 
 Prints one JSON line per batch size:
   {"framework":"pytorch","batch_size":64,"timed_steps":4,"images_per_second":...,
@@ -24,8 +28,10 @@ images_per_second counts the images of the steps after the --warmup-steps first 
 this process's user + system CPU time over the same steps (images_per_cpu_second is null if that
 reads 0: the process clock ticks are coarse). The line also has the precision, the layout, the
 final loss and loss scale (a NaN loss or a collapsed scale means the figure is not to be
-trusted), the device's name, the torch, CUDA and cuDNN versions and the --tf32 and
---cudnn-benchmark settings as read back (tools/bench/torch_device.py).
+trusted), the clipping limit and the last step's total gradient norm (unscaled, before
+clipping; read after the timed steps; null without --clip-grad-norm), the device's name, the
+torch, CUDA and cuDNN versions and the --tf32 and --cudnn-benchmark settings as read back
+(tools/bench/torch_device.py).
 
 Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
@@ -113,6 +119,8 @@ def measure(args, device, batch_size):
     labels = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
     amp = args.precision == "amp"
     scaler = grad_scaler() if amp else None
+    clip = args.clip_grad_norm > 0
+    norm = None
     for step in range(args.steps):
         if step == args.warmup_steps:  # the first steps allocate and warm up; time the rest
             torch_device.synchronize(device)
@@ -123,11 +131,16 @@ def measure(args, device, batch_size):
             with torch.autocast("cuda", dtype=torch.float16):
                 loss = F.cross_entropy(model(x), labels)
             scaler.scale(loss).backward()
+            if clip:  # clip the unscaled gradients; step() then does not unscale them again
+                scaler.unscale_(optimizer)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
             scaler.step(optimizer)
             scaler.update()
         else:
             loss = F.cross_entropy(model(x), labels)
             loss.backward()
+            if clip:
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
             optimizer.step()
     torch_device.synchronize(device)
     wall, cpu = time.perf_counter() - wall_from, cpu_seconds() - cpu_from
@@ -138,6 +151,8 @@ def measure(args, device, batch_size):
             "images_per_cpu_second": timed * batch_size / cpu if cpu > 0 else None,
             "precision": args.precision, "channels_last": args.channels_last,
             "final_loss": loss.item(), "loss_scale": scaler.get_scale() if amp else 1.0,
+            "clip_grad_norm": args.clip_grad_norm,
+            "final_grad_norm": norm.item() if clip else None,
             **torch_device.facts(args, device)}
 
 
@@ -154,6 +169,8 @@ def main():
                         help="amp: autocast to float16 + GradScaler (CUDA only)")
     parser.add_argument("--channels-last", action="store_true",
                         help="model and input in NHWC (torch.channels_last)")
+    parser.add_argument("--clip-grad-norm", type=float, default=0.0, metavar="X",
+                        help="clip the unscaled gradients' total L2 norm to X (default 0: off)")
     torch_device.add_arguments(parser)
     args = parser.parse_args()
     try:
@@ -165,6 +182,8 @@ def main():
                      f"{args.warmup_steps} and {args.steps}")
     if args.threads < 1 or min(batch_sizes) < 1:
         parser.error("--threads and each batch size must be at least 1")
+    if not args.clip_grad_norm >= 0:  # NaN too
+        parser.error(f"--clip-grad-norm must be >= 0, got {args.clip_grad_norm}")
     if args.precision == "amp" and args.device != "cuda":
         parser.error("--precision amp needs --device cuda (autocast to float16 with a "
                      "GradScaler is PyTorch's CUDA recipe)")

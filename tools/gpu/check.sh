@@ -26,9 +26,9 @@
 # batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
 # short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
 # one-step probes a level, up to batches of ~10-30 thousand images), ddp ~2 (8 runs, two of them
-# two ranks sharing the GPU over Gloo for 10 epochs), bench 4-5 (gpu_vs_pytorch.sh's own
-# estimate: 3 rounds of 60-90 s, a probe and a warm-up; it is given --time-budget to end within
-# the phase). About 16 minutes in all, plus the machine's start; the limits below keep a hang
+# two ranks sharing the GPU over Gloo for 10 epochs), bench 5-7 (gpu_vs_pytorch.sh's own
+# estimate: 3 rounds of 85-125 s, a probe and a warm-up; it is given --time-budget to end within
+# the phase). About 18 minutes in all, plus the machine's start; the limits below keep a hang
 # from eating a call.
 #
 # Before the GPU, the same phases on the CUDA emulator (docs/cuda_emulator.md), an emulated
