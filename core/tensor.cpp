@@ -63,6 +63,16 @@ Tensor Tensor::from_floats(const Shape& shape, const std::vector<float>& values,
   return tensor;
 }
 
+Tensor Tensor::from_bytes(const Shape& shape, DType dtype, const void* bytes, Device device,
+                          MemoryCategory category) {
+  Tensor host = empty(shape, dtype, Device::cpu(), category);
+  std::memcpy(host.raw(), bytes, host.nbytes());
+  if (device.is_cpu()) return host;
+  Tensor placed = empty(shape, dtype, device, category);
+  placed.copy_from(host);
+  return placed;
+}
+
 std::int64_t Tensor::dim(int axis) const {
   const int rank = ndim();
   const int index = axis < 0 ? axis + rank : axis;

@@ -65,6 +65,10 @@ class Tensor {
                       MemoryCategory category = MemoryCategory::activations);
   static Tensor zeros(const Shape& shape, DType dtype, Device device = Device::cpu(),
                       MemoryCategory category = MemoryCategory::activations);
+  // A tensor on `device` holding a copy of the nbytes(shape, dtype) bytes at `bytes` (a host
+  // struct kept on a device as raw elements, e.g. a step tally); an upload when not on the CPU.
+  static Tensor from_bytes(const Shape& shape, DType dtype, const void* bytes, Device device,
+                           MemoryCategory category);
   // A host f32 tensor holding `values` (tests and small constants).
   static Tensor from_floats(const Shape& shape, const std::vector<float>& values,
                             DType dtype = DType::f32,

@@ -1,7 +1,6 @@
 #include "core/ops/clip_grad_norm.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/ops/dispatch.h"
 
@@ -22,12 +21,7 @@ void check_tally(const char* op, const Tensor& tally) {
 }  // namespace
 
 Tensor make_clip_tally(Device device, const ClipTally& value) {
-  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
-  std::memcpy(host.raw(), &value, sizeof value);
-  if (device.is_cpu()) return host;
-  Tensor tally = Tensor::empty({4}, DType::i32, device, MemoryCategory::workspace);
-  tally.copy_from(host);
-  return tally;
+  return Tensor::from_bytes({4}, DType::i32, &value, device, MemoryCategory::workspace);
 }
 
 ClipTally read_clip_tally(const Tensor& tally) {

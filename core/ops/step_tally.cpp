@@ -1,7 +1,5 @@
 #include "core/ops/step_tally.h"
 
-#include <cstring>
-
 #include "core/ops/dispatch.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -21,12 +19,7 @@ void check_tally(const char* op, const Tensor& tally) {
 }  // namespace
 
 Tensor make_step_tally(Device device, const StepTally& value) {
-  Tensor host = Tensor::empty({4}, DType::i32, Device::cpu(), MemoryCategory::workspace);
-  std::memcpy(host.raw(), &value, sizeof value);
-  if (device.is_cpu()) return host;
-  Tensor tally = Tensor::empty({4}, DType::i32, device, MemoryCategory::workspace);
-  tally.copy_from(host);
-  return tally;
+  return Tensor::from_bytes({4}, DType::i32, &value, device, MemoryCategory::workspace);
 }
 
 void add_to_step_tally(Tensor& tally, const Tensor& loss, const Tensor& logits,
