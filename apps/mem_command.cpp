@@ -38,6 +38,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.batch_size = options.batch_size;
   config.steps = options.steps;
   config.accumulation_steps = options.accumulation_steps;
+  config.clip_grad_norm = static_cast<float>(options.clip_grad_norm);
   config.seed = options.seed;
   config.device = device.device;
   config.optimizer = mem_optimizer_config(options.optimizer);
@@ -46,6 +47,7 @@ int run_mem(const std::vector<std::string>& args) {
   header.model = options.model;
   header.batch_size = options.batch_size;
   header.accumulation_steps = options.accumulation_steps;
+  header.clip_grad_norm = options.clip_grad_norm;
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;

@@ -96,6 +96,9 @@ po::options_description mem_options(MemOptions& o) {
     ("accumulation-steps", value(&o.accumulation_steps)->default_value(1)->value_name("N"),
      "train each step's batch as N micro-batches of B/N images (gradient accumulation), as "
      "'alloy train --accumulation-steps N' does; N must divide B")
+    ("clip-grad-norm", value(&o.clip_grad_norm)->default_value(0, "0")->value_name("X"),
+     "clip the unscaled gradients' total norm to X in each step, as 'alloy train "
+     "--clip-grad-norm X' does (0: off)")
     ("optimizer", value(&o.optimizer)->default_value("sgd")->value_name("sgd|adamw"),
      "sgd (momentum 0.9: one fp32 buffer per parameter) or adamw (two)")
     ("threads", value(&o.threads)->value_name("N"),
@@ -246,6 +249,7 @@ std::string header_line(const ReportHeader& h) {
     out << " (" << h.accumulation_steps << " micro-batches of "
         << h.batch_size / h.accumulation_steps << ")";
   }
+  if (h.clip_grad_norm > 0) out << ", clip_grad_norm " << h.clip_grad_norm;
   out << ", " << h.device << ", " << h.steps << (h.steps == 1 ? " step" : " steps")
       << " per level, " << h.optimizer;
   return out.str();
@@ -268,6 +272,10 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   if (o.batch_size < 1) usage_fail("--batch-size must be at least 1, got ", o.batch_size);
   if (o.steps < 1) usage_fail("--steps must be at least 1, got ", o.steps);
   micro_batch_size(o.batch_size, 1, o.accumulation_steps);  // N >= 1 dividing B, or a UsageError
+  if (!(o.clip_grad_norm >= 0 && std::isfinite(static_cast<float>(o.clip_grad_norm)))) {
+    usage_fail("--clip-grad-norm must be a number >= 0 that fits a 32-bit float, got ",
+               o.clip_grad_norm);
+  }
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -371,6 +379,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     for (const nn::Parameter* p : model->parameters())
       report.parameter_count += p->value.numel();
     amp::MixedPrecision precision(properties, *model, config.optimizer);
+    precision.set_clip_grad_norm(config.clip_grad_norm);
     const data::Dataset batch = data::make_synthetic_dataset(
         config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch");
     const Tensor images = to_device(batch.images, config.device);
@@ -567,6 +576,7 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     object.add("batch_size", header.batch_size);
     object.add("accumulation_steps", header.accumulation_steps);
     object.add("micro_batch_size", header.batch_size / header.accumulation_steps);
+    if (header.clip_grad_norm > 0) object.add("clip_grad_norm", header.clip_grad_norm);
     object.add("device", header.device);
     object.add("half_dtype", dtype_name(r.properties.half_dtype));
     object.add("model_dtype", dtype_name(r.properties.model_dtype));

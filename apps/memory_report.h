@@ -35,6 +35,7 @@ struct MemOptions {
   std::optional<DType> half_dtype;  // --half-dtype; the levels' default (fp16) when unset
   std::int64_t steps = 3;
   std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
+  double clip_grad_norm = 0;            // 0: no clipping (amp/mixed_precision.h)
   int threads = 0;                      // 0: every core this process may use
   std::int64_t seed = 1;
   std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
@@ -60,6 +61,7 @@ struct MeasureConfig {
   std::int64_t steps = 3;
   // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).
   std::int64_t accumulation_steps = 1;
+  float clip_grad_norm = 0;  // > 0: the step clips the gradient norm, as --clip-grad-norm
   std::int64_t seed = 1;
   Device device = Device::cpu();
   optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
@@ -130,6 +132,7 @@ struct ReportHeader {
   std::string optimizer;
   std::int64_t steps = 0;
   std::int64_t accumulation_steps = 1;  // batch_size / accumulation_steps rows per micro-batch
+  double clip_grad_norm = 0;
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

@@ -107,6 +107,28 @@ BOOST_AUTO_TEST_CASE(json_to_stdout_keeps_the_table_on_stderr) {
   BOOST_TEST(result.errors.find("peak (total)") != std::string::npos, result.errors);
 }
 
+// The step clips as `alloy train --clip-grad-norm` does: its norm, coefficient and tally are
+// workspace the unclipped step does not have, and the header and JSON say so.
+BOOST_AUTO_TEST_CASE(clip_grad_norm_measures_the_clipping_step) {
+  const auto workspace = [](const std::string& json) {
+    const std::string key = "\"workspace_bytes\":";
+    const std::size_t at = json.find(key);
+    BOOST_TEST_REQUIRE(at != std::string::npos, json);
+    return std::stoll(json.substr(at + key.size()));
+  };
+  const ProcessResult plain = run_alloy(quick({"--opt-levels", "O2", "--json", "-"}));
+  const ProcessResult clipped =
+      run_alloy(quick({"--opt-levels", "O2", "--json", "-", "--clip-grad-norm", "1"}));
+  BOOST_TEST_REQUIRE(plain.exit_code == 0, plain.errors);
+  BOOST_TEST_REQUIRE(clipped.exit_code == 0, clipped.errors);
+  BOOST_TEST(clipped.output.find("\"clip_grad_norm\":1") != std::string::npos, clipped.output);
+  BOOST_TEST(plain.output.find("clip_grad_norm") == std::string::npos, plain.output);
+  BOOST_TEST(clipped.errors.find(", clip_grad_norm 1,") != std::string::npos, clipped.errors);
+  BOOST_TEST(workspace(clipped.output) > workspace(plain.output));
+  check_usage_error(quick({"--clip-grad-norm", "-1"}), "--clip-grad-norm");
+  check_usage_error(quick({"--clip-grad-norm", "1e39"}), "--clip-grad-norm");
+}
+
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_naming_the_flag) {
   check_usage_error({"mem", "--model", "vgg", "--batch-size", "8"}, "--model");
   check_usage_error({"mem", "--batch-size", "8"}, "--model");
