@@ -49,8 +49,8 @@ class MixedPrecision {
   void set_clip_grad_norm(float max_norm);
   float clip_grad_norm() const { return clip_max_norm_; }
   // While clipping is on, on the model's device: the latest step's norm and coefficient (f32
-  // [1]) and the tally every step adds to (core/ops/clip_grad_norm.h; reset it in place with
-  // fill(0), as a captured step adds to its address). Undefined while clipping is off.
+  // [1]) and the tally every step adds to (core/ops/clip_grad_norm.h; reset it in place, with
+  // copy_from, as a captured step adds to its address). Undefined while clipping is off.
   const Tensor& clip_norm() const { return clip_norm_; }
   const Tensor& clip_coefficient() const { return clip_coefficient_; }
   Tensor& clip_tally() { return clip_tally_; }

@@ -42,7 +42,7 @@ struct EpochStats {
   std::int64_t peak_memory_bytes = 0;  // on the training device, during the epoch
   // With --clip-grad-norm (clipping true): the mean total gradient norm over the epoch's steps
   // whose norm was finite (NaN when none was), and the steps whose clip coefficient was below 1.
-  // A resumed epoch counts the steps since the resume.
+  // A resumed epoch counts its steps before the checkpoint too (EpochProgress::clip).
   bool clipping = false;
   double grad_norm = 0;
   std::int64_t clipped_steps = 0;

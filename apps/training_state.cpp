@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -12,6 +11,7 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/ops/lr_schedule.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
 
@@ -45,7 +45,7 @@ constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
 // The learning-rate schedule's flags; older files (without them) resume with a fixed rate.
 constexpr const char* kLrSchedule = "lr_schedule";
 constexpr const char* kWarmupSteps = "warmup_steps";
-constexpr const char* kMinLr = "min_lr";  // "%.17g": the double round-trips exactly
+constexpr const char* kMinLr = "min_lr";  // exact_decimal: the double round-trips exactly
 // --accumulation-steps; older files (without it) resume with 1. Checkpoints are written between
 // optimizer steps only, so no partly accumulated gradient is ever saved.
 constexpr const char* kAccumulationSteps = "accumulation_steps";
@@ -578,9 +578,8 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("weight-decay")) o.weight_decay = state.optimizer.weight_decay;
   if (!o.was_given("lr-schedule")) {
     o.lr_schedule = extra_or(state, kLrSchedule, "constant");
-    ALLOY_CHECK(
-        o.lr_schedule == "constant" || o.lr_schedule == "linear" || o.lr_schedule == "cosine",
-        "checkpoint ", o.resume, ": corrupt field ", kLrSchedule, " '", o.lr_schedule, "'");
+    ALLOY_CHECK(lr_decay_named(o.lr_schedule), "checkpoint ", o.resume, ": corrupt field ",
+                kLrSchedule, " '", o.lr_schedule, "'");
   }
   if (!o.was_given("warmup-steps")) o.warmup_steps = extra_i64(state, kWarmupSteps, o.resume);
   if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);

@@ -16,9 +16,11 @@
 // with PyTorch's clip_grad_norm_(error_if_nonfinite=False).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "core/host_device.h"
 #include "core/tensor.h"
 
 namespace alloy {
@@ -35,6 +37,24 @@ struct ClipTally {
   std::int32_t clipped_steps = 0;  // of those, calls whose coefficient was below 1
 };
 static_assert(sizeof(ClipTally) == 16, "a clip tally is stored as i32[4]");
+
+// The results from the gradients' sum of squares, shared by the CPU and CUDA kernels: sqrt in
+// double, one rounding to f32, then the coefficient in f32 (IEEE division on both sides), and
+// the tally's update. tally may be null.
+ALLOY_HOST_DEVICE inline void finish_clip_grad_norm(double sum_of_squares, float max_norm,
+                                                    float* norm, float* coefficient,
+                                                    ClipTally* tally) {
+  const float n = static_cast<float>(std::sqrt(sum_of_squares));
+  const float c = max_norm / (n + kClipNormEpsilon);
+  const float clamped = c >= 1.0f ? 1.0f : c;  // torch.clamp(max=1): a NaN stays NaN
+  *norm = n;
+  *coefficient = clamped;
+  if (tally != nullptr && std::isfinite(n)) {
+    tally->norm_sum += static_cast<double>(n);
+    ++tally->finite_steps;
+    if (clamped < 1.0f) ++tally->clipped_steps;
+  }
+}
 
 // A tally holding `value` on `device`: i32[4] with a ClipTally's bytes, in workspace memory.
 // Reset one in place with copy_from (a captured step adds to its address).

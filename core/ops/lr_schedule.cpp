@@ -9,11 +9,24 @@
 
 namespace alloy {
 
+std::optional<LrDecay> lr_decay_named(const std::string& name) {
+  for (const LrDecay decay : {LrDecay::constant, LrDecay::linear, LrDecay::cosine}) {
+    if (name == lr_decay_name(decay)) return decay;
+  }
+  return std::nullopt;
+}
+
 LrDecay parse_lr_decay(const std::string& name) {
-  if (name == "constant") return LrDecay::constant;
-  if (name == "linear") return LrDecay::linear;
-  if (name == "cosine") return LrDecay::cosine;
+  if (const std::optional<LrDecay> decay = lr_decay_named(name)) return *decay;
   usage_fail("--lr-schedule must be constant, linear or cosine, got '", name, "'");
+}
+
+void check_lr_schedule(const char* who, const LrSchedule& s) {
+  ALLOY_CHECK(
+      s.min_lr >= 0.0f && s.min_lr <= s.base_lr && s.warmup_steps >= 0 && s.total_steps >= 0, who,
+      ": a learning-rate schedule needs 0 <= min_lr <= lr and non-negative step ",
+      "counts, got min_lr ", s.min_lr, ", lr ", s.base_lr, ", warmup ", s.warmup_steps, ", total ",
+      s.total_steps);
 }
 
 const char* lr_decay_name(LrDecay decay) {
@@ -35,11 +48,7 @@ void apply_lr_schedule(const LrSchedule& schedule, const Tensor& step, Tensor& l
   check_shape(op, "step", step, {2});
   check_dtype(op, "lr", lr, DType::f32);
   check_shape(op, "lr", lr, {1});
-  ALLOY_CHECK(schedule.warmup_steps >= 0 && schedule.total_steps >= 0 && schedule.min_lr >= 0.0f &&
-                  schedule.min_lr <= schedule.base_lr,
-              op, ": a schedule needs warmup_steps >= 0, total_steps >= 0 and 0 <= min_lr <= ",
-              "base_lr, got ", schedule.warmup_steps, ", ", schedule.total_steps, ", ",
-              schedule.min_lr, ", ", schedule.base_lr);
+  check_lr_schedule(op, schedule);
   ALLOY_RUN_KERNEL(op, device, apply_lr_schedule, schedule, step.data<std::int32_t>(),
                    lr.data<float>());
 }

@@ -9,19 +9,18 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include <optional>
 
-#if defined(__CUDACC__)
-#define ALLOY_HOST_DEVICE __host__ __device__
-#else
-#define ALLOY_HOST_DEVICE
-#endif
+#include "core/host_device.h"
+#include "core/tensor.h"
 
 namespace alloy {
 
 enum class LrDecay : std::int32_t { constant, linear, cosine };
 
-// "constant", "linear", "cosine"; UsageError naming --lr-schedule for anything else.
+// "constant", "linear", "cosine"; nullopt for anything else.
+std::optional<LrDecay> lr_decay_named(const std::string& name);
+// lr_decay_named, with a UsageError naming --lr-schedule for an unknown name.
 LrDecay parse_lr_decay(const std::string& name);
 const char* lr_decay_name(LrDecay decay);
 
@@ -55,6 +54,9 @@ ALLOY_HOST_DEVICE inline float scheduled_lr(const LrSchedule& s, std::int64_t do
   const double fraction = s.decay == LrDecay::linear ? 1.0 - p : 0.5 * (1.0 + cos(M_PI * p));
   return static_cast<float>(min + (base - min) * fraction);
 }
+
+// Throws Error (naming `who`) unless 0 <= min_lr <= base_lr and the step counts are >= 0.
+void check_lr_schedule(const char* who, const LrSchedule& schedule);
 
 // lr[0] = scheduled_lr(schedule, step[0]). lr: f32 [1]; step: the optimizer's i32 [2] count
 // (core/ops/optimizer_update.h); both on one device. On a GPU one single-thread launch.

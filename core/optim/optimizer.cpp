@@ -61,11 +61,7 @@ void Optimizer::set_lr(float lr) {
 void Optimizer::set_schedule(std::optional<LrSchedule> schedule) {
   if (schedule) {
     schedule->base_lr = config_.lr;
-    ALLOY_CHECK(schedule->min_lr >= 0.0f && schedule->min_lr <= schedule->base_lr &&
-                    schedule->warmup_steps >= 0 && schedule->total_steps >= 0,
-                config_.kind, ": a learning-rate schedule needs 0 <= min_lr <= lr (", config_.lr,
-                ") and non-negative step counts, got min_lr ", schedule->min_lr, ", warmup ",
-                schedule->warmup_steps, ", total ", schedule->total_steps);
+    check_lr_schedule(config_.kind.c_str(), *schedule);
   }
   schedule_ = schedule;
   // Until the first step computes it, the rate is the schedule's first (for reports).

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/cpu/parallel.h"
@@ -59,17 +58,7 @@ double sum_of_squares(const std::vector<NormItem>& items) {
 
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
                     float* coefficient, ClipTally* tally) {
-  const float n = static_cast<float>(std::sqrt(sum_of_squares(items)));
-  const float c = max_norm / (n + kClipNormEpsilon);
-  // torch.clamp(max=1): a NaN coefficient stays NaN.
-  const float clamped = c >= 1.0f ? 1.0f : c;
-  *norm = n;
-  *coefficient = clamped;
-  if (tally != nullptr && std::isfinite(n)) {
-    tally->norm_sum += static_cast<double>(n);
-    ++tally->finite_steps;
-    if (clamped < 1.0f) ++tally->clipped_steps;
-  }
+  finish_clip_grad_norm(sum_of_squares(items), max_norm, norm, coefficient, tally);
 }
 
 }  // namespace alloy::cpu

@@ -79,18 +79,10 @@ __global__ void norm_kernel(List list, double* partials, std::int32_t partial_of
   for (std::int32_t r = threadIdx.x; r < finish.partials; r += blockDim.x)
     partial += __ldcg(partials + r);
   const double total = block_sum(partial);
-  if (threadIdx.x != 0) return;
-  // cpu::clip_grad_norm's arithmetic: sqrt in double, one rounding to f32, then f32 (IEEE
-  // division: nvcc's default without --use_fast_math).
-  const float n = static_cast<float>(sqrt(total));
-  const float c = finish.max_norm / (n + kClipNormEpsilon);
-  const float clamped = c >= 1.0f ? 1.0f : c;  // a NaN coefficient stays NaN
-  *finish.norm = n;
-  *finish.coefficient = clamped;
-  if (finish.tally != nullptr && isfinite(n)) {
-    finish.tally->norm_sum = __dadd_rn(finish.tally->norm_sum, static_cast<double>(n));
-    ++finish.tally->finite_steps;
-    if (clamped < 1.0f) ++finish.tally->clipped_steps;
+  // cpu::clip_grad_norm's arithmetic, the same function (IEEE division: nvcc's default
+  // without --use_fast_math).
+  if (threadIdx.x == 0) {
+    finish_clip_grad_norm(total, finish.max_norm, finish.norm, finish.coefficient, finish.tally);
   }
 }
 
