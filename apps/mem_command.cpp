@@ -39,6 +39,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.steps = options.steps;
   config.accumulation_steps = options.accumulation_steps;
   config.clip_grad_norm = static_cast<float>(options.clip_grad_norm);
+  config.recompute = options.recompute;
   config.seed = options.seed;
   config.device = device.device;
   config.optimizer = mem_optimizer_config(options.optimizer);
@@ -48,6 +49,7 @@ int run_mem(const std::vector<std::string>& args) {
   header.batch_size = options.batch_size;
   header.accumulation_steps = options.accumulation_steps;
   header.clip_grad_norm = options.clip_grad_norm;
+  header.recompute = options.recompute;
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;

@@ -15,6 +15,7 @@
 #include "apps/cli.h"
 #include "apps/json_log.h"
 #include "apps/micro_batches.h"
+#include "apps/recompute.h"
 #include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
 #include "core/data/synthetic.h"
@@ -99,6 +100,9 @@ po::options_description mem_options(MemOptions& o) {
     ("clip-grad-norm", value(&o.clip_grad_norm)->default_value(0, "0")->value_name("X"),
      "clip the unscaled gradients' total norm to X in each step, as 'alloy train "
      "--clip-grad-norm X' does (0: off)")
+    ("recompute", value(&o.recompute)->default_value("none")->value_name("none|blocks"),
+     "blocks: run each block's forward again in backward instead of keeping its activations, "
+     "as 'alloy train --recompute blocks' does")
     ("optimizer", value(&o.optimizer)->default_value("sgd")->value_name("sgd|adamw"),
      "sgd (momentum 0.9: one fp32 buffer per parameter) or adamw (two)")
     ("threads", value(&o.threads)->value_name("N"),
@@ -250,6 +254,7 @@ std::string header_line(const ReportHeader& h) {
         << h.batch_size / h.accumulation_steps << ")";
   }
   if (h.clip_grad_norm > 0) out << ", clip_grad_norm " << h.clip_grad_norm;
+  if (h.recompute != "none") out << ", recompute " << h.recompute;
   out << ", " << h.device << ", " << h.steps << (h.steps == 1 ? " step" : " steps")
       << " per level, " << h.optimizer;
   return out.str();
@@ -277,6 +282,7 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
                o.clip_grad_norm);
   }
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
+  check_recompute_choice(o.recompute);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
     usage_fail("--device '", o.device, "' is not one of auto, cpu, cuda or cuda:N");
@@ -376,6 +382,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     std::unique_ptr<nn::Module> model = models::make_model(config.model, generator, 10);
     model->to_device(config.device);
     model->set_needs_input_grad(false);
+    apply_recompute(*model, config.model, config.recompute);
     for (const nn::Parameter* p : model->parameters())
       report.parameter_count += p->value.numel();
     amp::MixedPrecision precision(properties, *model, config.optimizer);
@@ -577,6 +584,7 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     object.add("accumulation_steps", header.accumulation_steps);
     object.add("micro_batch_size", header.batch_size / header.accumulation_steps);
     if (header.clip_grad_norm > 0) object.add("clip_grad_norm", header.clip_grad_norm);
+    object.add("recompute", header.recompute);
     object.add("device", header.device);
     object.add("half_dtype", dtype_name(r.properties.half_dtype));
     object.add("model_dtype", dtype_name(r.properties.model_dtype));

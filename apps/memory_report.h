@@ -36,6 +36,7 @@ struct MemOptions {
   std::int64_t steps = 3;
   std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
   double clip_grad_norm = 0;            // 0: no clipping (amp/mixed_precision.h)
+  std::string recompute = "none";       // none | blocks (apps/recompute.h)
   int threads = 0;                      // 0: every core this process may use
   std::int64_t seed = 1;
   std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
@@ -62,6 +63,7 @@ struct MeasureConfig {
   // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).
   std::int64_t accumulation_steps = 1;
   float clip_grad_norm = 0;  // > 0: the step clips the gradient norm, as --clip-grad-norm
+  std::string recompute = "none";  // activation recomputation, as --recompute
   std::int64_t seed = 1;
   Device device = Device::cpu();
   optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
@@ -133,6 +135,7 @@ struct ReportHeader {
   std::int64_t steps = 0;
   std::int64_t accumulation_steps = 1;  // batch_size / accumulation_steps rows per micro-batch
   double clip_grad_norm = 0;
+  std::string recompute = "none";
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

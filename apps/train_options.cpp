@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "apps/config_file.h"
+#include "apps/recompute.h"
 #include "apps/step_graph.h"
 #include "core/error.h"
 #include "core/models/models.h"
@@ -124,6 +125,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   check_finite("--weight-decay", o.weight_decay);
   check_at_least("--weight-decay", o.weight_decay, 0.0);
   check_choice("--lr-schedule", o.lr_schedule, kLrSchedules);
+  check_recompute_choice(o.recompute);
   check_at_least<std::int64_t>("--warmup-steps", o.warmup_steps, 0);
   check_finite("--min-lr", o.min_lr);
   check_at_least("--min-lr", o.min_lr, 0.0);
@@ -209,6 +211,9 @@ po::options_description train_options_description(TrainOptions& o) {
       "CPU threads for the kernels (default: every core this process may use)")(
       "cuda-graph", value(&o.cuda_graph)->default_value(o.cuda_graph)->value_name("auto|on|off"),
       "replay the training step as a CUDA graph after warm-up (auto: where it can be captured)")(
+      "recompute", value(&o.recompute)->default_value(o.recompute)->value_name("none|blocks"),
+      "blocks: keep only each block's input (resnet18's residual blocks) and run its forward "
+      "again in backward: less activation memory, the same bits, one more forward")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

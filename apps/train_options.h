@@ -22,6 +22,8 @@ struct TrainOptions {
   int threads = 0;              // resolved to the cores this process may use when not given
   std::int64_t seed = 1;
   std::string cuda_graph = "auto";  // auto | on | off (apps/step_graph.h)
+  // none | blocks: activation recomputation (apps/recompute.h).
+  std::string recompute = "none";
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

@@ -59,6 +59,7 @@ void TrainReport::start(Trainer& trainer) {
     if (world > 1) human_ << world << " ranks x ";
     human_ << o.accumulation_steps << " x " << o.batch_size / world / o.accumulation_steps << ")";
   }
+  if (o.recompute != "none") human_ << " | recompute " << o.recompute;
   human_ << " | " << o.epochs << " epochs | seed " << o.seed << std::endl;
   if (!log_) return;
   JsonObject event;
@@ -73,6 +74,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("test_examples", data.test.size())
       .add("batch_size", o.batch_size)
       .add("accumulation_steps", o.accumulation_steps)
+      .add("recompute", o.recompute)
       .add("optimizer", o.optimizer)
       .add("lr", o.lr)
       .add("lr_schedule", o.lr_schedule)

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/micro_batches.h"
+#include "apps/recompute.h"
 #include "apps/train_step.h"
 #include "core/digest.h"
 #include "core/models/models.h"
@@ -33,6 +34,7 @@ std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device) {
   auto model = models::make_model(o.model, generator, /*classes=*/10);
   model->to_device(device);
   model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
+  apply_recompute(*model, o.model, o.recompute);
   return model;
 }
 

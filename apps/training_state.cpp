@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "apps/recompute.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -52,6 +53,7 @@ constexpr const char* kAccumulationSteps = "accumulation_steps";
 // --clip-grad-norm, the shortest decimal that reads back as the same double; older files
 // (without it) resume with clipping off.
 constexpr const char* kClipGradNorm = "clip_grad_norm";
+constexpr const char* kRecompute = "recompute";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -270,6 +272,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kMinLr] = exact_decimal(o.min_lr);
   state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
   state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
+  state.extra[kRecompute] = o.recompute;
   return state;
 }
 
@@ -585,6 +588,12 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);
   if (!o.was_given("clip-grad-norm")) {
     o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
+  }
+  if (!o.was_given("recompute")) {
+    o.recompute = extra_or(state, kRecompute, "none");
+    const auto& choices = recompute_choices();
+    ALLOY_CHECK(std::find(choices.begin(), choices.end(), o.recompute) != choices.end(),
+                "checkpoint ", o.resume, ": corrupt field ", kRecompute, " '", o.recompute, "'");
   }
   if (!any_given(o,
                  {"opt-level", "half-dtype", "loss-scale", "init-loss-scale", "scale-window",

@@ -41,11 +41,19 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     return batch_norm2d_eval_forward(input, weight_.value, bias_.value, running_mean_.value,
                                      running_var_.value, params_);
   }
+  BatchNormParams params = params_;
+  params.update_running_statistics = forward_mode().update_running_statistics;
   BatchNormTrainResult result = batch_norm2d_train_forward(
-      input, weight_.value, bias_.value, running_mean_.value, running_var_.value, params_);
-  x_ = std::move(input);
-  y_ = params_.relu ? result.y : Tensor();
-  saved_ = std::move(result.saved);
+      input, weight_.value, bias_.value, running_mean_.value, running_var_.value, params);
+  if (keeps_activations()) {
+    x_ = std::move(input);
+    y_ = params_.relu ? result.y : Tensor();
+    saved_ = std::move(result.saved);
+  } else {
+    x_ = Tensor();
+    y_ = Tensor();
+    saved_ = {};
+  }
   return std::move(result.y);
 }
 

@@ -28,7 +28,7 @@ Tensor Conv2d::forward(const Tensor& x) {
       conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
                      bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(), params_);
   input_dtype_ = x.dtype();
-  x_ = training() ? std::move(input) : Tensor();
+  x_ = keeps_activations() ? std::move(input) : Tensor();
   return y;
 }
 

@@ -5,7 +5,7 @@
 namespace alloy::nn {
 
 Tensor Flatten::forward(const Tensor& x) {
-  x_shape_ = training() ? x.shape() : Shape();
+  x_shape_ = keeps_activations() ? x.shape() : Shape();
   return flatten(x);
 }
 

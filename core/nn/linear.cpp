@@ -19,7 +19,7 @@ Tensor Linear::forward(const Tensor& x) {
   Tensor y = linear_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
                             bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor());
   input_dtype_ = x.dtype();
-  x_ = training() ? std::move(input) : Tensor();
+  x_ = keeps_activations() ? std::move(input) : Tensor();
   return y;
 }
 

@@ -58,6 +58,19 @@ void Module::set_training(bool training) {
     child.module->set_training(training);
 }
 
+void Module::set_forward_mode(ForwardMode mode) {
+  forward_mode_ = mode;
+  for (auto& child : children_)
+    child.module->set_forward_mode(mode);
+}
+
+int Module::recompute_blocks(bool recompute) {
+  int blocks = 0;
+  for (auto& child : children_)
+    blocks += child.module->recompute_blocks(recompute);
+  return blocks;
+}
+
 Tensor& Module::grad_of(Parameter& parameter) {
   const Tensor& value = parameter.value;
   Tensor& grad = parameter.grad;

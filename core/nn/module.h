@@ -31,6 +31,15 @@ struct Buffer {
 // order they become final (data-parallel bucketing starts its allreduces from here).
 using GradReadyHook = std::function<void(Parameter&)>;
 
+// How a training-mode forward behaves. A Sequential sets it around the children it recomputes
+// (activation recomputation, `--recompute`): their first forward keeps nothing, and the forward
+// run again just before their backward keeps what backward needs but must not count the batch
+// a second time.
+struct ForwardMode {
+  bool keep_activations = true;
+  bool update_running_statistics = true;  // batch norm's
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -38,7 +47,7 @@ class Module {
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
-  // forward keeps what backward needs only in training mode; backward releases it, so
+  // forward keeps what backward needs only when keeps_activations(); backward releases it, so
   // activation memory never outlives one step. Evaluation-mode forwards keep nothing.
   virtual Tensor forward(const Tensor& x) = 0;
   virtual Tensor backward(const Tensor& dy) = 0;
@@ -52,6 +61,22 @@ class Module {
 
   void set_training(bool training);
   bool training() const { return training_; }
+
+  // Sets this module's and every descendant's forward mode.
+  void set_forward_mode(ForwardMode mode);
+  const ForwardMode& forward_mode() const { return forward_mode_; }
+  // Whether forward keeps what backward needs: a training forward not marked to discard it.
+  // A module of your own that tests training() instead stays correct when recomputed, but
+  // keeps its activations twice as long.
+  bool keeps_activations() const { return training_ && forward_mode_.keep_activations; }
+
+  // A block is a unit of activation recomputation: `recompute_blocks` marks the blocks that a
+  // Sequential holds, whose backward then runs their forward again instead of keeping their
+  // activations in between. nn::ResidualBlock is one; override this in a module of your own.
+  virtual bool is_block() const { return false; }
+  // Marks (or unmarks) every block held by a Sequential in this module's tree, and returns
+  // how many. Blocks inside a marked block are left alone: its recomputation covers them.
+  virtual int recompute_blocks(bool recompute);
 
   // Whether backward must produce the input's gradient (false for a network's first layer).
   void set_needs_input_grad(bool needed) { needs_input_grad_ = needed; }
@@ -111,6 +136,7 @@ class Module {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   std::vector<Child> children_;
   bool training_ = true;
+  ForwardMode forward_mode_;
   bool needs_input_grad_ = true;
   GradReadyHook hook_;
 };

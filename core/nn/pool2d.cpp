@@ -33,7 +33,7 @@ std::string AvgPool2d::options() const {
 
 Tensor AvgPool2d::forward(const Tensor& x) {
   Tensor y = avg_pool2d_forward(x, params_);
-  x_shape_ = training() ? x.shape() : Shape();
+  x_shape_ = keeps_activations() ? x.shape() : Shape();
   return y;
 }
 
@@ -53,7 +53,7 @@ std::string MaxPool2d::options() const {
 
 Tensor MaxPool2d::forward(const Tensor& x) {
   MaxPoolResult result = max_pool2d_forward(x, params_);
-  if (training()) {
+  if (keeps_activations()) {
     x_shape_ = x.shape();
     argmax_ = std::move(result.argmax);
   } else {

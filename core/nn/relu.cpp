@@ -6,7 +6,7 @@ namespace alloy::nn {
 
 Tensor ReLU::forward(const Tensor& x) {
   Tensor y = relu_forward(x);
-  y_ = training() ? y : Tensor();
+  y_ = keeps_activations() ? y : Tensor();
   return y;
 }
 

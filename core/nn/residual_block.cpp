@@ -31,7 +31,7 @@ Tensor ResidualBlock::forward(const Tensor& x) {
   const DType sum_dtype = compute_dtype(OpClass::promote, branch.dtype(), skip.dtype());
   Tensor y = add_relu_forward(in_dtype(branch, sum_dtype), in_dtype(skip, sum_dtype));
   input_dtype_ = x.dtype();
-  y_ = training() ? y : Tensor();
+  y_ = keeps_activations() ? y : Tensor();
   return y;
 }
 

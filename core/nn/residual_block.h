@@ -20,6 +20,7 @@ class ResidualBlock : public Module {
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
   std::string type_name() const override { return "ResidualBlock"; }
+  bool is_block() const override { return true; }
 
  private:
   Conv2d& conv1_;

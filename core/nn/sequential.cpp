@@ -10,13 +10,54 @@ Module& Sequential::add(const std::string& name, std::unique_ptr<Module> module)
   ALLOY_CHECK(module != nullptr, "Sequential: child '", name, "' is null");
   Module& child = register_module(name, std::move(module));
   modules_.push_back(&child);
+  recompute_.push_back(false);
+  recompute_inputs_.emplace_back();
   return child;
+}
+
+void Sequential::set_recompute(std::size_t index, bool recompute) {
+  ALLOY_CHECK(index < modules_.size(), "Sequential: no child ", index, " to recompute (",
+              modules_.size(), " children)");
+  recompute_[index] = recompute;
+}
+
+int Sequential::recompute_blocks(bool recompute) {
+  int blocks = 0;
+  for (std::size_t i = 0; i < modules_.size(); ++i) {
+    if (modules_[i]->is_block()) {
+      set_recompute(i, recompute);
+      ++blocks;
+    } else {
+      blocks += modules_[i]->recompute_blocks(recompute);
+    }
+  }
+  return blocks;
+}
+
+Tensor Sequential::forward_child(std::size_t index, const Tensor& x, ForwardMode mode) {
+  Module& child = *modules_[index];
+  struct Restore {
+    Module& child;
+    ForwardMode mode;
+    ~Restore() { child.set_forward_mode(mode); }
+  } restore{child, forward_mode()};
+  child.set_forward_mode(mode);
+  return child.forward(x);
 }
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
-  for (Module* module : modules_)
-    y = module->forward(y);
+  for (std::size_t i = 0; i < modules_.size(); ++i) {
+    if (recompute_[i] && keeps_activations()) {
+      recompute_inputs_[i] = y;
+      ForwardMode discard = forward_mode();
+      discard.keep_activations = false;
+      y = forward_child(i, y, discard);
+    } else {
+      recompute_inputs_[i] = Tensor();
+      y = modules_[i]->forward(y);
+    }
+  }
   return y;
 }
 
@@ -24,8 +65,17 @@ Tensor Sequential::backward(const Tensor& dy) {
   if (modules_.empty()) return needs_input_grad() ? dy : Tensor();
   modules_.front()->set_needs_input_grad(needs_input_grad());
   Tensor dx = dy;
-  for (auto it = modules_.rbegin(); it != modules_.rend(); ++it)
-    dx = (*it)->backward(dx);
+  for (std::size_t i = modules_.size(); i-- > 0;) {
+    if (recompute_inputs_[i].defined()) {
+      const Tensor input = std::move(recompute_inputs_[i]);
+      recompute_inputs_[i] = Tensor();
+      // The output is dropped: the child keeps what its backward needs.
+      forward_child(i, input,
+                    ForwardMode{/*keep_activations=*/true,
+                                /*update_running_statistics=*/false});
+    }
+    dx = modules_[i]->backward(dx);
+  }
   return dx;
 }
 

@@ -1,5 +1,11 @@
 // A chain of modules: forward runs them in order, backward in reverse. Children are named
 // "0", "1", ... by position unless given a name.
+//
+// Activation recomputation: a child marked with set_recompute keeps nothing in its training
+// forward; only its input is kept, and backward runs its forward again on that input (keeping
+// what its backward needs, without updating batch norm's running statistics a second time)
+// just before its backward. Kernels are deterministic, so the gradients and the running
+// statistics are the same bits as without it; the cost is the child's forward once more.
 #pragma once
 
 #include <memory>
@@ -32,8 +38,19 @@ class Sequential : public Module {
   std::size_t size() const { return modules_.size(); }
   Module& operator[](std::size_t index) { return *modules_.at(index); }
 
+  void set_recompute(std::size_t index, bool recompute);
+  bool recomputes(std::size_t index) const { return recompute_.at(index); }
+  // Marks the children that are blocks; looks for more inside the others.
+  int recompute_blocks(bool recompute) override;
+
  private:
+  // Runs child `index`'s forward in a mode of its own, restoring this module's after.
+  Tensor forward_child(std::size_t index, const Tensor& x, ForwardMode mode);
+
   std::vector<Module*> modules_;  // owned through register_module
+  std::vector<bool> recompute_;
+  // Until backward: the input of each recomputed child (undefined for the others).
+  std::vector<Tensor> recompute_inputs_;
 };
 
 }  // namespace alloy::nn

@@ -98,6 +98,7 @@ BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& w
   result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
   affine(x, weight, bias, mean, invstd, params.relu, result.y, g);
 
+  if (!params.update_running_statistics) return result;
   cpu::FloatOutput run_mean(running_mean, true);
   cpu::FloatOutput run_var(running_var, true);
   const float keep = 1.0f - params.momentum;

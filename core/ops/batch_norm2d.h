@@ -16,6 +16,9 @@ struct BatchNormParams {
   // y = max(0, normalised): the ReLU that follows fused into the forward's one pass (pair it
   // with a backward given y as relu_output). The same bits as relu_forward of the plain y.
   bool relu = false;
+  // false: a training forward that leaves the running statistics as they are (the second
+  // forward of a recomputed block, whose batch statistics the first forward already counted).
+  bool update_running_statistics = true;
 };
 
 struct BatchNormSaved {
@@ -29,7 +32,8 @@ struct BatchNormTrainResult {
 };
 
 // Training mode: normalises with batch statistics and updates running_mean and running_var
-// (the unbiased variance, as PyTorch does) in place. Needs more than one value per channel.
+// (the unbiased variance, as PyTorch does) in place, unless params.update_running_statistics
+// is false. Needs more than one value per channel.
 BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& weight,
                                                 const Tensor& bias, Tensor& running_mean,
                                                 Tensor& running_var, const BatchNormParams& params);

@@ -14,6 +14,7 @@ struct Shape3 {
 struct TrainOutputs {
   ChannelData weight, bias, running_mean, running_var;
   float momentum, eps;
+  bool update_running;
   float* saved_mean;
   float* saved_invstd;
   float* scale;
@@ -31,6 +32,7 @@ __device__ void finish_statistics(const TrainOutputs& o, std::int64_t c, float c
   const float a = load_any(o.weight.data, o.weight.dtype, c) * invstd;
   o.scale[c] = a;
   o.shift[c] = load_any(o.bias.data, o.bias.dtype, c) - mean * a;
+  if (!o.update_running) return;
   const float keep = 1.0f - o.momentum;
   const float unbiased = variance * (count / (count - 1.0f));
   store_any(o.running_mean.data, o.running_mean.dtype, c,
@@ -216,9 +218,17 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
                                 cudaStream_t stream) {
   const Shape3 s = shape_of(g);
   const ChannelSplit split = split_of(g);
-  const TrainOutputs outputs{
-      weight,     bias,       running_mean, running_var, params.momentum,
-      params.eps, saved_mean, saved_invstd, scratch,     scratch + g.channels};
+  const TrainOutputs outputs{weight,
+                             bias,
+                             running_mean,
+                             running_var,
+                             params.momentum,
+                             params.eps,
+                             params.update_running_statistics,
+                             saved_mean,
+                             saved_invstd,
+                             scratch,
+                             scratch + g.channels};
   const DeviceBuffer partials = partials_for(split);
   unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {

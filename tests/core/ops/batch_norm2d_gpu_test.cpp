@@ -95,6 +95,30 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_forward_without_the_running_update_changes_only_that) {
+  // A recomputed block's second forward: the output and saved statistics of the updating
+  // forward, bit for bit, and the running statistics left as they were.
+  Generator generator(83);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string what = std::string(dtype_name(dtype)) + " x";
+    auto in = random_inputs({64, 3, 28, 28}, dtype, DType::f32, generator);
+    BatchNormParams params;
+    params.relu = true;
+    Tensor updated_mean = to_cuda(in.mean_cpu), updated_var = to_cuda(in.var_cpu);
+    const BatchNormTrainResult updating = batch_norm2d_train_forward(
+        in.x_gpu, in.weight_gpu, in.bias_gpu, updated_mean, updated_var, params);
+    params.update_running_statistics = false;
+    const BatchNormTrainResult kept = batch_norm2d_train_forward(
+        in.x_gpu, in.weight_gpu, in.bias_gpu, in.mean_gpu, in.var_gpu, params);
+    check_gpu_equal(kept.y, to_host(updating.y), "y " + what);
+    check_gpu_equal(kept.saved.mean, to_host(updating.saved.mean), "saved mean " + what);
+    check_gpu_equal(kept.saved.invstd, to_host(updating.saved.invstd), "saved invstd " + what);
+    check_gpu_equal(in.mean_gpu, in.mean_cpu, "running mean kept " + what);
+    check_gpu_equal(in.var_gpu, in.var_cpu, "running var kept " + what);
+    BOOST_TEST(to_host(updated_mean).to_floats() != in.mean_cpu.to_floats(), what);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(fused_relu_matches_the_cpu) {
   Generator generator(82);
   const DType types[] = {DType::f32, DType::f16, DType::bf16};

@@ -229,6 +229,36 @@ BOOST_AUTO_TEST_CASE(train_forward_matches_float64_reference) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_forward_without_the_running_update_changes_only_that) {
+  // A recomputed block's second forward: the same output and saved statistics, bit for bit,
+  // and running statistics left as they were.
+  Generator generator(4);
+  for (const DType dtype : kFloatTypes) {
+    for (const bool relu : {false, true}) {
+      const Shape shape{8, 4, 16, 16};
+      const std::string what = case_name(dtype, DType::f32, shape) + (relu ? " relu" : "");
+      auto [x, weight, bias, running_mean, running_var] =
+          random_inputs(shape, dtype, DType::f32, generator);
+      const auto mean_before = running_mean.to_floats();
+      const auto var_before = running_var.to_floats();
+      BatchNormParams params;
+      params.relu = relu;
+      Tensor updated_mean = running_mean.clone(), updated_var = running_var.clone();
+      const BatchNormTrainResult updating =
+          batch_norm2d_train_forward(x, weight, bias, updated_mean, updated_var, params);
+      params.update_running_statistics = false;
+      const BatchNormTrainResult kept =
+          batch_norm2d_train_forward(x, weight, bias, running_mean, running_var, params);
+      BOOST_TEST(kept.y.to_floats() == updating.y.to_floats(), "y " << what);
+      BOOST_TEST(kept.saved.mean.to_floats() == updating.saved.mean.to_floats(), what);
+      BOOST_TEST(kept.saved.invstd.to_floats() == updating.saved.invstd.to_floats(), what);
+      BOOST_TEST(running_mean.to_floats() == mean_before, "running mean kept " << what);
+      BOOST_TEST(running_var.to_floats() == var_before, "running var kept " << what);
+      BOOST_TEST(updated_mean.to_floats() != mean_before, "the updating forward moved it " << what);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(eval_forward_uses_the_running_statistics) {
   Generator generator(2);
   BatchNormParams params;

@@ -1,0 +1,110 @@
+// Activation recomputation (nn::Sequential::set_recompute, Module::recompute_blocks): a network
+// whose blocks run their forward again in backward gives the same output, input gradient,
+// parameter gradients and batch-norm running statistics, bit for bit, as the same network
+// keeping its activations, at every opt level's dtypes; it holds fewer activation bytes
+// between forward and backward when its blocks are recomputed; nested recomputation (a recomputed Sequential holding
+// recomputed blocks) still counts each batch once in the running statistics. Shared by the CPU
+// test and its GPU twin.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/memory.h"
+#include "core/nn/sequential.h"
+#include "tests/core/nn/gradient_accumulation.h"
+
+namespace alloy::test {
+
+// conv 1->8 stride 2 + batch norm + relu; a residual block; a downsampling one; a Sequential
+// holding a third block (index 4); average pool, linear. [N, 1, 14, 14] in, 7 -> 4 inside.
+inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator) {
+  auto net = std::make_unique<nn::Sequential>();
+  net->emplace<nn::Conv2d>(1, 8, 3, 2, 1, false);
+  net->emplace<nn::BatchNorm2d>(8, 0.1f, 1e-5f, /*fuse_relu=*/true);
+  net->emplace<nn::ResidualBlock>(8, 8, 1);
+  net->emplace<nn::ResidualBlock>(8, 16, 2);
+  net->emplace<nn::Sequential>().emplace<nn::ResidualBlock>(16, 16, 1);
+  net->emplace<nn::AvgPool2d>(4);
+  net->emplace<nn::Flatten>();
+  net->emplace<nn::Linear>(16, 10);
+  for (nn::Parameter* param : net->parameters()) {
+    if (!param->is_norm) models::init_normal(param->value, 0.3, generator);
+  }
+  return net;
+}
+
+// What two training steps (forward, backward, no update) leave: each step's output and input
+// gradient, then every parameter gradient (accumulated over both) and buffer, as host floats.
+struct RecomputeRun {
+  std::vector<std::vector<float>> results;
+  std::int64_t activations_after_forward = 0;  // bytes held between the first forward and backward
+};
+
+template <class Place>
+RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, const Place& place,
+                               const std::function<void(nn::Sequential&)>& configure) {
+  const CastPolicyScope scope(level);
+  Generator generator(31);
+  std::unique_ptr<nn::Sequential> net = make_recompute_net(generator);
+  if (level.parameters != DType::f32) net->cast_parameters(level.parameters, level.keep_norm_fp32);
+  net->to_device(device);
+  net->set_training(true);
+  configure(*net);
+  net->zero_grad();
+  RecomputeRun run;
+  for (std::uint64_t step = 0; step < 2; ++step) {
+    Generator data(100 + step);
+    const Tensor images = place(random_tensor({6, 1, 14, 14}, level.input, data));
+    const std::int64_t before =
+        memory_stats(device).snapshot().current_of(MemoryCategory::activations);
+    Tensor logits = net->forward(images);
+    if (step == 0) {
+      run.activations_after_forward =
+          memory_stats(device).snapshot().current_of(MemoryCategory::activations) - before;
+    }
+    const Tensor dy = place(random_tensor(logits.shape(), logits.dtype(), data, -0.5f, 0.5f));
+    run.results.push_back(logits.to_floats());
+    logits = Tensor();
+    run.results.push_back(net->backward(dy).to_floats());
+  }
+  for (const nn::Parameter* param : net->parameters())
+    run.results.push_back(param->grad.to_floats());
+  for (const nn::Buffer* buffer : net->buffers())
+    run.results.push_back(buffer->value.to_floats());
+  return run;
+}
+
+template <class Place>
+void check_recompute_changes_no_bit(const AccumulationLevel& level, Device device,
+                                    const Place& place) {
+  BOOST_TEST_CONTEXT(level.name << " on " << device.str()) {
+    const RecomputeRun kept = run_recompute_net(level, device, place, [](nn::Sequential&) {});
+    const RecomputeRun blocks = run_recompute_net(level, device, place, [](nn::Sequential& net) {
+      BOOST_TEST(net.recompute_blocks(true) == 3);  // two here, one in the inner Sequential
+    });
+    // Every child recomputed, the inner Sequential too: its block is recomputed inside a
+    // recomputation, whose batch norm must still update the running statistics once.
+    const RecomputeRun nested = run_recompute_net(level, device, place, [](nn::Sequential& net) {
+      net.recompute_blocks(true);
+      for (std::size_t i = 0; i < net.size(); ++i)
+        net.set_recompute(i, true);
+    });
+    BOOST_REQUIRE(blocks.results.size() == kept.results.size());
+    BOOST_REQUIRE(nested.results.size() == kept.results.size());
+    for (std::size_t i = 0; i < kept.results.size(); ++i) {
+      BOOST_TEST(blocks.results[i] == kept.results[i], "blocks: result " << i);
+      BOOST_TEST(nested.results[i] == kept.results[i], "nested: result " << i);
+    }
+    BOOST_TEST_MESSAGE(level.name << ": activation bytes between forward and backward "
+                                  << kept.activations_after_forward << " kept, "
+                                  << blocks.activations_after_forward << " with blocks recomputed, "
+                                  << nested.activations_after_forward << " nested");
+    BOOST_TEST(blocks.activations_after_forward < kept.activations_after_forward * 3 / 4);
+  }
+}
+
+}  // namespace alloy::test
