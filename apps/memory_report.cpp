@@ -283,6 +283,10 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   }
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   check_recompute_choice(o.recompute);
+  if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
+    Generator generator(0);
+    apply_recompute(*models::make_model(o.model, generator, 10), o.model, o.recompute);
+  }
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
     usage_fail("--device '", o.device, "' is not one of auto, cpu, cuda or cuda:N");

@@ -62,7 +62,7 @@ struct MeasureConfig {
   std::int64_t steps = 3;
   // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).
   std::int64_t accumulation_steps = 1;
-  float clip_grad_norm = 0;  // > 0: the step clips the gradient norm, as --clip-grad-norm
+  float clip_grad_norm = 0;        // > 0: the step clips the gradient norm, as --clip-grad-norm
   std::string recompute = "none";  // activation recomputation, as --recompute
   std::int64_t seed = 1;
   Device device = Device::cpu();

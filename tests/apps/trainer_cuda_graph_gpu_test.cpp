@@ -1,6 +1,7 @@
 // --cuda-graph on a GPU (issue 13, "What it must show" 4): N training steps replayed from one
 // captured graph end with the same weights, bit for bit, as N eager steps (LeNet and resnet18
-// at O2 with SGD, LeNet with AdamW and with gradient-norm clipping too, synthetic data) and the
+// at O2 with SGD, LeNet with AdamW and with gradient-norm clipping too, a small ResNet with its
+// blocks recomputed, synthetic data) and the
 // same optimizer step count, and the replays call no cudaMalloc. Over whole epochs, the last,
 // smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps replaying in the
 // next epoch with the same figures as an eager run. With auto, a step that cannot be captured
@@ -15,7 +16,9 @@
 #include "apps/step_graph.h"
 #include "apps/trainer.h"
 #include "core/data/dataset.h"
+#include "core/models/models.h"
 #include "core/ops/clip_grad_norm.h"
+#include "tests/core/nn/gradient_accumulation.h"
 #include "tests/support/gpu.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -179,6 +182,28 @@ BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_b
   BOOST_TEST(graph.clip.clipped_steps == eager.clip.clipped_steps);
   BOOST_TEST(eager.clip.clipped_steps > 0);
   BOOST_TEST(graph.clip.norm_sum == eager.clip.norm_sum);
+}
+
+// Activation recomputation: the captured step runs each block's forward twice, the second time
+// without touching the running statistics; replays equal eager steps, and both equal the run
+// that keeps its activations, bit for bit.
+BOOST_AUTO_TEST_CASE(recomputed_blocks_replay_equal_eager_steps_and_kept_activations) {
+  static const bool registered = [] {
+    models::register_model("graph_small_resnet", [](Generator& generator, int) {
+      return test::make_small_resnet(generator);
+    });
+    return true;
+  }();
+  BOOST_TEST_REQUIRE(registered);
+  const auto recompute = [](TrainOptions& options) { options.recompute = "blocks"; };
+  constexpr std::int64_t kSteps = 8;
+  const Run kept = train("graph_small_resnet", "off", 8, 1, kSteps);
+  const Run eager = train("graph_small_resnet", "off", 8, 1, kSteps, "sgd", recompute);
+  const Run graph = train("graph_small_resnet", "on", 8, 1, kSteps, "sgd", recompute);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.launches == kSteps - StepGraph::kWarmupSteps);
+  BOOST_TEST(graph.digest == eager.digest);
+  BOOST_TEST(eager.digest == kept.digest);
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {

@@ -129,6 +129,42 @@ BOOST_AUTO_TEST_CASE(clip_grad_norm_measures_the_clipping_step) {
   check_usage_error(quick({"--clip-grad-norm", "1e39"}), "--clip-grad-norm");
 }
 
+BOOST_AUTO_TEST_CASE(recompute_blocks_lowers_resnet18s_activations) {
+  const auto bytes = [](const std::string& json, const std::string& name) {
+    const std::string key = "\"" + name + "\":";
+    const std::size_t at = json.find(key);
+    BOOST_TEST_REQUIRE(at != std::string::npos, json);
+    return std::stoll(json.substr(at + key.size()));
+  };
+  const std::vector<std::string> resnet18 = {
+      "mem", "--model",      "resnet18", "--batch-size", "8", "--device", "cpu", "--steps",
+      "1",   "--opt-levels", "O0",       "--threads",    "1", "--json",   "-"};
+  std::vector<std::string> recomputed = resnet18;
+  recomputed.insert(recomputed.end(), {"--recompute", "blocks"});
+  const ProcessResult kept = run_alloy(resnet18);
+  const ProcessResult blocks = run_alloy(recomputed);
+  BOOST_TEST_REQUIRE(kept.exit_code == 0, kept.errors);
+  BOOST_TEST_REQUIRE(blocks.exit_code == 0, blocks.errors);
+  BOOST_TEST(kept.output.find("\"recompute\":\"none\"") != std::string::npos, kept.output);
+  BOOST_TEST(blocks.output.find("\"recompute\":\"blocks\"") != std::string::npos, blocks.output);
+  BOOST_TEST(blocks.errors.find(", recompute blocks,") != std::string::npos, blocks.errors);
+  // Only each block's input is kept: well under two thirds of the activations.
+  BOOST_TEST(3 * bytes(blocks.output, "activations_bytes") <
+             2 * bytes(kept.output, "activations_bytes"));
+  BOOST_TEST(bytes(blocks.output, "peak_bytes") < bytes(kept.output, "peak_bytes"));
+  // The same weights and state: only activations (and the peak) change.
+  BOOST_TEST(bytes(blocks.output, "optimizer_state_bytes") ==
+             bytes(kept.output, "optimizer_state_bytes"));
+
+  check_usage_error(quick({"--recompute", "sometimes"}), "--recompute");
+  const ProcessResult lenet = run_alloy(quick({"--recompute", "blocks"}));
+  BOOST_TEST(lenet.exit_code == 2, lenet.errors);
+  BOOST_TEST(
+      lenet.errors.find("--recompute blocks: model 'lenet' has no blocks") != std::string::npos,
+      lenet.errors);
+  BOOST_TEST(lenet.errors.find("measuring") == std::string::npos, lenet.errors);
+}
+
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_naming_the_flag) {
   check_usage_error({"mem", "--model", "vgg", "--batch-size", "8"}, "--model");
   check_usage_error({"mem", "--batch-size", "8"}, "--model");

@@ -2,9 +2,9 @@
 // whose blocks run their forward again in backward gives the same output, input gradient,
 // parameter gradients and batch-norm running statistics, bit for bit, as the same network
 // keeping its activations, at every opt level's dtypes; it holds fewer activation bytes
-// between forward and backward when its blocks are recomputed; nested recomputation (a recomputed Sequential holding
-// recomputed blocks) still counts each batch once in the running statistics. Shared by the CPU
-// test and its GPU twin.
+// between forward and backward when its blocks are recomputed; nested recomputation (a recomputed
+// Sequential holding recomputed blocks) still counts each batch once in the running statistics.
+// Shared by the CPU test and its GPU twin.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
