@@ -20,6 +20,19 @@ then scaler.step(optimizer) and scaler.update(); in fp32, clip_grad_norm_ after 
 reads anything back (the GradScaler itself waits once per step for its inf check, as it always
 does).
 
+--recompute blocks runs each of the 8 basic blocks' forward in training through
+torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False), as `alloy train --recompute
+blocks` does: backward runs the block's forward again instead of keeping its activations (only
+the block's input is kept), at the cost of one more forward per block. use_reentrant=False is
+PyTorch's recommended variant (1.13 has it; recent versions warn when it is not given). The
+recomputed forward also runs batch norm's forward in training mode again, so each checkpointed
+batch norm updates its running mean and variance twice per step (and num_batches_tracked by
+2), a known PyTorch behaviour left as it is: with 1.13 (Debian's) a checkpointed BatchNorm2d
+had, after one forward and backward, exactly the running statistics of two plain forwards on the
+same input, with either use_reentrant. Training itself normalises with the batch statistics, so
+the loss and the gradients are those without recompute (on the CPU with 1.13, the final loss of
+3 steps matched bit for bit).
+
 Prints one JSON line per batch size:
   {"framework":"pytorch","batch_size":64,"timed_steps":4,"images_per_second":...,
    "cpu_seconds":...,"images_per_cpu_second":...,"device":"cpu",...}
@@ -29,15 +42,19 @@ this process's user + system CPU time over the same steps (images_per_cpu_second
 reads 0: the process clock ticks are coarse). The line also has the precision, the layout, the
 final loss and loss scale (a NaN loss or a collapsed scale means the figure is not to be
 trusted), the clipping limit and the last step's total gradient norm (unscaled, before
-clipping; read after the timed steps; null without --clip-grad-norm), the device's name, the
-torch, CUDA and cuDNN versions and the --tf32 and --cudnn-benchmark settings as read back
-(tools/bench/torch_device.py).
+clipping; read after the timed steps; null without --clip-grad-norm), the --recompute setting,
+max_rss_bytes: this process's maximum resident set size so far (getrusage's ru_maxrss: host
+memory of the whole process, the Python interpreter and torch's libraries included, and the
+largest of all batch sizes measured before in the same process; not an allocator's peak, and
+not GPU memory), the device's name, the torch, CUDA and cuDNN versions and the --tf32 and
+--cudnn-benchmark settings as read back (tools/bench/torch_device.py).
 
 Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
 import json
 import os
+import resource
 import sys
 import time
 
@@ -45,6 +62,7 @@ try:
     import torch
     import torch.nn as nn
     import torch.nn.functional as F
+    from torch.utils.checkpoint import checkpoint
 except ImportError as error:  # a pyenv python without torch, usually
     sys.exit(f"resnet18_pytorch.py: error: cannot import torch ({error}); "
              "install python3-torch and run with /usr/bin/python3")
@@ -73,8 +91,9 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    def __init__(self, classes=10):
+    def __init__(self, classes=10, recompute="none"):
         super().__init__()
+        self.recompute = recompute
         self.conv1 = nn.Conv2d(1, 64, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(64)
         layers, in_channels = [], 64
@@ -90,7 +109,13 @@ class ResNet18(nn.Module):
                 nn.init.kaiming_normal_(module.weight, mode="fan_out", nonlinearity="relu")
 
     def forward(self, x):
-        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        x = F.relu(self.bn1(self.conv1(x)))
+        if self.recompute == "blocks" and self.training and torch.is_grad_enabled():
+            for stage in self.layers:
+                for block in stage:
+                    x = checkpoint(block, x, use_reentrant=False)
+        else:
+            x = self.layers(x)
         x = F.avg_pool2d(x, x.shape[-1])  # 4x4 -> 1x1
         return self.fc(torch.flatten(x, 1))
 
@@ -98,6 +123,11 @@ class ResNet18(nn.Module):
 def cpu_seconds():
     times = os.times()
     return times.user + times.system
+
+
+def max_rss_bytes():
+    """This process's maximum resident set size so far; Linux reports ru_maxrss in KiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def grad_scaler():
@@ -110,7 +140,7 @@ def grad_scaler():
 def measure(args, device, batch_size):
     torch.manual_seed(args.seed)
     layout = torch.channels_last if args.channels_last else torch.contiguous_format
-    model = ResNet18().to(device=device, memory_format=layout)
+    model = ResNet18(recompute=args.recompute).to(device=device, memory_format=layout)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     generator = torch.Generator().manual_seed(args.seed)
@@ -152,7 +182,8 @@ def measure(args, device, batch_size):
             "precision": args.precision, "channels_last": args.channels_last,
             "final_loss": loss.item(), "loss_scale": scaler.get_scale() if amp else 1.0,
             "clip_grad_norm": args.clip_grad_norm,
-            "final_grad_norm": norm.item() if clip else None,
+            "final_grad_norm": norm.item() if clip else None, "recompute": args.recompute,
+            "max_rss_bytes": max_rss_bytes(),
             **torch_device.facts(args, device)}
 
 
@@ -171,6 +202,9 @@ def main():
                         help="model and input in NHWC (torch.channels_last)")
     parser.add_argument("--clip-grad-norm", type=float, default=0.0, metavar="X",
                         help="clip the unscaled gradients' total L2 norm to X (default 0: off)")
+    parser.add_argument("--recompute", choices=("none", "blocks"), default="none",
+                        help="blocks: checkpoint each basic block (torch.utils.checkpoint), "
+                             "recomputing its forward in backward (default none)")
     torch_device.add_arguments(parser)
     args = parser.parse_args()
     try:
