@@ -49,9 +49,10 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
-  float lr = 0;           // the rate of the last step
-  std::size_t nodes = 0;  // of the captured step
-  ClipTally clip;         // with --clip-grad-norm
+  float lr = 0;                             // the rate of the last step
+  std::size_t nodes = 0;                    // of the captured step
+  ClipTally clip;                           // with --clip-grad-norm
+  std::vector<std::vector<float>> buffers;  // batch norm's running statistics
   Observed observed;
 };
 
@@ -92,6 +93,8 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
     BOOST_TEST_MESSAGE(model << ": the captured step has " << graph->nodes() << " nodes");
   }
   run.digest = trainer.params_digest();
+  for (const nn::Buffer* buffer : trainer.model().buffers())
+    run.buffers.push_back(buffer->value.to_floats());
   run.optimizer_steps = trainer.precision().optimizer().steps();
   run.lr = trainer.precision().optimizer().current_lr();
   if (options.clip_grad_norm > 0) run.clip = read_clip_tally(trainer.precision().clip_tally());
@@ -204,6 +207,7 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_replay_equal_eager_steps_and_kept_activat
   BOOST_TEST(graph.launches == kSteps - StepGraph::kWarmupSteps);
   BOOST_TEST(graph.digest == eager.digest);
   BOOST_TEST(eager.digest == kept.digest);
+  BOOST_TEST(graph.buffers == kept.buffers, "the running statistics count each batch once");
 }
 
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {

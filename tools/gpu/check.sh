@@ -61,7 +61,8 @@
 #   mem     alloy mem --model resnet18 --batch-size 128: O1-O3 peaks below O0's, the driver's
 #           view of device memory (nvidia-smi, sampled during the run, and alloy's own figures)
 #           at least O0's peak, and --max-batch: every level fits at least
-#           batch 128, and O1-O3 fit at least O0's batch
+#           batch 128, and O1-O3 fit at least O0's batch; at O2 with --recompute blocks,
+#           activations below 0.67x and a lower peak than without
 #   ddp     DDP at world size 1 over NCCL ends with the single process's params_digest bit for
 #           bit, O0 and O2, 1 epoch (docs/cuda.md); two ranks sharing cuda:0 over Gloo hold
 #           bitwise-equal weights (params_digests) and, at the same global batch, train like one
@@ -196,6 +197,7 @@ if ((quick)); then
   epochs=1
   mem_batch=64
   mem_flags=(--model lenet --batch-size "$mem_batch" --steps 2)
+  recompute_mem_flags=(--model resnet18 --batch-size 8 --steps 2 --opt-levels O2)
   max_batch_flags=(--max-batch --max-batch-limit 256)  # a few probes: 64, 128, 256
   acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05
   warmup_steps=10  # of the 50 steps of the run
@@ -205,6 +207,7 @@ else
   epochs=10
   mem_batch=128
   mem_flags=(--model resnet18 --batch-size "$mem_batch")
+  recompute_mem_flags=(--model resnet18 --batch-size "$mem_batch" --opt-levels O2)
   max_batch_flags=(--max-batch)
   acc_goal=0.83 acc_tolerance=0.01 forced_tolerance=0.02 ddp_tolerance=0.015
   warmup_steps=235  # the first epoch
@@ -542,6 +545,7 @@ phase_mem() {
       ">= O0 peak_bytes" SKIP
     record mem "--max-batch per level" "CUDA only (rehearsal on the CPU)" "exit 0" SKIP
   fi
+  mem_recompute
   {
     echo "### mem: alloy mem ${on_device[*]} ${mem_flags[*]}"
     echo
@@ -564,7 +568,39 @@ phase_mem() {
         echo
       fi
     fi
+    echo "### mem: --recompute blocks (ResNet-18 at O2, ${recompute_mem_flags[*]})"
+    echo
+    echo '```'
+    cat "$logs/mem-recompute-blocks.txt"
+    echo '```'
+    echo
   } | section
+}
+
+# Activation recomputation: ResNet-18's blocks at O2 (LeNet has none), with and without
+# --recompute blocks: lower activations and peak, at the cost of one more forward.
+mem_recompute() {
+  local setting status key value
+  local -a mem_flags=("${recompute_mem_flags[@]}")
+  declare -A none blocks
+  for setting in none blocks; do
+    status=0
+    mem "mem-recompute-$setting" --recompute "$setting" || status=$?
+    if [[ -s $logs/mem-recompute-$setting.jsonl ]]; then
+      while IFS='=' read -r key value; do
+        if [[ $setting == none ]]; then none[$key]=$value; else blocks[$key]=$value; fi
+      done < <(python3 "$figures_py" mem "$logs/mem-recompute-$setting.jsonl")
+    fi
+    if ((status != 0)); then
+      record mem "--recompute $setting ran" "exit $status: $(tail -n 1 "$logs/mem-recompute-$setting.err")" \
+        "exit 0" FAIL
+    fi
+  done
+  record mem "--recompute blocks: O2 activations and peak below keeping them" \
+    "activations ${none[activations_mib_O2]:-?} -> ${blocks[activations_mib_O2]:-?} MiB, peak ${none[peak_mib_O2]:-?} -> ${blocks[peak_mib_O2]:-?} MiB, images/s ${none[images_per_second_O2]:-?} -> ${blocks[images_per_second_O2]:-?}" \
+    "activations < 0.67x, peak lower" \
+    "$(judge 'a < 0.67 * b && t > 0' "${blocks[activations_O2]:-}" "${none[activations_O2]:-}" \
+      "$(awk -v a="${blocks[peak_O2]:-0}" -v b="${none[peak_O2]:-0}" 'BEGIN { print (a < b) }')")"
 }
 
 phase_ddp() {

@@ -91,6 +91,9 @@ def mem(path):
     for name, level in levels.items():
         figures[f"peak_{name}"] = level["peak_bytes"]
         figures[f"peak_mib_{name}"] = f"{level['peak_bytes'] / 2**20:.2f}"
+        figures[f"activations_{name}"] = level["activations_bytes"]
+        figures[f"activations_mib_{name}"] = f"{level['activations_bytes'] / 2**20:.2f}"
+        figures[f"images_per_second_{name}"] = f"{level['images_per_second']:.1f}"
         if "driver_used_bytes" in level:  # alloy's own device view (CUDA)
             figures[f"reserved_mib_{name}"] = f"{level['device_reserved_bytes'] / 2**20:.0f}"
             figures[f"driver_mib_{name}"] = f"{level['driver_used_bytes'] / 2**20:.0f}"
