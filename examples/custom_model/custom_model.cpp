@@ -68,6 +68,8 @@ class SkipBlock : public nn::Module {
   }
 
   std::string type_name() const override { return "SkipBlock"; }
+  // A unit of activation recomputation: `--recompute blocks` keeps only its input.
+  bool is_block() const override { return true; }
 
  private:
   nn::Conv2d& conv1_;

@@ -162,6 +162,12 @@ BOOST_AUTO_TEST_CASE(example_trains_checkpoints_and_resumes_on_the_installed_pac
                {"mem", "--model", "tiny_resnet", "--batch-size", "16", "--steps", "1",
                 "--opt-levels", "O2", "--device", "cpu", "--threads", "2", "--json", "-"});
   BOOST_TEST(mem.output.find("\"model\":\"tiny_resnet\"") != std::string::npos);
+  // Its SkipBlock says it is a block: --recompute blocks finds it.
+  const ProcessResult recomputed = run_step(
+      "custom_model mem --recompute blocks", program,
+      {"mem", "--model", "tiny_resnet", "--batch-size", "16", "--steps", "1", "--opt-levels", "O2",
+       "--device", "cpu", "--threads", "2", "--json", "-", "--recompute", "blocks"});
+  BOOST_TEST(recomputed.output.find("\"recompute\":\"blocks\"") != std::string::npos);
   const ProcessResult unknown = run_process(program, {"train", "--model", "vgg"});
   BOOST_TEST(unknown.exit_code == 2);
   BOOST_TEST(unknown.errors.find("tiny_resnet") != std::string::npos);
