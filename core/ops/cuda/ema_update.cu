@@ -1,0 +1,99 @@
+#include <algorithm>
+#include <cmath>
+
+#include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/ema_update.h"
+#include "core/ops/cuda/multi_tensor.h"
+
+namespace alloy::cuda {
+
+namespace {
+
+// Per tensor: the f32 average and the value it follows.
+using List = TensorList<2>;
+constexpr int kAverage = 0, kValue = 1;
+
+// About four elements per thread; tensors larger than kMaxBlocksPerTensor blocks are strided
+// over, so the grid stays within gridDim.x's limit (as the optimizer updates do).
+constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+constexpr std::int64_t kMaxBlocksPerTensor = 1024;
+
+std::int32_t blocks_for(std::int64_t count) {
+  return static_cast<std::int32_t>(
+      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
+}
+
+// a * b + c rounded once. An emulated build compiles this file as C++, where the CUDA headers
+// declare no __fmaf_rn: std::fma is the same correctly rounded operation there.
+__device__ __forceinline__ float fused_multiply_add(float a, float b, float c) {
+#ifdef ALLOY_CUDA_EMULATOR
+  return std::fma(a, b, c);
+#else
+  return __fmaf_rn(a, b, c);
+#endif
+}
+
+// cpu::ema_update's arithmetic: the product rounded on its own (__fmul_rn is never contracted
+// into an fma), then one fused multiply-add.
+template <class V>
+__device__ __forceinline__ void update(float* average, const void* value_data, std::int64_t first,
+                                       std::int64_t stride, std::int64_t count, float decay,
+                                       float one_minus_decay) {
+  const V* value = static_cast<const V*>(value_data);
+  for (std::int64_t i = first; i < count; i += stride)
+    average[i] = fused_multiply_add(decay, average[i], __fmul_rn(one_minus_decay, widen(value[i])));
+}
+
+// Tensor t owns blocks [block_start[t], block_start[t + 1]); skip is read here, at every replay.
+__global__ void ema_kernel(List list, float decay, float one_minus_decay, const float* skip) {
+  if (skip != nullptr && !(*skip == 0.0f)) return;
+  const auto block = static_cast<std::int32_t>(blockIdx.x);
+  int t = 0;
+  while (t + 1 < list.size && list.block_start[t + 1] <= block)
+    ++t;
+  const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
+  const std::int64_t first = std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x;
+  const std::int64_t stride = blocks * blockDim.x;
+  auto* average = static_cast<float*>(list.data[kAverage][t]);
+  const void* value = list.data[kValue][t];
+  // One dtype per block, so the switch costs no divergence.
+  switch (list.dtype[kValue][t]) {
+    case DType::f16:
+      return update<__half>(average, value, first, stride, list.count[t], decay, one_minus_decay);
+    case DType::bf16:
+      return update<__nv_bfloat16>(average, value, first, stride, list.count[t], decay,
+                                   one_minus_decay);
+    default:
+      return update<float>(average, value, first, stride, list.count[t], decay, one_minus_decay);
+  }
+}
+
+}  // namespace
+
+void ema_update(const std::vector<EmaBuffers>& tensors, float decay, const float* skip,
+                cudaStream_t stream) {
+  // Rounded once on the host, as cpu::ema_update does.
+  const float one_minus_decay = 1.0f - decay;
+  for (std::size_t begin = 0; begin < tensors.size(); begin += List::kMaxTensors) {
+    const std::size_t end = std::min(tensors.size(), begin + List::kMaxTensors);
+    List list{};
+    std::int32_t blocks = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      const EmaBuffers& t = tensors[i];
+      const int k = list.size++;
+      list.data[kAverage][k] = t.average;
+      // The kernel only reads the value; the list's slots are untyped.
+      list.data[kValue][k] = const_cast<void*>(t.value);
+      list.dtype[kAverage][k] = DType::f32;
+      list.dtype[kValue][k] = t.value_dtype;
+      list.count[k] = t.count;
+      list.block_start[k] = blocks;
+      blocks += blocks_for(t.count);
+    }
+    list.block_start[list.size] = blocks;
+    ALLOY_LAUNCH(ema_kernel, blocks, kThreads, 0, stream)(list, decay, one_minus_decay, skip);
+    ALLOY_CUDA_CHECK_LAUNCH("ema_kernel on ", list.size, " tensors (", blocks, " blocks)");
+  }
+}
+
+}  // namespace alloy::cuda

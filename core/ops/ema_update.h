@@ -1,0 +1,58 @@
+// The exponential moving average of weights (timm's ModelEmaV2, torch.optim.swa_utils with an
+// EMA averaging function) as one fused pass over a list of tensors: on CUDA one multi-tensor
+// launch per 64 tensors, on the CPU one fork over the thread pool.
+//
+// Arithmetic, the same bits on the CPU and on CUDA and at any CPU thread count: with
+// one_minus_decay = 1.0f - decay rounded once on the host in float, and v the value widened to
+// float (exact from f16 and bf16), each element becomes
+//   average = fma(decay, average, fl(one_minus_decay * v))
+// the product rounded on its own, then one fused multiply-add (one rounding). The CPU calls
+// std::fma, a single vfmadd instruction (vectorized) under -march=native on a CPU with FMA,
+// otherwise glibc's fmaf, which is correctly rounded too (the same bits, one call an element);
+// -std=c++17 (not gnu++17) keeps GCC from contracting the product into it. CUDA calls
+// __fmul_rn (never contracted) and __fmaf_rn. Elements are independent, so how the work is
+// split changes nothing. decay 0 gives the value itself for a finite average (a zero's sign
+// aside).
+//
+// decay is a kernel argument: a captured CUDA graph replays the value it was captured with, so
+// a caller whose decay changes with the step (timm's warm-up) needs a new capture for it. skip,
+// like the optimizers' found_inf (core/ops/optimizer_update.h), is read where it lives, so
+// a step the loss scaler skipped leaves the average alone without the host waiting.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace alloy {
+
+// One averaged tensor and the tensor it follows: average is f32; value is f32, f16 or bf16 with
+// the average's shape and device.
+struct EmaTensors {
+  Tensor* average;
+  const Tensor* value;
+};
+
+// For each pair, element by element in fp32:  average = decay * average + (1 - decay) * value
+// (value widened exactly from half), rounded as above. decay: in [0, 1). skip: f32 [1] on the
+// device, or undefined; when defined and nonzero (NaN included) nothing changes (a step the loss
+// scaler skipped). An empty list changes nothing. All tensors on one device. Throws
+// alloy::Error naming the problem for a non-f32 average, mismatched shapes or devices,
+// non-floating values, decay outside [0, 1).
+void ema_update(const std::vector<EmaTensors>& tensors, float decay, const Tensor& skip = {});
+
+// One pair as raw storage: what the CPU and CUDA kernels take.
+struct EmaBuffers {
+  float* average;
+  const void* value;
+  DType value_dtype;
+  std::int64_t count;
+};
+
+namespace cpu {
+// Every tensor has count > 0; decay in [0, 1).
+void ema_update(const std::vector<EmaBuffers>& tensors, float decay);
+}  // namespace cpu
+
+}  // namespace alloy
