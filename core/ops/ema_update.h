@@ -6,13 +6,16 @@
 // one_minus_decay = 1.0f - decay rounded once on the host in float, and v the value widened to
 // float (exact from f16 and bf16), each element becomes
 //   average = fma(decay, average, fl(one_minus_decay * v))
-// the product rounded on its own, then one fused multiply-add (one rounding). The CPU calls
-// std::fma, a single vfmadd instruction (vectorized) under -march=native on a CPU with FMA,
-// otherwise glibc's fmaf, which is correctly rounded too (the same bits, one call an element);
-// -std=c++17 (not gnu++17) keeps GCC from contracting the product into it. CUDA calls
-// __fmul_rn (never contracted) and __fmaf_rn. Elements are independent, so how the work is
-// split changes nothing. decay 0 gives the value itself for a finite average (a zero's sign
-// aside).
+// the product rounded on its own, then one fused multiply-add (one rounding). Both sides spell the
+// fma out rather than leave a * b + c to the compilers, whose contraction (GCC's default
+// -ffp-contract=fast for C++, nvcc's --fmad) may fuse either product. The CPU calls std::fma: a
+// call, so no contraction fuses the product into it; under -march=native (ALLOY_NATIVE, the
+// default) on a CPU with FMA it is a vfmadd instruction in the vectorized loop. A build without
+// -mfma (ALLOY_NATIVE=OFF) would call libm's fmaf per element, several times slower, so it picks an
+// AVX2+FMA copy of the loop at run time where the CPU has one; fma rounds once in every form, so
+// neither choice changes a bit. CUDA calls __fmul_rn (never contracted) and __fmaf_rn. Elements are
+// independent, so how the work is split changes nothing. decay 0 gives the value itself for a
+// finite average (a zero's sign aside).
 //
 // decay is a kernel argument: a captured CUDA graph replays the value it was captured with, so
 // a caller whose decay changes with the step (timm's warm-up) needs a new capture for it. skip,

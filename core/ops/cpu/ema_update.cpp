@@ -8,6 +8,40 @@
 
 namespace alloy::cpu {
 
+namespace {
+
+// The documented arithmetic over one block (a and v may be the same memory).
+[[gnu::always_inline]] inline void update_block(float* a, const float* v, std::int64_t count,
+                                                float decay, float one_minus_decay) {
+  for (std::int64_t i = 0; i < count; ++i)
+    a[i] = std::fma(decay, a[i], one_minus_decay * v[i]);
+}
+
+#if defined(__x86_64__) && !defined(__FMA__)
+// Compiled without FMA (ALLOY_NATIVE=OFF), std::fma is a call into libm per element, several
+// times slower; this copy of the loop has the instruction and runs where the CPU has it. fma
+// rounds once in either form, so the choice changes no bits, only the speed.
+__attribute__((target("avx2,fma"))) void update_block_fma(float* a, const float* v,
+                                                          std::int64_t count, float decay,
+                                                          float one_minus_decay) {
+  update_block(a, v, count, decay, one_minus_decay);
+}
+
+bool cpu_has_fma() {
+  static const bool supported = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return supported;
+}
+#endif
+
+void update(float* a, const float* v, std::int64_t count, float decay, float one_minus_decay) {
+#if defined(__x86_64__) && !defined(__FMA__)
+  if (cpu_has_fma()) return update_block_fma(a, v, count, decay, one_minus_decay);
+#endif
+  update_block(a, v, count, decay, one_minus_decay);
+}
+
+}  // namespace
+
 // The elements of all tensors form one range split over the thread pool: one fork per call
 // however many tensors there are. Half values are widened a block at a time into stack scratch.
 void ema_update(const std::vector<EmaBuffers>& tensors, float decay) {
@@ -28,9 +62,7 @@ void ema_update(const std::vector<EmaBuffers>& tensors, float decay) {
         const std::int64_t count = std::min(kElementBlock, last - offset);
         const float* v =
             load_floats(tensor.value, tensor.value_dtype, offset, count, scratch.data());
-        float* a = tensor.average + offset;
-        for (std::int64_t i = 0; i < count; ++i)
-          a[i] = std::fma(decay, a[i], one_minus_decay * v[i]);
+        update(tensor.average + offset, v, count, decay, one_minus_decay);
       }
     }
   });

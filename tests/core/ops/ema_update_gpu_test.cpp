@@ -136,7 +136,7 @@ BOOST_AUTO_TEST_CASE(a_captured_call_replays_like_eager_calls) {
   }
   check_same_bits(twin.gpu_average, eager, "two replays against two eager calls");
   check_same_bits(twin.gpu_average, twin.cpu_average, "two replays against the cpu");
-  const std::vector<Tensor> replayed = clones(twin.cpu_average);
+  const std::vector<Tensor> replayed = clones(twin.gpu_average);
   skip.copy_from(Tensor::from_floats({1}, {std::numeric_limits<float>::quiet_NaN()}));
   graph->replay();
   check_same_bits(twin.gpu_average, replayed, "a replay with skip NaN");
