@@ -5,6 +5,8 @@
 #include "amp/ops/master_copy.h"
 #include "amp/ops/unscale.h"
 #include "core/ops/clip_grad_norm.h"
+#include "core/ops/elementwise.h"
+#include "core/ops/ema_update.h"
 
 namespace alloy::amp {
 
@@ -12,6 +14,7 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
                                const optim::OptimizerConfig& optimizer_config)
     : properties_(properties),
       model_params_(model.parameters()),
+      buffers_(model.buffers()),
       scaler_(properties.loss_scale,
               model_params_.empty() ? Device::cpu() : model_params_.front()->value.device()) {
   ALLOY_CHECK(!model_params_.empty(), "amp: the model has no parameters");
@@ -94,6 +97,15 @@ void MixedPrecision::step() {
   // skipped step leaves both as they were, equal. Without clipping the coefficient is undefined
   // and the update is as before.
   optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor(), clip_coefficient_);
+  if (ema_decay_ > 0.0f) {
+    std::vector<EmaTensors> pairs;
+    pairs.reserve(ema_parameters_.size() + ema_buffers_.size());
+    for (std::size_t i = 0; i < ema_parameters_.size(); ++i)
+      pairs.push_back({&ema_parameters_[i], &canonical_[i]->value});
+    for (std::size_t i = 0; i < ema_buffers_.size(); ++i)
+      pairs.push_back({&ema_buffers_[i], &buffers_[i]->value});
+    ema_update(pairs, ema_decay_, scaler_.dynamic() ? state.found_inf : Tensor());
+  }
   for (const auto& master : masters_)
     master->grad = Tensor();
 }
@@ -112,6 +124,54 @@ void MixedPrecision::set_clip_grad_norm(float max_norm) {
   clip_norm_ = Tensor::zeros({1}, DType::f32, device, MemoryCategory::workspace);
   clip_coefficient_ = Tensor::zeros({1}, DType::f32, device, MemoryCategory::workspace);
   clip_tally_ = make_clip_tally(device);
+}
+
+void MixedPrecision::set_ema_decay(float decay) {
+  if (!(decay >= 0.0f && decay < 1.0f)) {
+    usage_fail("amp: ema_decay must be in [0, 1), got ", decay);
+  }
+  const bool was_on = ema_decay_ > 0.0f;
+  ema_decay_ = decay;
+  if (decay == 0.0f) {
+    ema_parameters_.clear();
+    ema_buffers_.clear();
+    ema_names_.clear();
+    return;
+  }
+  if (was_on) return;  // a new decay for the same averages
+  ema_names_.clear();
+  for (const nn::Parameter* p : canonical_)
+    ema_names_.push_back("ema." + p->name);
+  for (const nn::Buffer* b : buffers_)
+    ema_names_.push_back("ema." + b->name);
+  reset_ema();
+}
+
+void MixedPrecision::reset_ema() {
+  if (ema_decay_ == 0.0f) return;
+  // Allocated once, then overwritten in place: a captured step keeps their addresses.
+  const auto reset = [](std::vector<Tensor>& averages, std::size_t i, const Tensor& value) {
+    if (averages.size() == i) {
+      averages.push_back(Tensor::empty(value.shape(), DType::f32, value.device(),
+                                       MemoryCategory::optimizer_state));
+    }
+    averages[i].copy_from(value.dtype() == DType::f32
+                              ? value
+                              : cast(value, DType::f32, MemoryCategory::workspace));
+  };
+  for (std::size_t i = 0; i < canonical_.size(); ++i)
+    reset(ema_parameters_, i, canonical_[i]->value);
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    reset(ema_buffers_, i, buffers_[i]->value);
+}
+
+std::vector<optim::StateTensor> MixedPrecision::ema_state() {
+  std::vector<optim::StateTensor> state;
+  for (std::size_t i = 0; i < ema_parameters_.size(); ++i)
+    state.push_back({ema_names_[i], &ema_parameters_[i]});
+  for (std::size_t i = 0; i < ema_buffers_.size(); ++i)
+    state.push_back({ema_names_[ema_parameters_.size() + i], &ema_buffers_[i]});
+  return state;
 }
 
 std::vector<nn::Parameter*> MixedPrecision::canonical_parameters() {

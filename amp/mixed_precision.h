@@ -55,6 +55,26 @@ class MixedPrecision {
   const Tensor& clip_coefficient() const { return clip_coefficient_; }
   Tensor& clip_tally() { return clip_tally_; }
 
+  // An exponential moving average of the weights (--ema-decay; timm's ModelEmaV2): fp32
+  // averages of every canonical parameter and every buffer of the model (batch norm's running
+  // statistics, so that the averaged model evaluates without another pass), starting from their
+  // values now; after each step the optimizer applies, on the device and in the same stream,
+  // average = decay * average + (1 - decay) * weight (core/ops/ema_update.h). A step the
+  // dynamic scaler skips skips the average too (the weights did not change). decay in [0, 1)
+  // (UsageError otherwise); 0 (the default) turns it off and frees the averages. Call it
+  // outside a CUDA-graph capture: it allocates.
+  void set_ema_decay(float decay);
+  float ema_decay() const { return ema_decay_; }
+  // The averages restart from the weights as they are now (after a resume from a checkpoint
+  // without averages, or rank 0's weights arriving in a data-parallel run).
+  void reset_ema();
+  // The averages, in the order of canonical_parameters() and of the model's buffers(); empty
+  // when off.
+  const std::vector<Tensor>& ema_parameters() const { return ema_parameters_; }
+  const std::vector<Tensor>& ema_buffers() const { return ema_buffers_; }
+  // The averages as named state for checkpoints: "ema.<parameter or buffer name>".
+  std::vector<optim::StateTensor> ema_state();
+
   // The weights training really updates, in canonical (registration) order: the fp32 masters
   // where the level keeps them, the model's own parameters otherwise. Checkpoints and the
   // params digest use these.
@@ -68,6 +88,7 @@ class MixedPrecision {
  private:
   AmpProperties properties_;
   std::vector<nn::Parameter*> model_params_;
+  std::vector<nn::Buffer*> buffers_;  // the model's, whose values the averages follow too
   // One per model parameter that has a half value and master weights on; empty otherwise.
   std::vector<std::unique_ptr<nn::Parameter>> masters_;
   std::vector<nn::Parameter*> canonical_;
@@ -85,6 +106,11 @@ class MixedPrecision {
   Tensor clip_norm_;
   Tensor clip_coefficient_;
   Tensor clip_tally_;
+  // Weight averaging; decay 0: off, and the lists empty.
+  float ema_decay_ = 0.0f;
+  std::vector<Tensor> ema_parameters_;
+  std::vector<Tensor> ema_buffers_;
+  std::vector<std::string> ema_names_;  // parameters', then buffers'
 };
 
 }  // namespace alloy::amp

@@ -93,14 +93,22 @@ int run_eval(const std::vector<std::string>& args) {
   state = {};  // the weights are in the model now
   const data::Dataset& test = trainer.data().test;
   const double accuracy = trainer.evaluate(test);
+  // A checkpoint of a run with --ema-decay holds weight averages: their accuracy too.
+  const bool ema = trainer.precision().ema_decay() > 0.0f;
+  const double ema_accuracy = ema ? trainer.evaluate_ema(test) : 0.0;
   const std::string digest = trainer.params_digest();
   const char* level = amp::opt_level_name(trainer.precision().properties().level);
 
   char figure[32];
   std::snprintf(figure, sizeof figure, "%.4f", accuracy);
   human << path << ": " << train.model << " " << level << ", epoch " << trainer.epochs_done()
-        << ", step " << trainer.steps() << ": test_acc " << figure << " on " << test.size() << " "
-        << test.name << " examples, params_digest " << digest << std::endl;
+        << ", step " << trainer.steps() << ": test_acc " << figure;
+  if (ema) {
+    std::snprintf(figure, sizeof figure, "%.4f", ema_accuracy);
+    human << ", test_acc_ema " << figure;
+  }
+  human << " on " << test.size() << " " << test.name << " examples, params_digest " << digest
+        << std::endl;
   if (log) {
     JsonObject event;
     event.add("event", "eval")
@@ -114,6 +122,7 @@ int run_eval(const std::vector<std::string>& args) {
         .add("test_examples", test.size())
         .add("test_acc", accuracy)
         .add("params_digest", digest);
+    if (ema) event.add("test_acc_ema", ema_accuracy);
     log->write(event);
   }
   return kExitSuccess;

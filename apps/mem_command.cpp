@@ -40,6 +40,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.accumulation_steps = options.accumulation_steps;
   config.clip_grad_norm = static_cast<float>(options.clip_grad_norm);
   config.recompute = options.recompute;
+  config.ema_decay = static_cast<float>(options.ema_decay);
   config.seed = options.seed;
   config.device = device.device;
   config.optimizer = mem_optimizer_config(options.optimizer);
@@ -50,6 +51,7 @@ int run_mem(const std::vector<std::string>& args) {
   header.accumulation_steps = options.accumulation_steps;
   header.clip_grad_norm = options.clip_grad_norm;
   header.recompute = options.recompute;
+  header.ema_decay = options.ema_decay;
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;

@@ -100,6 +100,9 @@ po::options_description mem_options(MemOptions& o) {
     ("clip-grad-norm", value(&o.clip_grad_norm)->default_value(0, "0")->value_name("X"),
      "clip the unscaled gradients' total norm to X in each step, as 'alloy train "
      "--clip-grad-norm X' does (0: off)")
+    ("ema-decay", value(&o.ema_decay)->default_value(0, "0")->value_name("D"),
+     "keep weight averages, updated after each step, as 'alloy train --ema-decay D' does "
+     "(0: off)")
     ("recompute", value(&o.recompute)->default_value("none")->value_name("none|blocks"),
      "blocks: run each block's forward again in backward instead of keeping its activations, "
      "as 'alloy train --recompute blocks' does")
@@ -255,6 +258,7 @@ std::string header_line(const ReportHeader& h) {
   }
   if (h.clip_grad_norm > 0) out << ", clip_grad_norm " << h.clip_grad_norm;
   if (h.recompute != "none") out << ", recompute " << h.recompute;
+  if (h.ema_decay > 0) out << ", ema_decay " << h.ema_decay;
   out << ", " << h.device << ", " << h.steps << (h.steps == 1 ? " step" : " steps")
       << " per level, " << h.optimizer;
   return out.str();
@@ -283,6 +287,9 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   }
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   check_recompute_choice(o.recompute);
+  if (!(o.ema_decay >= 0 && o.ema_decay < 1 && static_cast<float>(o.ema_decay) < 1.0f)) {
+    usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
+  }
   if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
     Generator generator(0);
     apply_recompute(*models::make_model(o.model, generator, 10), o.model, o.recompute);
@@ -391,6 +398,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       report.parameter_count += p->value.numel();
     amp::MixedPrecision precision(properties, *model, config.optimizer);
     precision.set_clip_grad_norm(config.clip_grad_norm);
+    precision.set_ema_decay(config.ema_decay);
     const data::Dataset batch = data::make_synthetic_dataset(
         config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch");
     const Tensor images = to_device(batch.images, config.device);
@@ -589,6 +597,7 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
     object.add("micro_batch_size", header.batch_size / header.accumulation_steps);
     if (header.clip_grad_norm > 0) object.add("clip_grad_norm", header.clip_grad_norm);
     object.add("recompute", header.recompute);
+    if (header.ema_decay > 0) object.add("ema_decay", header.ema_decay);
     object.add("device", header.device);
     object.add("half_dtype", dtype_name(r.properties.half_dtype));
     object.add("model_dtype", dtype_name(r.properties.model_dtype));

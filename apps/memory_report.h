@@ -37,6 +37,7 @@ struct MemOptions {
   std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
   double clip_grad_norm = 0;            // 0: no clipping (amp/mixed_precision.h)
   std::string recompute = "none";       // none | blocks (apps/recompute.h)
+  double ema_decay = 0;                 // 0: no weight averages (amp/mixed_precision.h)
   int threads = 0;                      // 0: every core this process may use
   std::int64_t seed = 1;
   std::string optimizer = "sgd";  // sgd (momentum 0.9) | adamw
@@ -64,6 +65,7 @@ struct MeasureConfig {
   std::int64_t accumulation_steps = 1;
   float clip_grad_norm = 0;        // > 0: the step clips the gradient norm, as --clip-grad-norm
   std::string recompute = "none";  // activation recomputation, as --recompute
+  float ema_decay = 0;             // > 0: the step updates weight averages, as --ema-decay
   std::int64_t seed = 1;
   Device device = Device::cpu();
   optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
@@ -136,6 +138,7 @@ struct ReportHeader {
   std::int64_t accumulation_steps = 1;  // batch_size / accumulation_steps rows per micro-batch
   double clip_grad_norm = 0;
   std::string recompute = "none";
+  double ema_decay = 0;
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

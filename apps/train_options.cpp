@@ -137,6 +137,10 @@ void validate(TrainOptions& o, const po::variables_map& values) {
       usage_fail("--min-lr needs a decaying --lr-schedule (linear or cosine), not constant");
     }
   }
+  if (!(o.ema_decay >= 0.0 && o.ema_decay < 1.0 &&
+        static_cast<float>(o.ema_decay) < 1.0f)) {  // 1 - 1e-9 rounds to 1 in a float
+    usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
+  }
   check_finite("--clip-grad-norm", o.clip_grad_norm);
   check_at_least("--clip-grad-norm", o.clip_grad_norm, 0.0);
   // The limit is applied in f32: one so large it rounds to inf would not clip, but no longer be
@@ -258,6 +262,9 @@ po::options_description train_options_description(TrainOptions& o) {
       value(&o.clip_grad_norm)->default_value(o.clip_grad_norm, "0")->value_name("X"),
       "scale the unscaled gradients down so their total L2 norm is at most X, as "
       "torch.nn.utils.clip_grad_norm_ after the loss scaler's unscale (0: off)")(
+      "ema-decay", value(&o.ema_decay)->default_value(o.ema_decay, "0")->value_name("D"),
+      "keep an exponential moving average of the weights, average = D * average + (1 - D) * "
+      "weights after each step, and report its test accuracy too (0: off; D in [0, 1))")(
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),

@@ -36,6 +36,8 @@ struct TrainOptions {
   // Gradient-norm clipping of the unscaled gradients (amp::MixedPrecision::set_clip_grad_norm);
   // 0: off.
   double clip_grad_norm = 0.0;
+  // Weight averaging (amp::MixedPrecision::set_ema_decay); 0: off.
+  double ema_decay = 0.0;
   std::int64_t epochs = 10;
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps

@@ -51,6 +51,7 @@ void TrainReport::start(Trainer& trainer) {
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
   human_ << " weight_decay " << o.weight_decay;
   if (o.clip_grad_norm > 0) human_ << " clip_grad_norm " << o.clip_grad_norm;
+  if (o.ema_decay > 0) human_ << " ema_decay " << o.ema_decay;
   human_ << " | batch " << o.batch_size;
   if (o.accumulation_steps > 1) {
     // How a step's batch is split: "batch 256 (4 x 64)", "(2 ranks x 4 x 32)" in a DDP run.
@@ -90,6 +91,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
   if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
+  if (o.ema_decay > 0) event.add("ema_decay", o.ema_decay);
   log_->write(event);
 }
 
@@ -111,7 +113,9 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
   progress_.reset();  // clears the bar before the epoch's line
   total_seconds_ += s.epoch_seconds;
   human_ << "epoch " << s.epoch << "/" << options_.epochs << format("  loss %.4f", s.train_loss)
-         << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc)
+         << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc);
+  if (s.ema) human_ << format("  test_acc_ema %.4f", s.test_acc_ema);
+  human_
          << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
          << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps;
   if (scheduled()) human_ << format("  lr %.6g", s.lr);
@@ -136,13 +140,18 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("host_waits", counter(s.round_trips.host_waits))
       .add("device_allocations", counter(s.round_trips.device_allocations));
   if (s.clipping) event.add("grad_norm", s.grad_norm).add("clipped_steps", s.clipped_steps);
+  if (s.ema) event.add("test_acc_ema", s.test_acc_ema);
   log_->write(event);
 }
 
 void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests) {
   const std::string digest = digests.empty() ? trainer.params_digest() : digests.front();
   human_ << "done: " << trainer.epochs_done() << " epochs, " << trainer.steps() << " steps"
-         << format(", test_acc %.4f", trainer.last_test_acc()) << ", params_digest " << digest
+         << format(", test_acc %.4f", trainer.last_test_acc());
+  if (trainer.options().ema_decay > 0) {
+    human_ << format(", test_acc_ema %.4f", trainer.last_test_acc_ema());
+  }
+  human_ << ", params_digest " << digest
          << format(", %.1f s training", total_seconds_) << std::endl;
   if (!log_) return;
   JsonObject event;
@@ -151,6 +160,7 @@ void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests)
       .add("step", trainer.steps())
       .add("test_acc", trainer.last_test_acc())
       .add("params_digest", digest);
+  if (trainer.options().ema_decay > 0) event.add("test_acc_ema", trainer.last_test_acc_ema());
   if (trainer.data_parallel()) {
     event.add("world_size", static_cast<std::int64_t>(digests.size()))
         .add("params_digests", digests);

@@ -70,6 +70,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
   policy.half_dtype = options_.precision.half_dtype;
   nn::set_cast_policy(policy);
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
+  precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
 }
 
 void Trainer::run(TrainObserver& observer) {
@@ -229,6 +230,11 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   }
   progress_ = EpochProgress{};  // the sums are in stats; the next epoch starts from zero
   stats.test_acc = evaluate(data_.test);
+  if (precision_->ema_decay() > 0.0f) {
+    stats.ema = true;
+    stats.test_acc_ema = evaluate_ema(data_.test);
+    last_test_acc_ema_ = stats.test_acc_ema;
+  }
   const amp::ScalerSnapshot scaler = precision_->scaler().snapshot();
   stats.loss_scale = scaler.scale;
   stats.skipped_steps = scaler.skipped_steps;
@@ -293,6 +299,44 @@ double Trainer::evaluate(const data::Dataset& dataset) {
   return static_cast<double>(correct) / static_cast<double>(dataset.size());
 }
 
+double Trainer::evaluate_ema(const data::Dataset& dataset) {
+  ALLOY_CHECK(precision_->ema_decay() > 0.0f, "evaluate_ema: the run keeps no weight averages");
+  // Copies in place, never new storage: a captured training step keeps the weights' addresses.
+  std::vector<Tensor*> targets;
+  std::vector<const Tensor*> averages;
+  const std::vector<nn::Parameter*> params = model_->parameters();  // the canonical order
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    targets.push_back(&params[i]->value);
+    averages.push_back(&precision_->ema_parameters()[i]);
+  }
+  const std::vector<nn::Buffer*> buffers = model_->buffers();
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    targets.push_back(&buffers[i]->value);
+    averages.push_back(&precision_->ema_buffers()[i]);
+  }
+  std::vector<Tensor> trained;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    trained.push_back(targets[i]->clone(MemoryCategory::workspace));
+    // Rounded once into the model's dtype, as the masters are at O2.
+    targets[i]->copy_from(targets[i]->dtype() == DType::f32
+                              ? *averages[i]
+                              : cast(*averages[i], targets[i]->dtype(), MemoryCategory::workspace));
+  }
+  const auto restore = [&] {
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      targets[i]->copy_from(trained[i]);
+  };
+  double accuracy = 0.0;
+  try {
+    accuracy = evaluate(dataset);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  return accuracy;
+}
+
 std::string Trainer::params_digest() {
   return alloy::params_digest(precision_->canonical_parameters());
 }
@@ -309,6 +353,7 @@ void Trainer::join_data_parallel(parallel::ProcessGroup& group,
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
   ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
+  precision_->reset_ema();  // from rank 0's weights, which every rank now holds
   // A global batch that does not divide evenly among the ranks, or a rank's share among the
   // micro-batches, fails here.
   micro_batch_size(options_.batch_size, world_size(), options_.accumulation_steps);

@@ -46,6 +46,9 @@ struct EpochStats {
   bool clipping = false;
   double grad_norm = 0;
   std::int64_t clipped_steps = 0;
+  // With --ema-decay (ema true): the test accuracy of the averaged weights.
+  bool ema = false;
+  double test_acc_ema = 0;
   // Host round trips of the epoch's training steps (core/round_trips.h), summed over
   // Trainer::last_step_round_trips(); evaluation and checkpoints are not counted.
   RoundTrips round_trips;
@@ -91,6 +94,9 @@ class Trainer {
 
   // Fraction of `dataset` classified correctly, in evaluation mode.
   double evaluate(const data::Dataset& dataset);
+  // The accuracy of the weight averages (--ema-decay): they stand in for the model's weights
+  // and buffers during the evaluation, which then get their own values back.
+  double evaluate_ema(const data::Dataset& dataset);
 
   // Whether the training step is captured as a CUDA graph after warm-up (--cuda-graph;
   // apps/step_graph.h). Decided on the first call, once data parallelism is settled: a
@@ -106,6 +112,7 @@ class Trainer {
   std::int64_t steps() const { return steps_; }
   std::int64_t epochs_done() const { return epochs_done_; }
   double last_test_acc() const { return last_test_acc_; }
+  double last_test_acc_ema() const { return last_test_acc_ema_; }
   const data::DatasetPair& data() const { return data_; }
   Device device() const { return device_; }
   nn::Module& model() { return *model_; }
@@ -174,6 +181,7 @@ class Trainer {
   std::int64_t steps_ = 0;
   std::int64_t epochs_done_ = 0;
   double last_test_acc_ = 0;
+  double last_test_acc_ema_ = 0;
   // Batches and images on the host; loss_sum and correct are in tally_ during an epoch.
   EpochProgress progress_;
   Tensor tally_;                 // core/ops/step_tally.h, on the training device; one per trainer

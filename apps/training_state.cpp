@@ -54,6 +54,7 @@ constexpr const char* kAccumulationSteps = "accumulation_steps";
 // (without it) resume with clipping off.
 constexpr const char* kClipGradNorm = "clip_grad_norm";
 constexpr const char* kRecompute = "recompute";
+constexpr const char* kEmaDecay = "ema_decay";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -273,6 +274,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
   state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
   state.extra[kRecompute] = o.recompute;
+  state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   return state;
 }
 
@@ -312,6 +314,9 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   optim::Optimizer& optimizer = precision.optimizer();
   state.optimizer.steps = optimizer.steps();
   for (const optim::StateTensor& tensor : optimizer.state()) {
+    state.optimizer_state.push_back(save_tensor(tensor.name, *tensor.value));
+  }
+  for (const optim::StateTensor& tensor : precision.ema_state()) {
     state.optimizer_state.push_back(save_tensor(tensor.name, *tensor.value));
   }
   for (const nn::Parameter* p : precision.canonical_parameters()) {
@@ -429,6 +434,8 @@ StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
   }
   for (const optim::StateTensor& tensor : optimizer.state())
     add(Role::optimizer_state, tensor.name, *tensor.value);
+  for (const optim::StateTensor& tensor : precision.ema_state())
+    add(Role::optimizer_state, tensor.name, *tensor.value);
   for (const nn::Parameter* p : precision.canonical_parameters())
     add(Role::parameter, p->name, p->value);
   for (const nn::Buffer* b : trainer.model().buffers())
@@ -490,9 +497,36 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     load_tensor(*saved, *tensor.value, path);
     used.push_back(tensor.name);
   }
-  if (used.size() < state.optimizer_state.size() && warn) {
-    warn("checkpoint " + path + " holds " +
-         std::to_string(state.optimizer_state.size() - used.size()) +
+  // The weight averages travel with the optimizer state, named "ema.<name>".
+  const std::size_t saved_averages = static_cast<std::size_t>(
+      std::count_if(state.optimizer_state.begin(), state.optimizer_state.end(),
+                    [](const ckpt::NamedTensor& t) { return t.name.rfind("ema.", 0) == 0; }));
+  std::size_t averages_used = 0;
+  if (precision.ema_decay() > 0.0f) {
+    if (saved_averages == 0) {
+      // Started now, from the weights just restored.
+      precision.reset_ema();
+      if (warn) {
+        warn("checkpoint " + path +
+             " holds no weight averages (saved without --ema-decay); they start from its weights");
+      }
+    } else {
+      for (const optim::StateTensor& tensor : precision.ema_state()) {
+        const ckpt::NamedTensor* saved = ckpt::find_tensor(state.optimizer_state, tensor.name);
+        ALLOY_CHECK(saved != nullptr, "checkpoint ", path, " holds weight averages but not ",
+                    tensor.name);
+        load_tensor(*saved, *tensor.value, path);
+        ++averages_used;
+      }
+    }
+  }
+  if (saved_averages > averages_used && warn) {
+    warn("checkpoint " + path + " holds weight averages (--ema-decay) this run does not keep; "
+         "they are dropped");
+  }
+  const std::size_t optimizer_saved = state.optimizer_state.size() - saved_averages;
+  if (used.size() < optimizer_saved && warn) {
+    warn("checkpoint " + path + " holds " + std::to_string(optimizer_saved - used.size()) +
          " optimizer state tensors this run's optimizer does not use; they are dropped");
   }
   optimizer.set_steps(state.optimizer.steps);
@@ -588,6 +622,11 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);
   if (!o.was_given("clip-grad-norm")) {
     o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
+  }
+  if (!o.was_given("ema-decay")) {
+    o.ema_decay = extra_double(state, kEmaDecay, o.resume, 0.0);
+    ALLOY_CHECK(o.ema_decay >= 0.0 && o.ema_decay < 1.0, "checkpoint ", o.resume,
+                ": corrupt field ", kEmaDecay, " '", o.ema_decay, "'");
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");

@@ -1,5 +1,6 @@
 // The amp step end to end on small models: each opt level's dtypes, O1's cast decisions, O2's
-// master/model consistency after a step, and skipped steps leaving every weight untouched.
+// master/model consistency after a step, skipped steps leaving every weight untouched, clipping,
+// and the weight averages (--ema-decay) following each applied step.
 #include "amp/mixed_precision.h"
 
 #include <algorithm>
@@ -162,6 +163,14 @@ std::vector<std::vector<double>> weight_change(const std::vector<std::vector<dou
 
 float read_scalar(const Tensor& scalar) {
   return scalar.to_floats()[0];
+}
+
+// The weight averages' contract (core/ops/ema_update.h), on the host: one step of
+// average = fma(decay, average, (1 - decay) * value), the product rounded on its own.
+void average_on_host(std::vector<float>& average, const std::vector<float>& value, float decay) {
+  const float rest = 1.0f - decay;
+  for (std::size_t i = 0; i < average.size(); ++i)
+    average[i] = std::fma(decay, average[i], rest * value[i]);
 }
 
 }  // namespace
@@ -585,6 +594,91 @@ BOOST_AUTO_TEST_CASE(clipping_off_and_bad_limits) {
        {-1.0f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
     BOOST_CHECK_THROW(f.precision->set_clip_grad_norm(bad), UsageError);
   }
+}
+
+BOOST_AUTO_TEST_CASE(weight_averages_follow_each_applied_step_at_every_level) {
+  constexpr float kDecay = 0.75f;
+  for (const OptLevel level : {OptLevel::O0, OptLevel::O1, OptLevel::O2, OptLevel::O3}) {
+    BOOST_TEST_CONTEXT(opt_level_name(level)) {
+      Fixture f(level);
+      f.precision->set_ema_decay(kDecay);
+      const auto canonical = f.precision->canonical_parameters();
+      std::vector<std::vector<float>> expected;
+      for (nn::Parameter* p : canonical)
+        expected.push_back(values(p->value));  // they start at the weights
+      for (std::uint64_t step = 0; step < 3; ++step) {
+        f.forward_backward(40 + step);
+        f.step();
+        for (std::size_t i = 0; i < canonical.size(); ++i)
+          average_on_host(expected[i], values(canonical[i]->value), kDecay);
+      }
+      const std::vector<Tensor>& averages = f.precision->ema_parameters();
+      BOOST_TEST_REQUIRE(averages.size() == canonical.size());
+      for (std::size_t i = 0; i < canonical.size(); ++i) {
+        BOOST_TEST((averages[i].dtype() == DType::f32), canonical[i]->name);
+        BOOST_TEST(values(averages[i]) == expected[i], canonical[i]->name);
+        // Three steps moved the weights: the average is neither the start nor the weights.
+        BOOST_TEST(values(averages[i]) != values(canonical[i]->value), canonical[i]->name);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_skipped_step_leaves_the_weight_averages) {
+  Fixture f(OptLevel::O2);
+  f.precision->set_ema_decay(0.5f);
+  f.forward_backward(50);
+  f.step();
+  std::vector<std::vector<float>> before;
+  for (const Tensor& average : f.precision->ema_parameters())
+    before.push_back(values(average));
+  f.forward_backward(51);
+  const std::uint16_t inf_bits = 0x7c00;
+  std::memcpy(f.model->parameters()[0]->grad.raw(), &inf_bits, sizeof inf_bits);
+  f.precision->step();
+  BOOST_TEST(f.precision->scaler().snapshot().skipped_steps == 1);
+  for (std::size_t i = 0; i < before.size(); ++i)
+    BOOST_TEST(values(f.precision->ema_parameters()[i]) == before[i]);
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_statistics_are_averaged_too) {
+  Fixture f(OptLevel::O0, {}, "resnet18");
+  constexpr float kDecay = 0.5f;
+  f.precision->set_ema_decay(kDecay);
+  const auto buffers = f.model->buffers();
+  std::vector<std::vector<float>> expected;
+  for (const nn::Buffer* b : buffers)
+    expected.push_back(values(b->value));
+  f.forward_backward(60);
+  f.step();
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    average_on_host(expected[i], values(buffers[i]->value), kDecay);
+  BOOST_TEST_REQUIRE(f.precision->ema_buffers().size() == buffers.size());
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    BOOST_TEST(values(f.precision->ema_buffers()[i]) == expected[i], buffers[i]->name);
+  // Named for checkpoints after what they follow: the parameters', then the buffers'.
+  const auto state = f.precision->ema_state();
+  BOOST_TEST_REQUIRE(state.size() == f.model->parameters().size() + buffers.size());
+  BOOST_TEST(state.front().name == "ema." + f.model->parameters().front()->name);
+  BOOST_TEST(state.back().name == "ema." + buffers.back()->name);
+}
+
+BOOST_AUTO_TEST_CASE(weight_averages_off_bad_decays_and_a_reset) {
+  Fixture f(OptLevel::O0);
+  BOOST_TEST(f.precision->ema_parameters().empty());
+  BOOST_CHECK_THROW(f.precision->set_ema_decay(1.0f), UsageError);
+  BOOST_CHECK_THROW(f.precision->set_ema_decay(-0.1f), UsageError);
+  BOOST_CHECK_THROW(f.precision->set_ema_decay(std::nanf("")), UsageError);
+  f.precision->set_ema_decay(0.9f);
+  f.forward_backward(70);
+  f.step();
+  const nn::Parameter& first = *f.precision->canonical_parameters().front();
+  BOOST_TEST(values(f.precision->ema_parameters().front()) != values(first.value));
+  f.precision->reset_ema();
+  BOOST_TEST(values(f.precision->ema_parameters().front()) == values(first.value));
+  f.precision->set_ema_decay(0.0f);
+  BOOST_TEST(f.precision->ema_parameters().empty());
+  BOOST_TEST(f.precision->ema_state().empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

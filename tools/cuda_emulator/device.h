@@ -142,6 +142,9 @@ inline float __fadd_rn(float a, float b) {
 inline float __fmul_rn(float a, float b) {
   return ::alloy::emulator::detail::opaque(a * b);
 }
+inline float __fmaf_rn(float a, float b, float c) {
+  return std::fma(a, b, c);  // one rounding, as the device's fma.rn.f32
+}
 inline double __dadd_rn(double a, double b) {
   return ::alloy::emulator::detail::opaque(a) + ::alloy::emulator::detail::opaque(b);
 }

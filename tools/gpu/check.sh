@@ -53,8 +53,9 @@
 #   recipe  the LeNet recipe (README, "The reference recipe") at O0, O1, O2, O3 and O2 with the
 #           loss scale forced to 2^40: O0 test accuracy >= 0.83, O1-O3 within 0.01 of O0, the
 #           forced run skips steps, ends below 2^40 and within 0.02 of O2; an O2 run with
-#           --accumulation-steps 2, --clip-grad-norm 5 and a cosine schedule after one epoch of
-#           warm-up ends within 0.02 of O2 too; each run's accuracy,
+#           --accumulation-steps 2, --clip-grad-norm 5, a cosine schedule after one epoch of
+#           warm-up and --ema-decay 0.99 ends within 0.02 of O2 too, its weight averages' accuracy
+#           as well; each run's accuracy,
 #           final loss scale, skipped steps, mean epoch seconds, images/s, host waits per step
 #   resume  1 epoch, then --resume to 2, against 2 epochs straight, at O0 and O2: the end
 #           events' params_digest equal (bit-exact resume)
@@ -216,7 +217,7 @@ fi
 recipe=("${data[@]}" --batch-size 256 --lr 0.2)
 forced=(--init-loss-scale 1099511627776 --max-loss-scale 1099511627776)  # 2^40, as the README
 step_features=(--accumulation-steps 2 --clip-grad-norm 5 --lr-schedule cosine
-  --warmup-steps "$warmup_steps")
+  --warmup-steps "$warmup_steps" --ema-decay 0.99)
 if [[ $device == cuda ]]; then
   on_device=(--device cuda)
   shared_device=(--device cuda:0)  # both ranks on one GPU: only Gloo allows it
@@ -433,7 +434,8 @@ phase_recipe() {
     "within $forced_tolerance of O2$marked" \
     "$(judge "$within" "${f[test_acc]:-}" "$acc2" "$forced_tolerance")"
   # The step's optional features together, in the CUDA graph: two micro-batches a step, the
-  # gradient norm clipped on the device, a warm-up and cosine rate computed there.
+  # gradient norm clipped on the device, a warm-up and cosine rate computed there, and the
+  # weight averages updated there.
   train recipe-O2-features "${on_device[@]}" "${recipe[@]}" --epochs "$epochs" --opt-level O2 \
     "${step_features[@]}"
   read_run
@@ -441,6 +443,10 @@ phase_recipe() {
     "${f[failure]:-$(difference "${f[test_acc]}" "$acc2") vs O2; ${f[summary]}}" \
     "within $forced_tolerance of O2$marked" \
     "$(judge "$within" "${f[test_acc]:-}" "$acc2" "$forced_tolerance")"
+  record recipe "the same run's weight averages (--ema-decay 0.99): test accuracy vs O2" \
+    "${f[failure]:-$(difference "${f[test_acc_ema]}" "$acc2") vs O2 (test_acc_ema ${f[test_acc_ema]:-none})}" \
+    "within $forced_tolerance of O2$marked" \
+    "$(judge "$within" "${f[test_acc_ema]:-}" "$acc2" "$forced_tolerance")"
 }
 
 phase_resume() {

@@ -57,6 +57,7 @@ def train(path):
     if end:
         figures.update(
             test_acc=end.get("test_acc", ""),
+            test_acc_ema=end.get("test_acc_ema", ""),
             digest=end.get("params_digest", ""),
             digests=",".join(end.get("params_digests", [])),
             world_size=end.get("world_size", start.get("world_size", "")),

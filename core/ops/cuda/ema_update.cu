@@ -1,5 +1,4 @@
 #include <algorithm>
-#include <cmath>
 
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ema_update.h"
@@ -23,16 +22,6 @@ std::int32_t blocks_for(std::int64_t count) {
       std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
 }
 
-// a * b + c rounded once. An emulated build compiles this file as C++, where the CUDA headers
-// declare no __fmaf_rn: std::fma is the same correctly rounded operation there.
-__device__ __forceinline__ float fused_multiply_add(float a, float b, float c) {
-#ifdef ALLOY_CUDA_EMULATOR
-  return std::fma(a, b, c);
-#else
-  return __fmaf_rn(a, b, c);
-#endif
-}
-
 // cpu::ema_update's arithmetic: the product rounded on its own (__fmul_rn is never contracted
 // into an fma), then one fused multiply-add.
 template <class V>
@@ -41,7 +30,7 @@ __device__ __forceinline__ void update(float* average, const void* value_data, s
                                        float one_minus_decay) {
   const V* value = static_cast<const V*>(value_data);
   for (std::int64_t i = first; i < count; i += stride)
-    average[i] = fused_multiply_add(decay, average[i], __fmul_rn(one_minus_decay, widen(value[i])));
+    average[i] = __fmaf_rn(decay, average[i], __fmul_rn(one_minus_decay, widen(value[i])));
 }
 
 // Tensor t owns blocks [block_start[t], block_start[t + 1]); skip is read here, at every replay.

@@ -1,0 +1,130 @@
+// `alloy train --ema-decay D` end to end on short MLP runs over the synthetic set: the start
+// event names the decay; every epoch event, and the end event, carry test_acc_ema; the averages
+// change no bit of the training (the same params_digest as without them); a checkpoint carries
+// them, so a resumed run reports the straight run's test_acc_ema to the last digit and `alloy
+// eval` the same figure; a resume given --ema-decay 0 drops them with a warning; two ranks
+// report them; bad values are usage errors naming the flag; `alloy mem --ema-decay` counts them.
+#include <boost/test/unit_test.hpp>
+#include <string>
+#include <vector>
+
+#include "tests/e2e/checkpoint_runs.h"
+#include "tests/parallel/forked.h"
+#include "tests/support/process.h"
+
+using namespace alloy::test;
+
+namespace {
+
+TrainRun train(const TempDir& dir, const std::string& name, std::vector<std::string> extra) {
+  return run_logged(dir, name, quick_train_args(extra));
+}
+
+std::string field(const TrainRun& run, const std::string& event, const std::string& key) {
+  const auto lines = events(run.log, event);
+  return lines.empty() ? "" : json_field(lines.back(), key);
+}
+
+void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
+  const ProcessResult result = run_alloy(args);
+  BOOST_TEST(result.exit_code == 2, result.errors);
+  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ema_e2e)
+
+BOOST_AUTO_TEST_CASE(averages_are_reported_and_change_no_bit_of_training) {
+  const TempDir dir;
+  const TrainRun averaged = train(dir, "averaged", {"--epochs", "2", "--ema-decay", "0.9"});
+  const TrainRun plain = train(dir, "plain", {"--epochs", "2"});
+  BOOST_TEST(field(averaged, "start", "ema_decay") == "0.9");
+  const auto epochs = events(averaged.log, "epoch");
+  BOOST_TEST_REQUIRE(epochs.size() == 2u);
+  for (const std::string& epoch : epochs) {
+    const double accuracy = std::stod(json_field(epoch, "test_acc_ema"));
+    BOOST_TEST(accuracy > 0.2);  // ten classes: well above chance after an epoch
+    BOOST_TEST(accuracy <= 1.0);
+  }
+  BOOST_TEST(field(averaged, "end", "test_acc_ema") == json_field(epochs.back(), "test_acc_ema"));
+  BOOST_TEST(averaged.process.output.find("test_acc_ema") != std::string::npos);
+  BOOST_TEST(averaged.digest() == plain.digest(), "the averages must not touch the weights");
+  BOOST_TEST(field(plain, "start", "ema_decay").empty());
+  BOOST_TEST(field(plain, "epoch", "test_acc_ema").empty());
+  BOOST_TEST(plain.process.output.find("test_acc_ema") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_carries_the_averages) {
+  const TempDir dir;
+  const std::string checkpoints = dir.file("run");
+  // At decay 0.99 the averages of 50 steps remember the start: restarting them from the
+  // weights at the checkpoint would change the second epoch's figure.
+  train(dir, "first", {"--epochs", "1", "--ema-decay", "0.99", "--checkpoint-dir", checkpoints});
+  const std::string saved = checkpoints + "/step-00000050.ckpt";
+  const TrainRun resumed = train(dir, "resumed", {"--epochs", "2", "--resume", saved});
+  const TrainRun straight = train(dir, "straight", {"--epochs", "2", "--ema-decay", "0.99"});
+  BOOST_TEST(field(resumed, "start", "ema_decay") == "0.99");
+  BOOST_TEST(!field(straight, "epoch", "test_acc_ema").empty());
+  BOOST_TEST(field(resumed, "epoch", "test_acc_ema") == field(straight, "epoch", "test_acc_ema"));
+  BOOST_TEST(resumed.digest() == straight.digest());
+
+  // alloy eval reports the averages' accuracy of the file: epoch 1's figure.
+  const TrainRun first{{}, read_text(dir.file("first.jsonl"))};
+  const ProcessResult eval = run_alloy(
+      {"eval", "--checkpoint", saved, "--device", "cpu", "--log-json", dir.file("eval.jsonl")});
+  BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
+  const auto evaluated = events(read_text(dir.file("eval.jsonl")), "eval");
+  BOOST_TEST_REQUIRE(evaluated.size() == 1u);
+  BOOST_TEST(json_field(evaluated[0], "test_acc_ema") == field(first, "epoch", "test_acc_ema"));
+
+  // Given --ema-decay 0, the resume trains without them and says it drops them.
+  const TrainRun off = train(dir, "off", {"--epochs", "2", "--resume", saved, "--ema-decay", "0"});
+  BOOST_TEST(field(off, "epoch", "test_acc_ema").empty());
+  BOOST_TEST(off.process.errors.find("weight averages") != std::string::npos, off.process.errors);
+}
+
+BOOST_AUTO_TEST_CASE(two_ranks_report_the_averages) {
+  const TempDir dir;
+  const TrainRun two = train(dir, "two",
+                             {"--epochs", "1", "--gpus", "2", "--ema-decay", "0.9", "--master-port",
+                              std::to_string(free_port())});
+  const double accuracy = std::stod(field(two, "epoch", "test_acc_ema"));
+  BOOST_TEST(accuracy > 0.2);
+  BOOST_TEST(accuracy <= 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors_naming_the_flag) {
+  check_usage_error(quick_train_args({"--ema-decay", "1"}), "--ema-decay must be in [0, 1)");
+  check_usage_error(quick_train_args({"--ema-decay", "-0.5"}), "--ema-decay");
+  check_usage_error(quick_train_args({"--ema-decay", "0.9999999999"}), "--ema-decay");
+  check_usage_error(quick_train_args({"--ema-decay", "nan"}), "--ema-decay");
+  check_usage_error({"mem", "--model", "mlp", "--batch-size", "8", "--ema-decay", "2"},
+                    "--ema-decay");
+  const ProcessResult help = run_alloy({"train", "--help"});
+  BOOST_TEST(help.output.find("--ema-decay") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(mem_counts_the_averages_as_optimizer_state) {
+  const auto optimizer_state = [](const std::string& json) {
+    const std::string key = "\"optimizer_state_bytes\":";
+    const std::size_t at = json.find(key);
+    BOOST_TEST_REQUIRE(at != std::string::npos, json);
+    return std::stoll(json.substr(at + key.size()));
+  };
+  const std::vector<std::string> mem = {"mem", "--model",   "mlp", "--batch-size", "8",  "--device",
+                                        "cpu", "--steps",   "1",   "--opt-levels", "O0", "--json",
+                                        "-",   "--threads", "1"};
+  std::vector<std::string> averaged = mem;
+  averaged.insert(averaged.end(), {"--ema-decay", "0.99"});
+  const ProcessResult plain_run = run_alloy(mem);
+  const ProcessResult averaged_run = run_alloy(averaged);
+  BOOST_TEST_REQUIRE(plain_run.exit_code == 0, plain_run.errors);
+  BOOST_TEST_REQUIRE(averaged_run.exit_code == 0, averaged_run.errors);
+  // The MLP's 784 * 256 + 256 + 256 * 10 + 10 fp32 weights, once more.
+  const long long weights = (784LL * 256 + 256 + 256 * 10 + 10) * 4;
+  BOOST_TEST(optimizer_state(averaged_run.output) - optimizer_state(plain_run.output) == weights);
+  BOOST_TEST(averaged_run.output.find("\"ema_decay\":0.99") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
