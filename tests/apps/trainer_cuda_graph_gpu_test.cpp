@@ -1,7 +1,7 @@
 // --cuda-graph on a GPU (issue 13, "What it must show" 4): N training steps replayed from one
 // captured graph end with the same weights, bit for bit, as N eager steps (LeNet and resnet18
-// at O2 with SGD, LeNet with AdamW and with gradient-norm clipping too, a small ResNet with its
-// blocks recomputed, synthetic data) and the
+// at O2 with SGD, LeNet with AdamW, with gradient-norm clipping and with weight averages too, a
+// small ResNet with its blocks recomputed, synthetic data) and the
 // same optimizer step count, and the replays call no cudaMalloc. Over whole epochs, the last,
 // smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps replaying in the
 // next epoch with the same figures as an eager run. With auto, a step that cannot be captured
@@ -49,10 +49,11 @@ struct Run {
   std::int64_t launches = 0;
   std::int64_t mallocs_after_capture = -1;  // cudaMalloc calls when the capture's step is done
   std::int64_t mallocs_at_end = -1;
-  float lr = 0;                             // the rate of the last step
-  std::size_t nodes = 0;                    // of the captured step
-  ClipTally clip;                           // with --clip-grad-norm
-  std::vector<std::vector<float>> buffers;  // batch norm's running statistics
+  float lr = 0;                              // the rate of the last step
+  std::size_t nodes = 0;                     // of the captured step
+  ClipTally clip;                            // with --clip-grad-norm
+  std::vector<std::vector<float>> buffers;   // batch norm's running statistics
+  std::vector<std::vector<float>> averages;  // with --ema-decay: the weight averages
   Observed observed;
 };
 
@@ -95,6 +96,8 @@ Run train(const std::string& model, const std::string& mode, std::int64_t batch,
   run.digest = trainer.params_digest();
   for (const nn::Buffer* buffer : trainer.model().buffers())
     run.buffers.push_back(buffer->value.to_floats());
+  for (const Tensor& average : trainer.precision().ema_parameters())
+    run.averages.push_back(average.to_floats());
   run.optimizer_steps = trainer.precision().optimizer().steps();
   run.lr = trainer.precision().optimizer().current_lr();
   if (options.clip_grad_norm > 0) run.clip = read_clip_tally(trainer.precision().clip_tally());
@@ -185,6 +188,19 @@ BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_b
   BOOST_TEST(graph.clip.clipped_steps == eager.clip.clipped_steps);
   BOOST_TEST(eager.clip.clipped_steps > 0);
   BOOST_TEST(graph.clip.norm_sum == eager.clip.norm_sum);
+}
+
+// Weight averages: the captured step updates them on the device after the optimizer, reading
+// found_inf there; replays equal eager steps, averages included, bit for bit.
+BOOST_AUTO_TEST_CASE(lenet_o2_weight_averages_replay_equal_eager_steps) {
+  const auto averaged = [](TrainOptions& options) { options.ema_decay = 0.9; };
+  constexpr std::int64_t kSteps = 8;
+  const Run eager = train("lenet", "off", 16, 1, kSteps, "sgd", averaged);
+  const Run graph = train("lenet", "on", 16, 1, kSteps, "sgd", averaged);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.digest == eager.digest);
+  BOOST_TEST_REQUIRE(!eager.averages.empty());
+  BOOST_TEST(graph.averages == eager.averages);
 }
 
 // Activation recomputation: the captured step runs each block's forward twice, the second time
