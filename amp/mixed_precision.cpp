@@ -155,9 +155,8 @@ void MixedPrecision::reset_ema() {
       averages.push_back(Tensor::empty(value.shape(), DType::f32, value.device(),
                                        MemoryCategory::optimizer_state));
     }
-    averages[i].copy_from(value.dtype() == DType::f32
-                              ? value
-                              : cast(value, DType::f32, MemoryCategory::workspace));
+    averages[i].copy_from(
+        value.dtype() == DType::f32 ? value : cast(value, DType::f32, MemoryCategory::workspace));
   };
   for (std::size_t i = 0; i < canonical_.size(); ++i)
     reset(ema_parameters_, i, canonical_[i]->value);

@@ -115,8 +115,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
   human_ << "epoch " << s.epoch << "/" << options_.epochs << format("  loss %.4f", s.train_loss)
          << format("  train_acc %.4f", s.train_acc) << format("  test_acc %.4f", s.test_acc);
   if (s.ema) human_ << format("  test_acc_ema %.4f", s.test_acc_ema);
-  human_
-         << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
+  human_ << format("  %.1f s", s.epoch_seconds) << format("  %.0f img/s", s.images_per_second)
          << format("  scale %g", s.loss_scale) << "  skipped " << s.skipped_steps;
   if (scheduled()) human_ << format("  lr %.6g", s.lr);
   if (s.clipping) human_ << "  clipped " << s.clipped_steps;
@@ -151,8 +150,8 @@ void TrainReport::end(Trainer& trainer, const std::vector<std::string>& digests)
   if (trainer.options().ema_decay > 0) {
     human_ << format(", test_acc_ema %.4f", trainer.last_test_acc_ema());
   }
-  human_ << ", params_digest " << digest
-         << format(", %.1f s training", total_seconds_) << std::endl;
+  human_ << ", params_digest " << digest << format(", %.1f s training", total_seconds_)
+         << std::endl;
   if (!log_) return;
   JsonObject event;
   event.add("event", "end")

@@ -521,7 +521,8 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     }
   }
   if (saved_averages > averages_used && warn) {
-    warn("checkpoint " + path + " holds weight averages (--ema-decay) this run does not keep; "
+    warn("checkpoint " + path +
+         " holds weight averages (--ema-decay) this run does not keep; "
          "they are dropped");
   }
   const std::size_t optimizer_saved = state.optimizer_state.size() - saved_averages;
