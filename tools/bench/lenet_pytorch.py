@@ -12,6 +12,13 @@ Prints one JSON line per epoch on stdout and a final summary line:
 images_per_second counts training images over the time spent in training steps (data
 already in memory, test evaluation excluded), the same quantity Alloy's epoch event reports.
 
+With --ema-decay D (as `alloy train --ema-decay D`) it also keeps an exponential moving average
+of the weights the way timm's ModelEmaV3 does: a copy of the model whose fp32 parameters and
+buffers are updated after each optimizer step, under no_grad, by torch._foreach_mul_(averages, D)
+and torch._foreach_add_(averages, weights, alpha=1 - D) (two multi-tensor ops, inside the timed
+steps). After each epoch's evaluation the copy is evaluated too, outside the timed steps, and
+the epoch and end lines carry its accuracy as test_acc_ema after test_acc.
+
 With --device cuda (eager mode, as a user writes it) the whole training and test sets are
 uploaded once, as fp32 in [0, 1]; each epoch's shuffle is drawn on the GPU and its batches are
 gathered there; the loss and accuracy sums stay on the GPU until the epoch ends, so no step
@@ -24,6 +31,7 @@ versions and the --tf32 and --cudnn-benchmark settings as read back (tools/bench
 Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
+import copy
 import gzip
 import json
 import math
@@ -127,6 +135,8 @@ def main():
     parser.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant")
     parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--min-lr", type=float, default=0.0)
+    parser.add_argument("--ema-decay", type=float, default=0.0, metavar="D",
+                        help="also keep and evaluate a moving average of the weights (0: off)")
     parser.add_argument("--save-state", metavar="FILE",
                         help="save the final model and optimizer state_dicts (torch.save)")
     torch_device.add_arguments(parser)
@@ -137,6 +147,8 @@ def main():
         parser.error(f"--lr must be positive, got {args.lr}")
     if args.accumulation_steps < 1 or args.warmup_steps < 0 or not args.clip_grad_norm >= 0:
         parser.error("--accumulation-steps must be >= 1, --warmup-steps and --clip-grad-norm >= 0")
+    if not 0 <= args.ema_decay < 1:
+        parser.error(f"--ema-decay must be in [0, 1), got {args.ema_decay}")
     device = torch_device.setup(args, parser.prog)
 
     torch.set_num_threads(args.threads)
@@ -151,6 +163,11 @@ def main():
 
     model = LeNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    if args.ema_decay > 0:
+        # The averages start at the initial values, in fp32 like the model (and Alloy's).
+        ema_model = copy.deepcopy(model).requires_grad_(False)
+        averages = [*ema_model.parameters(), *ema_model.buffers()]  # LeNet has no buffers
+        currents = [*model.parameters(), *model.buffers()]
     generator = torch.Generator(device=device).manual_seed(args.seed)
     n = train_x.shape[0]
 
@@ -208,6 +225,10 @@ def main():
                 for group in optimizer.param_groups:
                     group["lr"] = scheduled_lr(steps_done)
             optimizer.step()
+            if args.ema_decay > 0:
+                with torch.no_grad():
+                    torch._foreach_mul_(averages, args.ema_decay)
+                    torch._foreach_add_(averages, currents, alpha=1 - args.ema_decay)
             steps_done += 1
             seen += rows
         torch_device.synchronize(device)
@@ -215,9 +236,12 @@ def main():
         epoch_seconds.append(seconds)
         images += seen
         test_acc = evaluate(model, test_x, test_y, 1000)
+        ema = {}
+        if args.ema_decay > 0:
+            ema = {"test_acc_ema": evaluate(ema_model, test_x, test_y, 1000)}
         print(json.dumps({"event": "epoch", "framework": "pytorch", "epoch": epoch,
                           "train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen,
-                          "test_acc": test_acc, "epoch_seconds": seconds,
+                          "test_acc": test_acc, **ema, "epoch_seconds": seconds,
                           "images_per_second": seen / seconds}), flush=True)
 
     if args.save_state:
@@ -228,6 +252,7 @@ def main():
     print(json.dumps({"event": "end", "framework": "pytorch", "threads": args.threads,
                       "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                       "images_per_second": images / sum(epoch_seconds), "test_acc": test_acc,
+                      **ema,
                       "timed_epochs": len(after_first),
                       "seconds_per_epoch": (sum(after_first) / len(after_first)
                                             if after_first else None),

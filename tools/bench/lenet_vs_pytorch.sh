@@ -30,13 +30,18 @@
 # Rounds do not remove load that changes within one run, nor load that slows one framework more
 # than the other.
 #
-# Variants: --variants base,clip,accumulate,schedule (default base) measures the step's optional
-# features in both frameworks, each round running every variant of both: clip adds
+# Variants: --variants base,clip,accumulate,schedule,ema (default base) measures the step's
+# optional features in both frameworks, each round running every variant of both: clip adds
 # --clip-grad-norm 1 (PyTorch: clip_grad_norm_ after backward), accumulate --accumulation-steps 4
 # (four micro-batches of 64 per step), schedule --lr-schedule cosine --warmup-steps 235 (PyTorch:
-# the same rate set before each step). Each record and summary then names its variant, and a
-# last JSON line ("record": "overhead") gives each framework's median images/s of each variant
-# over its base median: what the feature costs there.
+# the same rate set before each step), ema --ema-decay 0.999 (PyTorch: timm's ModelEmaV3 way,
+# fp32 averages of the parameters and buffers updated after each step by torch._foreach_mul_
+# and _foreach_add_; in both, the update is part of the timed step and the averages' test
+# evaluation after each epoch is not). Each record and summary then names its variant, an ema
+# record also has the averages' accuracy after the last epoch (pytorch_test_acc_ema,
+# alloy_test_acc_ema), and, with base among them, a last JSON line ("record": "overhead") gives
+# each framework's median images/s of each variant over its base median: what the feature costs
+# there.
 #
 # Standard output: one JSON line per round ("record": "round"), as each round ends, then one
 # ("record": "summary") with the medians, the ratio of medians, the per-round min and max ratios
@@ -84,8 +89,8 @@ IFS=, read -r -a variant_list <<<"$variants"
 ((${#variant_list[@]} > 0)) || usage_error "--variants must name at least one variant"
 for variant in "${variant_list[@]}"; do
   case "$variant" in
-    base | clip | accumulate | schedule) ;;
-    *) usage_error "--variants: '$variant' is not one of base, clip, accumulate, schedule" ;;
+    base | clip | accumulate | schedule | ema) ;;
+    *) usage_error "--variants: '$variant' is not one of base, clip, accumulate, schedule, ema" ;;
   esac
 done
 if ((${#variant_list[@]} > 1)) && [[ ",$variants," != *,base,* ]]; then
@@ -101,6 +106,7 @@ variant_flags() {
     clip) echo --clip-grad-norm 1 ;;
     accumulate) echo --accumulation-steps 4 ;;
     schedule) echo --lr-schedule cosine --warmup-steps 235 ;;
+    ema) echo --ema-decay 0.999 ;;
   esac
 }
 
@@ -196,17 +202,23 @@ record = {
     "pytorch_test_acc": torch_epochs[-1]["test_acc"],
     "alloy_test_acc": alloy_epochs[-1]["test_acc"],
 }
+if variant == "ema":
+    record["pytorch_test_acc_ema"] = torch_epochs[-1]["test_acc_ema"]
+    record["alloy_test_acc_ema"] = alloy_epochs[-1]["test_acc_ema"]
 with open(records, "a") as file:
     print(json.dumps(record), file=file)
 digits = {"ratio_alloy_over_pytorch": 3, "cpu_ratio_alloy_over_pytorch": 3,
-          "pytorch_test_acc": None, "alloy_test_acc": None}  # None: as measured
+          "pytorch_test_acc": None, "alloy_test_acc": None,  # None: as measured
+          "pytorch_test_acc_ema": None, "alloy_test_acc_ema": None}
 print(json.dumps({key: round(value, digits.get(key, 1))
                   if isinstance(value, float) and digits.get(key, 1) is not None else value
                   for key, value in record.items()}), flush=True)
 print(f"round {round_}/{rounds}, {variant}: PyTorch {torch_ips:.0f} images/s, Alloy {alloy_ips:.0f} "
       f"images/s, Alloy/PyTorch {alloy_ips / torch_ips:.2f}x (per CPU second: {fmt(torch_ipc)} "
       f"vs {fmt(alloy_ipc)}, {fmt(ratio(alloy_ipc, torch_ipc), 2, 'x')}); test accuracy "
-      f"PyTorch {record['pytorch_test_acc']:.4f}, Alloy {record['alloy_test_acc']:.4f}",
+      f"PyTorch {record['pytorch_test_acc']:.4f}, Alloy {record['alloy_test_acc']:.4f}"
+      + (f" (averages: PyTorch {record['pytorch_test_acc_ema']:.4f}, Alloy "
+         f"{record['alloy_test_acc_ema']:.4f})" if variant == "ema" else ""),
       file=sys.stderr)
 EOF
 done
@@ -217,6 +229,7 @@ if [[ "$variants" == base ]]; then
 fi
 summarize_rounds variant "variant threads epochs rounds torch" 0 test_acc "test accuracy" |
   tee "$out/summaries.jsonl"
+[[ ",$variants," == *,base,* ]] || exit 0 # a lone variant: no base to compare with
 "$python" - "$out/summaries.jsonl" <<'EOF'
 import json
 import sys
