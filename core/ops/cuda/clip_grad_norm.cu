@@ -3,7 +3,7 @@
 #include "core/ops/cuda/clip_grad_norm.h"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/last_block.h"
-#include "core/ops/cuda/multi_tensor.h"
+#include "core/ops/cuda/tensor_list.cuh"
 
 namespace alloy::cuda {
 
@@ -11,15 +11,9 @@ namespace {
 
 using List = TensorList<1>;
 
-// About four elements per thread; a large tensor's blocks stride over it, so the partials stay
-// few enough for the last block to sum quickly.
-constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+// A large tensor's blocks stride over it (tensor_list.cuh), so the partials stay few enough for
+// the last block to sum quickly.
 constexpr std::int64_t kMaxBlocksPerTensor = 256;
-
-std::int32_t blocks_for(std::int64_t count) {
-  return static_cast<std::int32_t>(
-      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
-}
 
 // What the call's last block does with the partials.
 struct Finish {
@@ -53,22 +47,18 @@ __global__ void norm_kernel(List list, double* partials, std::int32_t partial_of
   const auto block = static_cast<std::int32_t>(blockIdx.x);
   double sum = 0.0;
   if (list.size > 0) {  // size 0: a call with no elements, run for its results only
-    int t = 0;
-    while (t + 1 < list.size && list.block_start[t + 1] <= block)
-      ++t;
-    const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
-    const std::int64_t first = std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x;
-    const std::int64_t stride = blocks * blockDim.x;
+    const ListSlice s = slice_of_block(list);
+    const int t = s.tensor;
     const void* data = list.data[0][t];
     switch (list.dtype[0][t]) {
       case DType::f16:
-        sum = thread_squares<__half>(data, first, stride, list.count[t]);
+        sum = thread_squares<__half>(data, s.first, s.stride, s.count);
         break;
       case DType::bf16:
-        sum = thread_squares<__nv_bfloat16>(data, first, stride, list.count[t]);
+        sum = thread_squares<__nv_bfloat16>(data, s.first, s.stride, s.count);
         break;
       default:
-        sum = thread_squares<float>(data, first, stride, list.count[t]);
+        sum = thread_squares<float>(data, s.first, s.stride, s.count);
         break;
     }
   }
@@ -107,7 +97,7 @@ void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* n
     list.dtype[0][k] = item.dtype;
     list.count[k] = item.count;
     list.block_start[k] = blocks.back();
-    blocks.back() += blocks_for(item.count);
+    blocks.back() += list_blocks_for(item.count, kMaxBlocksPerTensor);
   }
   lists.back().block_start[lists.back().size] = blocks.back();
   for (std::int32_t& count : blocks)

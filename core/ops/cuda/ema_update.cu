@@ -2,7 +2,7 @@
 
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/ema_update.h"
-#include "core/ops/cuda/multi_tensor.h"
+#include "core/ops/cuda/tensor_list.cuh"
 
 namespace alloy::cuda {
 
@@ -12,15 +12,9 @@ namespace {
 using List = TensorList<2>;
 constexpr int kAverage = 0, kValue = 1;
 
-// About four elements per thread; tensors larger than kMaxBlocksPerTensor blocks are strided
-// over, so the grid stays within gridDim.x's limit (as the optimizer updates do).
-constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+// Tensors larger than this many blocks are strided over (tensor_list.cuh), as the optimizer
+// updates do.
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
-
-std::int32_t blocks_for(std::int64_t count) {
-  return static_cast<std::int32_t>(
-      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
-}
 
 // cpu::ema_update's arithmetic: the product rounded on its own (__fmul_rn is never contracted
 // into an fma), then one fused multiply-add.
@@ -36,24 +30,19 @@ __device__ __forceinline__ void update(float* average, const void* value_data, s
 // Tensor t owns blocks [block_start[t], block_start[t + 1]); skip is read here, at every replay.
 __global__ void ema_kernel(List list, float decay, float one_minus_decay, const float* skip) {
   if (skip != nullptr && !(*skip == 0.0f)) return;
-  const auto block = static_cast<std::int32_t>(blockIdx.x);
-  int t = 0;
-  while (t + 1 < list.size && list.block_start[t + 1] <= block)
-    ++t;
-  const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
-  const std::int64_t first = std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x;
-  const std::int64_t stride = blocks * blockDim.x;
+  const ListSlice s = slice_of_block(list);
+  const int t = s.tensor;
   auto* average = static_cast<float*>(list.data[kAverage][t]);
   const void* value = list.data[kValue][t];
   // One dtype per block, so the switch costs no divergence.
   switch (list.dtype[kValue][t]) {
     case DType::f16:
-      return update<__half>(average, value, first, stride, list.count[t], decay, one_minus_decay);
+      return update<__half>(average, value, s.first, s.stride, s.count, decay, one_minus_decay);
     case DType::bf16:
-      return update<__nv_bfloat16>(average, value, first, stride, list.count[t], decay,
+      return update<__nv_bfloat16>(average, value, s.first, s.stride, s.count, decay,
                                    one_minus_decay);
     default:
-      return update<float>(average, value, first, stride, list.count[t], decay, one_minus_decay);
+      return update<float>(average, value, s.first, s.stride, s.count, decay, one_minus_decay);
   }
 }
 
@@ -77,7 +66,7 @@ void ema_update(const std::vector<EmaBuffers>& tensors, float decay, const float
       list.dtype[kValue][k] = t.value_dtype;
       list.count[k] = t.count;
       list.block_start[k] = blocks;
-      blocks += blocks_for(t.count);
+      blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
     }
     list.block_start[list.size] = blocks;
     ALLOY_LAUNCH(ema_kernel, blocks, kThreads, 0, stream)(list, decay, one_minus_decay, skip);

@@ -2,8 +2,8 @@
 #include <cmath>
 
 #include "core/ops/cuda/common.cuh"
-#include "core/ops/cuda/multi_tensor.h"
 #include "core/ops/cuda/optimizer_update.h"
+#include "core/ops/cuda/tensor_list.cuh"
 
 namespace alloy::cuda {
 
@@ -14,15 +14,8 @@ using List = TensorList<5>;
 constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3, kCopy = 4;
 static_assert(sizeof(List) <= 4096, "kernel arguments are limited to 4 KiB");
 
-// About four elements per thread; tensors larger than kMaxBlocksPerTensor blocks are strided
-// over, so the grid stays within gridDim.x's limit and the block tickets stay few.
-constexpr std::int64_t kElementsPerBlock = 4 * kThreads;
+// Tensors larger than this many blocks are strided over (tensor_list.cuh).
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
-
-std::int32_t blocks_for(std::int64_t count) {
-  return static_cast<std::int32_t>(
-      std::min((count + kElementsPerBlock - 1) / kElementsPerBlock, kMaxBlocksPerTensor));
-}
 
 __device__ __forceinline__ bool skip(const float* found_inf) {
   return found_inf != nullptr && !(*found_inf == 0.0f);
@@ -31,22 +24,6 @@ __device__ __forceinline__ bool skip(const float* found_inf) {
 // The gradients' factor, read on the device; 1 without one (a multiply by 1 changes no value).
 __device__ __forceinline__ float factor_of(const float* grad_factor) {
   return grad_factor == nullptr ? 1.0f : *grad_factor;
-}
-
-// This thread's elements of its block's tensor: first, first + stride, ... below count.
-struct Slice {
-  int tensor;
-  std::int64_t first, stride, count;
-};
-
-__device__ __forceinline__ Slice slice_of_block(const List& list) {
-  const auto block = static_cast<std::int32_t>(blockIdx.x);
-  int t = 0;
-  while (t + 1 < list.size && list.block_start[t + 1] <= block)
-    ++t;
-  const std::int64_t blocks = list.block_start[t + 1] - list.block_start[t];
-  return {t, std::int64_t{block - list.block_start[t]} * blockDim.x + threadIdx.x,
-          blocks * blockDim.x, list.count[t]};
 }
 
 // Calls Update::run<P, G>(args...) with P and G the storage types of the block's parameter and
@@ -95,7 +72,7 @@ __device__ __forceinline__ void finish_block(std::int32_t* step, bool advance) {
 struct SgdElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* buf, void* copy,
-                             DType copy_dtype, const Slice& s, const SgdHyper& h, float lr,
+                             DType copy_dtype, const ListSlice& s, const SgdHyper& h, float lr,
                              float factor) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
@@ -121,7 +98,7 @@ struct SgdElements {
 __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t* step,
                            const float* found_inf, const float* grad_factor, bool advance) {
   if (skip(found_inf)) return;
-  const Slice s = slice_of_block(list);
+  const ListSlice s = slice_of_block(list);
   with_storage_types<SgdElements>(
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
@@ -146,7 +123,7 @@ __device__ AdamScalars adam_scalars(const AdamWHyper& h, float lr, std::int32_t 
 struct AdamWElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
-                             void* copy, DType copy_dtype, const Slice& s, const AdamWHyper& h,
+                             void* copy, DType copy_dtype, const ListSlice& s, const AdamWHyper& h,
                              const AdamScalars& c, float factor) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
@@ -170,7 +147,7 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
   __shared__ AdamScalars scalars;
   if (threadIdx.x == 0) scalars = adam_scalars(h, *lr, step[0] + 1);
   __syncthreads();
-  const Slice s = slice_of_block(list);
+  const ListSlice s = slice_of_block(list);
   with_storage_types<AdamWElements>(
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
@@ -203,7 +180,7 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
       list.dtype[kCopy][k] = t.copy_dtype;
       list.count[k] = t.count;
       list.block_start[k] = blocks;
-      blocks += blocks_for(t.count);
+      blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
     }
     list.block_start[list.size] = blocks;
     launch(list, blocks, end == tensors.size());
