@@ -104,7 +104,9 @@ void MixedPrecision::step() {
       pairs.push_back({&ema_parameters_[i], &canonical_[i]->value});
     for (std::size_t i = 0; i < ema_buffers_.size(); ++i)
       pairs.push_back({&ema_buffers_[i], &buffers_[i]->value});
-    ema_update(pairs, ema_decay_, scaler_.dynamic() ? state.found_inf : Tensor());
+    // The optimizer's count already includes this step (when it was applied).
+    ema_update(pairs, ema_decay_, scaler_.dynamic() ? state.found_inf : Tensor(),
+               ema_warmup_ ? optimizer_->step_count() : Tensor());
   }
   for (const auto& master : masters_)
     master->grad = Tensor();

@@ -65,6 +65,12 @@ class MixedPrecision {
   // outside a CUDA-graph capture: it allocates.
   void set_ema_decay(float decay);
   float ema_decay() const { return ema_decay_; }
+  // With warm-up, the update that makes n applied optimizer steps uses
+  // min(decay, (1 + n) / (10 + n)) (core/ops/ema_update.h: warmed_up_decay), n read from the
+  // optimizer's step count on the device, so the averages do not carry the initial weights for
+  // thousands of steps. Off by default.
+  void set_ema_warmup(bool warmup) { ema_warmup_ = warmup; }
+  bool ema_warmup() const { return ema_warmup_; }
   // The averages restart from the weights as they are now (after a resume from a checkpoint
   // without averages, or rank 0's weights arriving in a data-parallel run).
   void reset_ema();
@@ -108,6 +114,7 @@ class MixedPrecision {
   Tensor clip_tally_;
   // Weight averaging; decay 0: off, and the lists empty.
   float ema_decay_ = 0.0f;
+  bool ema_warmup_ = false;
   std::vector<Tensor> ema_parameters_;
   std::vector<Tensor> ema_buffers_;
   std::vector<std::string> ema_names_;  // parameters', then buffers'

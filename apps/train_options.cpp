@@ -141,6 +141,9 @@ void validate(TrainOptions& o, const po::variables_map& values) {
         static_cast<float>(o.ema_decay) < 1.0f)) {  // 1 - 1e-9 rounds to 1 in a float
     usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
   }
+  if (o.ema_warmup && o.ema_decay == 0.0) {
+    usage_fail("--ema-warmup warms up the weight averages of --ema-decay, which is off");
+  }
   check_finite("--clip-grad-norm", o.clip_grad_norm);
   check_at_least("--clip-grad-norm", o.clip_grad_norm, 0.0);
   // The limit is applied in f32: one so large it rounds to inf would not clip, but no longer be
@@ -265,6 +268,13 @@ po::options_description train_options_description(TrainOptions& o) {
       "ema-decay", value(&o.ema_decay)->default_value(o.ema_decay, "0")->value_name("D"),
       "keep an exponential moving average of the weights, average = D * average + (1 - D) * "
       "weights after each step, and report its test accuracy too (0: off; D in [0, 1))")(
+      "ema-warmup",
+      value(&o.ema_warmup)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "use min(D, (1 + n) / (10 + n)) as the decay of the update after n steps, so the "
+      "averages soon leave the initial weights behind")(
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),

@@ -38,6 +38,7 @@ struct TrainOptions {
   double clip_grad_norm = 0.0;
   // Weight averaging (amp::MixedPrecision::set_ema_decay); 0: off.
   double ema_decay = 0.0;
+  bool ema_warmup = false;  // warm the averages' decay up over the first steps
   std::int64_t epochs = 10;
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps

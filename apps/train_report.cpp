@@ -51,7 +51,7 @@ void TrainReport::start(Trainer& trainer) {
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
   human_ << " weight_decay " << o.weight_decay;
   if (o.clip_grad_norm > 0) human_ << " clip_grad_norm " << o.clip_grad_norm;
-  if (o.ema_decay > 0) human_ << " ema_decay " << o.ema_decay;
+  if (o.ema_decay > 0) human_ << " ema_decay " << o.ema_decay << (o.ema_warmup ? " (warm-up)" : "");
   human_ << " | batch " << o.batch_size;
   if (o.accumulation_steps > 1) {
     // How a step's batch is split: "batch 256 (4 x 64)", "(2 ranks x 4 x 32)" in a DDP run.
@@ -91,7 +91,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
   if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
-  if (o.ema_decay > 0) event.add("ema_decay", o.ema_decay);
+  if (o.ema_decay > 0) event.add("ema_decay", o.ema_decay).add("ema_warmup", o.ema_warmup);
   log_->write(event);
 }
 

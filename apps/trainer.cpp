@@ -71,6 +71,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
   nn::set_cast_policy(policy);
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
+  precision_->set_ema_warmup(options_.ema_warmup);
 }
 
 void Trainer::run(TrainObserver& observer) {

@@ -55,6 +55,7 @@ constexpr const char* kAccumulationSteps = "accumulation_steps";
 constexpr const char* kClipGradNorm = "clip_grad_norm";
 constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
+constexpr const char* kEmaWarmup = "ema_warmup";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -275,6 +276,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
   state.extra[kRecompute] = o.recompute;
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
+  state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
   return state;
 }
 
@@ -628,6 +630,12 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
     o.ema_decay = extra_double(state, kEmaDecay, o.resume, 0.0);
     ALLOY_CHECK(o.ema_decay >= 0.0 && o.ema_decay < 1.0, "checkpoint ", o.resume,
                 ": corrupt field ", kEmaDecay, " '", o.ema_decay, "'");
+  }
+  if (!o.was_given("ema-warmup")) {
+    const std::string warmup = extra_or(state, kEmaWarmup, "false");
+    ALLOY_CHECK(warmup == "true" || warmup == "false", "checkpoint ", o.resume, ": corrupt field ",
+                kEmaWarmup, " '", warmup, "'");
+    o.ema_warmup = warmup == "true";
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");

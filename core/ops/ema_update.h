@@ -26,9 +26,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/host_device.h"
 #include "core/tensor.h"
 
 namespace alloy {
+
+// The decay of an update with warm-up, TensorFlow's ExponentialMovingAverage(num_updates):
+// min(decay, (1 + updates) / (10 + updates)), `updates` counting the updates applied so far,
+// this one included. The first updates move the average most of the way to the weights, so it
+// does not carry the initial weights for thousands of steps. IEEE float arithmetic (the integer
+// is exact in a float below 2^24), the same bits on the CPU and in the CUDA kernel.
+ALLOY_HOST_DEVICE inline float warmed_up_decay(float decay, std::int32_t updates) {
+  const float count = static_cast<float>(updates);
+  const float ramp = (1.0f + count) / (10.0f + count);
+  return ramp < decay ? ramp : decay;
+}
 
 // One averaged tensor and the tensor it follows: average is f32; value is f32, f16 or bf16 with
 // the average's shape and device.
@@ -43,7 +55,11 @@ struct EmaTensors {
 // scaler skipped). An empty list changes nothing. All tensors on one device. Throws
 // alloy::Error naming the problem for a non-f32 average, mismatched shapes or devices,
 // non-floating values, decay outside [0, 1).
-void ema_update(const std::vector<EmaTensors>& tensors, float decay, const Tensor& skip = {});
+// updates: i32 [N >= 1] on the device, or undefined; when defined, the update's decay is
+// warmed_up_decay(decay, updates[0]) (the optimizer's step count, read where it lives like skip,
+// so a graph replays the current count).
+void ema_update(const std::vector<EmaTensors>& tensors, float decay, const Tensor& skip = {},
+                const Tensor& updates = {});
 
 // One pair as raw storage: what the CPU and CUDA kernels take.
 struct EmaBuffers {

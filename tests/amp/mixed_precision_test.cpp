@@ -624,6 +624,27 @@ BOOST_AUTO_TEST_CASE(weight_averages_follow_each_applied_step_at_every_level) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(warmed_up_averages_use_the_decay_of_the_step_count) {
+  constexpr float kDecay = 0.99f;
+  Fixture f(OptLevel::O2);
+  f.precision->set_ema_decay(kDecay);
+  f.precision->set_ema_warmup(true);
+  const auto canonical = f.precision->canonical_parameters();
+  std::vector<std::vector<float>> expected;
+  for (nn::Parameter* p : canonical)
+    expected.push_back(values(p->value));
+  for (int step = 1; step <= 3; ++step) {
+    f.forward_backward(80 + static_cast<std::uint64_t>(step));
+    f.step();
+    // Steps 1, 2, 3 applied: TensorFlow's (1 + n) / (10 + n), below 0.99.
+    const float decay = (1.0f + static_cast<float>(step)) / (10.0f + static_cast<float>(step));
+    for (std::size_t i = 0; i < canonical.size(); ++i)
+      average_on_host(expected[i], values(canonical[i]->value), decay);
+  }
+  for (std::size_t i = 0; i < canonical.size(); ++i)
+    BOOST_TEST(values(f.precision->ema_parameters()[i]) == expected[i], canonical[i]->name);
+}
+
 BOOST_AUTO_TEST_CASE(a_skipped_step_leaves_the_weight_averages) {
   Fixture f(OptLevel::O2);
   f.precision->set_ema_decay(0.5f);

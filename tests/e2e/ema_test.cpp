@@ -40,6 +40,7 @@ BOOST_AUTO_TEST_CASE(averages_are_reported_and_change_no_bit_of_training) {
   const TrainRun averaged = train(dir, "averaged", {"--epochs", "2", "--ema-decay", "0.9"});
   const TrainRun plain = train(dir, "plain", {"--epochs", "2"});
   BOOST_TEST(field(averaged, "start", "ema_decay") == "0.9");
+  BOOST_TEST(field(averaged, "start", "ema_warmup") == "false");
   const auto epochs = events(averaged.log, "epoch");
   BOOST_TEST_REQUIRE(epochs.size() == 2u);
   for (const std::string& epoch : epochs) {
@@ -60,11 +61,16 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_carries_the_averages) {
   const std::string checkpoints = dir.file("run");
   // At decay 0.99 the averages of 50 steps remember the start: restarting them from the
   // weights at the checkpoint would change the second epoch's figure.
-  train(dir, "first", {"--epochs", "1", "--ema-decay", "0.99", "--checkpoint-dir", checkpoints});
+  // With warm-up, which the checkpoint carries too (resumed without it, the second epoch's
+  // averages would move at a constant 0.99 instead of the warmed-up decay's last values).
+  train(dir, "first",
+        {"--epochs", "1", "--ema-decay", "0.99", "--ema-warmup", "--checkpoint-dir", checkpoints});
   const std::string saved = checkpoints + "/step-00000050.ckpt";
   const TrainRun resumed = train(dir, "resumed", {"--epochs", "2", "--resume", saved});
-  const TrainRun straight = train(dir, "straight", {"--epochs", "2", "--ema-decay", "0.99"});
+  const TrainRun straight =
+      train(dir, "straight", {"--epochs", "2", "--ema-decay", "0.99", "--ema-warmup"});
   BOOST_TEST(field(resumed, "start", "ema_decay") == "0.99");
+  BOOST_TEST(field(resumed, "start", "ema_warmup") == "true");
   BOOST_TEST(!field(straight, "epoch", "test_acc_ema").empty());
   BOOST_TEST(field(resumed, "epoch", "test_acc_ema") == field(straight, "epoch", "test_acc_ema"));
   BOOST_TEST(resumed.digest() == straight.digest());
@@ -99,6 +105,8 @@ BOOST_AUTO_TEST_CASE(bad_values_are_usage_errors_naming_the_flag) {
   check_usage_error(quick_train_args({"--ema-decay", "-0.5"}), "--ema-decay");
   check_usage_error(quick_train_args({"--ema-decay", "0.9999999999"}), "--ema-decay");
   check_usage_error(quick_train_args({"--ema-decay", "nan"}), "--ema-decay");
+  check_usage_error(quick_train_args({"--ema-warmup"}),
+                    "--ema-warmup warms up the weight averages");
   check_usage_error({"mem", "--model", "mlp", "--batch-size", "8", "--ema-decay", "2"},
                     "--ema-decay");
   const ProcessResult help = run_alloy({"train", "--help"});

@@ -28,8 +28,13 @@ __device__ __forceinline__ void update(float* average, const void* value_data, s
 }
 
 // Tensor t owns blocks [block_start[t], block_start[t + 1]); skip is read here, at every replay.
-__global__ void ema_kernel(List list, float decay, float one_minus_decay, const float* skip) {
+__global__ void ema_kernel(List list, float decay, float one_minus_decay, const float* skip,
+                           const std::int32_t* updates) {
   if (skip != nullptr && !(*skip == 0.0f)) return;
+  if (updates != nullptr) {  // as the CPU: the warmed-up decay, and 1 - it rounded once
+    decay = warmed_up_decay(decay, *updates);
+    one_minus_decay = 1.0f - decay;
+  }
   const ListSlice s = slice_of_block(list);
   const int t = s.tensor;
   auto* average = static_cast<float*>(list.data[kAverage][t]);
@@ -49,7 +54,7 @@ __global__ void ema_kernel(List list, float decay, float one_minus_decay, const 
 }  // namespace
 
 void ema_update(const std::vector<EmaBuffers>& tensors, float decay, const float* skip,
-                cudaStream_t stream) {
+                const std::int32_t* updates, cudaStream_t stream) {
   // Rounded once on the host, as cpu::ema_update does.
   const float one_minus_decay = 1.0f - decay;
   for (std::size_t begin = 0; begin < tensors.size(); begin += List::kMaxTensors) {
@@ -69,7 +74,8 @@ void ema_update(const std::vector<EmaBuffers>& tensors, float decay, const float
       blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
     }
     list.block_start[list.size] = blocks;
-    ALLOY_LAUNCH(ema_kernel, blocks, kThreads, 0, stream)(list, decay, one_minus_decay, skip);
+    ALLOY_LAUNCH(ema_kernel, blocks, kThreads, 0, stream)
+    (list, decay, one_minus_decay, skip, updates);
     ALLOY_CUDA_CHECK_LAUNCH("ema_kernel on ", list.size, " tensors (", blocks, " blocks)");
   }
 }

@@ -151,6 +151,25 @@ BOOST_AUTO_TEST_CASE(a_captured_call_replays_like_eager_calls) {
   check_same_bits(twin.gpu_average, twin.cpu_average, "a replay on new values");
 }
 
+// The warmed-up decay from the update count on the device: the CPU's bits, and a replay reads the
+// count as it is then.
+BOOST_AUTO_TEST_CASE(an_update_count_on_the_device_warms_the_decay_up_like_the_cpu) {
+  Generator generator(45);
+  const Device device = Device::cuda(0);
+  Twin twin = mixed(generator);
+  Tensor count = to_cuda(Tensor::from_floats({2}, {1.0f, 0.0f}, DType::i32));
+  const std::unique_ptr<CapturedWork> graph =
+      capture_cuda_work(device, [&] { ema_update(twin.gpu_list(), 0.999f, {}, count); });
+  for (const float updates : {1.0f, 7.0f, 500.0f, 5000.0f}) {
+    const Tensor host_count = Tensor::from_floats({2}, {updates, 0.0f}, DType::i32);
+    count.copy_from(host_count);
+    graph->replay();
+    ema_update(twin.cpu_list(), 0.999f, {}, host_count);
+    check_same_bits(twin.gpu_average, twin.cpu_average,
+                    "replayed at count " + std::to_string(updates));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(tensors_on_different_devices_are_errors) {
   const auto fails_with = [](const std::string& part) {
     return [part](const Error& e) { return std::string(e.what()).find(part) != std::string::npos; };

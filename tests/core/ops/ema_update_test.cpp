@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -223,6 +224,31 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_errors_naming_them_before_anything_change
   BOOST_CHECK_EXCEPTION(ema_update({{&average, &value}}, 0.5f, Tensor::zeros({1}, DType::i32)),
                         Error, fails_with("skip must be f32"));
   BOOST_TEST(bits_of(average) == original);
+}
+
+// With the update count, the decay is TensorFlow's warmed-up one: (1 + n) / (10 + n) while that
+// is below the decay (n = 1: 2/11), the decay itself after, read from the count's first element.
+BOOST_AUTO_TEST_CASE(an_update_count_warms_the_decay_up) {
+  Generator generator(25);
+  constexpr float kDecay = 0.99f;
+  const std::pair<std::int32_t, float> cases[] = {
+      {1, 2.0f / 11.0f}, {5, 6.0f / 15.0f}, {89, 90.0f / 99.0f}, {1000000, kDecay}};
+  for (const auto& [updates, decay] : cases) {
+    BOOST_TEST_CONTEXT("updates " << updates) {
+      std::vector<Pair> pairs = mixed_pairs(generator);
+      std::vector<std::vector<float>> expected;
+      for (const Pair& p : pairs)
+        expected.push_back(reference_step(p.average.to_floats(), p.value.to_floats(), decay));
+      const Tensor count =
+          Tensor::from_floats({2}, {static_cast<float>(updates), 0.0f}, DType::i32);
+      ema_update(list_of(pairs), kDecay, {}, count);
+      for (std::size_t i = 0; i < pairs.size(); ++i)
+        BOOST_TEST(pairs[i].average.to_floats() == expected[i], "pair " << i);
+    }
+  }
+  std::vector<Pair> pairs = mixed_pairs(generator);
+  BOOST_CHECK_THROW(ema_update(list_of(pairs), kDecay, {}, Tensor::from_floats({1}, {1.0f})),
+                    Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
