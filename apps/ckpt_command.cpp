@@ -26,6 +26,8 @@ po::options_description ckpt_options() {
     ("json", po::bool_switch(), "info: print one JSON object (with params_digest)")
     ("safetensors", po::value<std::string>()->value_name("OUT"),
      "export: the safetensors file to write")
+    ("ema", po::bool_switch(),
+     "export: the weight averages of a run with --ema-decay, in place of its weights")
     ("help,h", "print this help and exit");
   // clang-format on
   po::options_description options;
@@ -152,10 +154,11 @@ int run_ckpt(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     print_help(
         "alloy ckpt info FILE [--json] | alloy ckpt verify FILE |\n"
-        "       alloy ckpt export FILE --safetensors OUT",
+        "       alloy ckpt export FILE --safetensors OUT [--ema]",
         "info describes a checkpoint (header, opt level, position, scaler, optimizer,\n"
         "params_digest); verify checks its header, CRC, contents and params_digest;\n"
-        "export writes its fp32 weights and buffers as a safetensors file.",
+        "export writes its fp32 weights and buffers as a safetensors file (with --ema, the\n"
+        "weight averages of a run with --ema-decay, under the same names).",
         options);
     return kExitSuccess;
   }
@@ -176,6 +179,8 @@ int run_ckpt(const std::vector<std::string>& args) {
   const bool has_out = values.count("safetensors") != 0;
   if (action == "export" && !has_out) usage_fail("alloy ckpt export needs --safetensors OUT");
   if (action != "export" && has_out) usage_fail("--safetensors applies to export only");
+  const bool averages = values["ema"].as<bool>();
+  if (action != "export" && averages) usage_fail("--ema applies to export only");
 
   const std::string& path = words[1];
   ckpt::CheckpointHeader header;
@@ -192,10 +197,14 @@ int run_ckpt(const std::vector<std::string>& args) {
     check_digest(path, state);
     const std::string out = values["safetensors"].as<std::string>();
     if (out.empty()) usage_fail("--safetensors needs a file name");
-    ckpt::export_safetensors(state, out);
-    std::cout << "wrote " << out << ": " << state.parameters.size() << " parameters and "
-              << state.buffers.size() << " buffers of " << state.model << " at step " << state.step
-              << std::endl;
+    if (averages) {
+      ckpt::export_safetensors(with_weight_averages(state, path), out, {{"weights", "ema"}});
+    } else {
+      ckpt::export_safetensors(state, out);
+    }
+    std::cout << "wrote " << out << ": " << (averages ? "the averages of " : "")
+              << state.parameters.size() << " parameters and " << state.buffers.size()
+              << " buffers of " << state.model << " at step " << state.step << std::endl;
   }
   return kExitSuccess;
 }

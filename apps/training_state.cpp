@@ -650,6 +650,33 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   }
 }
 
+ckpt::CheckpointState with_weight_averages(const ckpt::CheckpointState& state,
+                                           const std::string& path) {
+  if (std::none_of(state.optimizer_state.begin(), state.optimizer_state.end(),
+                   [](const ckpt::NamedTensor& t) { return t.name.rfind("ema.", 0) == 0; })) {
+    fail("checkpoint ", path, " holds no weight averages (it was trained without --ema-decay)");
+  }
+  ckpt::CheckpointState averaged = state;
+  const auto replace = [&](std::vector<ckpt::NamedTensor>& tensors) {
+    for (ckpt::NamedTensor& tensor : tensors) {
+      const ckpt::NamedTensor* average =
+          ckpt::find_tensor(state.optimizer_state, "ema." + tensor.name);
+      ALLOY_CHECK(average != nullptr, "checkpoint ", path, ": corrupt: no weight average of ",
+                  tensor.name);
+      ALLOY_CHECK(average->dtype == DType::f32 && average->shape == tensor.shape, "checkpoint ",
+                  path, ": corrupt: the weight average of ", tensor.name, " is ",
+                  dtype_name(average->dtype), shape_str(average->shape));
+      const std::string name = tensor.name;
+      tensor = *average;
+      tensor.name = name;
+    }
+  };
+  replace(averaged.parameters);
+  replace(averaged.buffers);
+  averaged.params_digest = stored_params_digest(averaged);
+  return averaged;
+}
+
 TrainOptions options_from_checkpoint(const checkpoint::CheckpointState& state) {
   TrainOptions o;
   apply_checkpoint_defaults(state, o);

@@ -100,4 +100,10 @@ TrainOptions options_from_checkpoint(const checkpoint::CheckpointState& state);
 // The hex params_digest of the parameters stored in `state` (recomputed, not the stored field).
 std::string stored_params_digest(const checkpoint::CheckpointState& state);
 
+// The state with its weight averages (--ema-decay; optimizer state "ema.<name>") as its
+// parameters and buffers, and the params_digest of those. Throws naming `path` when the state
+// holds no averages, or not one for every parameter and buffer.
+checkpoint::CheckpointState with_weight_averages(const checkpoint::CheckpointState& state,
+                                                 const std::string& path);
+
 }  // namespace alloy::app

@@ -47,7 +47,8 @@ const char* safetensors_dtype(DType dtype) {
   fail("no safetensors dtype for dtype code ", static_cast<int>(dtype));
 }
 
-void export_safetensors(const CheckpointState& state, const std::string& out_path) {
+void export_safetensors(const CheckpointState& state, const std::string& out_path,
+                        const std::map<std::string, std::string>& metadata) {
   std::vector<const NamedTensor*> tensors;
   for (const auto& tensor : state.parameters)
     tensors.push_back(&tensor);
@@ -61,6 +62,8 @@ void export_safetensors(const CheckpointState& state, const std::string& out_pat
   json += ",\"epoch\":\"" + std::to_string(state.epoch) + '"';
   json += ",\"step\":\"" + std::to_string(state.step) + '"';
   json += ",\"params_digest\":" + json_string(state.params_digest);
+  for (const auto& [key, value] : metadata)
+    json += ',' + json_string(key) + ':' + json_string(value);
   json += '}';
 
   std::set<std::string> names;

@@ -4,6 +4,7 @@
 // metadata under "__metadata__", then the raw little-endian tensor bytes.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "core/checkpoint/checkpoint.h"
@@ -14,7 +15,9 @@ namespace alloy::checkpoint {
 const char* safetensors_dtype(DType dtype);
 
 // Writes the state's parameters (the fp32 masters) and buffers under their Alloy names, with
-// the model, step, epoch and params_digest as metadata. Atomic, like write_checkpoint.
-void export_safetensors(const CheckpointState& state, const std::string& out_path);
+// the model, step, epoch and params_digest as metadata, and `metadata` after them. Atomic, like
+// write_checkpoint.
+void export_safetensors(const CheckpointState& state, const std::string& out_path,
+                        const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace alloy::checkpoint

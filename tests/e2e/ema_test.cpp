@@ -3,7 +3,8 @@
 // change no bit of the training (the same params_digest as without them); a checkpoint carries
 // them, so a resumed run reports the straight run's test_acc_ema to the last digit and `alloy
 // eval` the same figure; a resume given --ema-decay 0 drops them with a warning; two ranks
-// report them; bad values are usage errors naming the flag; `alloy mem --ema-decay` counts them.
+// report them; bad values are usage errors naming the flag; `alloy mem --ema-decay` counts them;
+// `alloy ckpt export --ema` writes them under the weights' names.
 #include <boost/test/unit_test.hpp>
 #include <string>
 #include <vector>
@@ -133,6 +134,54 @@ BOOST_AUTO_TEST_CASE(mem_counts_the_averages_as_optimizer_state) {
   const long long weights = (784LL * 256 + 256 + 256 * 10 + 10) * 4;
   BOOST_TEST(optimizer_state(averaged_run.output) - optimizer_state(plain_run.output) == weights);
   BOOST_TEST(averaged_run.output.find("\"ema_decay\":0.99") != std::string::npos);
+}
+
+// `alloy ckpt export --ema` writes the averages under the weights' names, marked in the metadata;
+// a checkpoint without averages is an error naming it.
+BOOST_AUTO_TEST_CASE(ckpt_export_writes_the_averages_under_the_weights_names) {
+  const TempDir dir;
+  train(dir, "averaged",
+        {"--epochs", "1", "--ema-decay", "0.9", "--checkpoint-dir", dir.file("averaged")});
+  train(dir, "plain", {"--epochs", "1", "--checkpoint-dir", dir.file("plain")});
+  const std::string averaged = dir.file("averaged") + "/step-00000050.ckpt";
+  const auto header_of = [](const std::string& file) {
+    const std::string bytes = read_text(file);
+    BOOST_TEST_REQUIRE(bytes.size() > 8u);
+    std::uint64_t length = 0;
+    for (int i = 7; i >= 0; --i)
+      length = (length << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+    return bytes.substr(8, length);
+  };
+  const auto names_of = [](const std::string& header) {
+    std::vector<std::string> names;
+    for (std::size_t at = header.find("\":{\"dtype\""); at != std::string::npos;
+         at = header.find("\":{\"dtype\"", at + 1)) {
+      const std::size_t begin = header.rfind('"', at - 1) + 1;
+      names.push_back(header.substr(begin, at - begin));
+    }
+    return names;
+  };
+  const ProcessResult weights =
+      run_alloy({"ckpt", "export", averaged, "--safetensors", dir.file("weights.safetensors")});
+  const ProcessResult averages = run_alloy(
+      {"ckpt", "export", averaged, "--safetensors", dir.file("ema.safetensors"), "--ema"});
+  BOOST_TEST_REQUIRE(weights.exit_code == 0, weights.errors);
+  BOOST_TEST_REQUIRE(averages.exit_code == 0, averages.errors);
+  const std::string weights_header = header_of(dir.file("weights.safetensors"));
+  const std::string averages_header = header_of(dir.file("ema.safetensors"));
+  BOOST_TEST(averages_header.find("\"weights\":\"ema\"") != std::string::npos, averages_header);
+  BOOST_TEST(weights_header.find("\"weights\"") == std::string::npos, weights_header);
+  BOOST_TEST(!names_of(weights_header).empty());
+  BOOST_TEST(names_of(averages_header) == names_of(weights_header));
+  BOOST_TEST(read_text(dir.file("ema.safetensors")) != read_text(dir.file("weights.safetensors")));
+
+  const std::string plain = dir.file("plain") + "/step-00000050.ckpt";
+  const ProcessResult none =
+      run_alloy({"ckpt", "export", plain, "--safetensors", dir.file("none.safetensors"), "--ema"});
+  BOOST_TEST(none.exit_code == 1, none.errors);
+  BOOST_TEST(none.errors.find("holds no weight averages") != std::string::npos, none.errors);
+  BOOST_TEST(none.errors.find(plain) != std::string::npos, none.errors);
+  check_usage_error({"ckpt", "info", averaged, "--ema"}, "--ema applies to export only");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

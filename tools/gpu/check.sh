@@ -217,7 +217,7 @@ fi
 recipe=("${data[@]}" --batch-size 256 --lr 0.2)
 forced=(--init-loss-scale 1099511627776 --max-loss-scale 1099511627776)  # 2^40, as the README
 step_features=(--accumulation-steps 2 --clip-grad-norm 5 --lr-schedule cosine
-  --warmup-steps "$warmup_steps" --ema-decay 0.99)
+  --warmup-steps "$warmup_steps" --ema-decay 0.99 --ema-warmup)
 if [[ $device == cuda ]]; then
   on_device=(--device cuda)
   shared_device=(--device cuda:0)  # both ranks on one GPU: only Gloo allows it
