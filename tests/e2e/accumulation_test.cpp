@@ -27,12 +27,6 @@ double number(const std::string& line, const std::string& key) {
   return std::atof(text.c_str());
 }
 
-void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const ProcessResult result = run_alloy(args);
-  BOOST_TEST(result.exit_code == 2, result.errors);
-  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(accumulation)

@@ -72,6 +72,13 @@ inline std::vector<std::string> events(const std::string& log, const std::string
   return found;
 }
 
+// `alloy ARGS` exits 2 (a usage error) with `names` in its message.
+inline void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
+  const ProcessResult result = run_alloy(args);
+  BOOST_TEST(result.exit_code == 2, result.errors);
+  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
+}
+
 struct TrainRun {
   ProcessResult process;
   std::string log;

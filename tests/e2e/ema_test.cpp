@@ -26,12 +26,6 @@ std::string field(const TrainRun& run, const std::string& event, const std::stri
   return lines.empty() ? "" : json_field(lines.back(), key);
 }
 
-void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const ProcessResult result = run_alloy(args);
-  BOOST_TEST(result.exit_code == 2, result.errors);
-  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(ema_e2e)

@@ -12,16 +12,6 @@
 
 using namespace alloy::test;
 
-namespace {
-
-void check_usage_error(const std::vector<std::string>& args, const std::string& names) {
-  const ProcessResult result = run_alloy(args);
-  BOOST_TEST(result.exit_code == 2, result.errors);
-  BOOST_TEST(result.errors.find(names) != std::string::npos, result.errors);
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(recompute_e2e)
 
 BOOST_AUTO_TEST_CASE(the_start_event_names_it) {
