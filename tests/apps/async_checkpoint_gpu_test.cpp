@@ -4,7 +4,9 @@
 // field, although the steps queued right after the snapshot change the weights while the
 // copies may still be waiting to run. The reference is a second trainer with the same options
 // saving synchronously: CUDA training is deterministic (trainer_cuda_graph_gpu_test.cpp
-// compares two trainers bit for bit the same way).
+// compares two trainers bit for bit the same way). With --ema-decay the weight averages are
+// among the copies.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 
 #include <set>
@@ -34,6 +36,7 @@ struct Setting {
   std::int64_t batch = 16;
   std::string cuda_graph = "off";
   double clip_grad_norm = 0;
+  double ema_decay = 0;
 };
 
 struct Saved {
@@ -57,6 +60,7 @@ std::vector<Saved> train_and_save(const Setting& setting, const std::string& dir
   options.cuda_graph = setting.cuda_graph;
   options.precision = amp::resolve_properties(setting.level, {});
   options.clip_grad_norm = setting.clip_grad_norm;
+  options.ema_decay = setting.ema_decay;
   Trainer trainer(options, Device::cuda(0), data::load_datasets("synthetic", "", 11));
   std::vector<Saved> saved;
   {
@@ -136,6 +140,12 @@ void check_async_equals_sync(const Setting& setting) {
       check_same_tensors(ours.parameters, theirs.parameters, "parameter");
       check_same_tensors(ours.buffers, theirs.buffers, "buffer");
       check_same_tensors(ours.optimizer_state, theirs.optimizer_state, "optimizer state");
+      if (setting.ema_decay > 0) {  // the averages travel as optimizer state "ema.<name>"
+        BOOST_TEST(std::count_if(ours.optimizer_state.begin(), ours.optimizer_state.end(),
+                                 [](const ckpt::NamedTensor& t) {
+                                   return t.name.rfind("ema.", 0) == 0;
+                                 }) == static_cast<long>(ours.parameters.size()));
+      }
     }
   }
 }
@@ -152,6 +162,13 @@ BOOST_AUTO_TEST_CASE(lenet_o2_asynchronous_saves_equal_synchronous_ones) {
 BOOST_AUTO_TEST_CASE(lenet_o2_clipped_asynchronous_saves_carry_the_clip_tally) {
   Setting setting;
   setting.clip_grad_norm = 0.05;
+  check_async_equals_sync(setting);
+}
+
+// The weight averages are copied from the device with the optimizer state: the same bytes.
+BOOST_AUTO_TEST_CASE(lenet_o2_weight_averages_are_saved_as_synchronously) {
+  Setting setting;
+  setting.ema_decay = 0.9;
   check_async_equals_sync(setting);
 }
 
