@@ -4,12 +4,13 @@
 // label_smoothing (eps, in [0, 1)) is PyTorch's nn.CrossEntropyLoss(label_smoothing=eps): the
 // target is q = (1 - eps) * onehot(label) + eps / C, a row's loss is -sum_k q_k log p_k =
 // (1 - eps) * (-log p_label) + (eps / C) * sum_k (-log p_k), and the gradient of the mean is
-// (p - q) / N. The floats (the same on both backends): with keep = 1 - eps, off = eps / C and
-// on = keep + off (label_smoothing_terms below), each -log p_k = log(sum) + (max - x_k) in
-// fp32, their sum over the row in fp32, the row's loss fma(off, that sum, fl(keep * -log
-// p_label)) and the gradient's target on at the label, off elsewhere. eps 0 leaves the
-// unsmoothed arithmetic alone: the row's loss is -log p_label itself (no 0 * a sum that a
-// -inf logit makes infinite), and p - 0 and p - 1 are the unsmoothed gradient's bits.
+// (p - q) / N. The floats: with keep = 1 - eps, off = eps / C and on = keep + off
+// (label_smoothing_terms below), each -log p_k = log(sum) + (max - x_k) in fp32, their sum over
+// the row in fp32 (in class order on the CPU, a block reduction on CUDA), the row's loss
+// fma(off, that sum, fl(keep * -log p_label)) and the gradient's target on at the label, off
+// elsewhere. eps 0 leaves the unsmoothed arithmetic alone: the row's loss is -log p_label
+// itself (no 0 * a sum that a -inf logit makes infinite), and p - 0 and p - 1 are the
+// unsmoothed gradient's bits.
 #pragma once
 
 #include <cstdint>
