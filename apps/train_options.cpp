@@ -141,6 +141,10 @@ void validate(TrainOptions& o, const po::variables_map& values) {
         static_cast<float>(o.ema_decay) < 1.0f)) {  // 1 - 1e-9 rounds to 1 in a float
     usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
   }
+  if (!(o.label_smoothing >= 0.0 && o.label_smoothing < 1.0 &&
+        static_cast<float>(o.label_smoothing) < 1.0f)) {
+    usage_fail("--label-smoothing must be in [0, 1) as a 32-bit float, got ", o.label_smoothing);
+  }
   if (o.ema_warmup && o.ema_decay == 0.0) {
     usage_fail("--ema-warmup warms up the weight averages of --ema-decay, which is off");
   }
@@ -265,6 +269,10 @@ po::options_description train_options_description(TrainOptions& o) {
       value(&o.clip_grad_norm)->default_value(o.clip_grad_norm, "0")->value_name("X"),
       "scale the unscaled gradients down so their total L2 norm is at most X, as "
       "torch.nn.utils.clip_grad_norm_ after the loss scaler's unscale (0: off)")(
+      "label-smoothing",
+      value(&o.label_smoothing)->default_value(o.label_smoothing, "0")->value_name("X"),
+      "train against (1 - X) * onehot + X / classes, as PyTorch's "
+      "CrossEntropyLoss(label_smoothing=X) (0: off)")(
       "ema-decay", value(&o.ema_decay)->default_value(o.ema_decay, "0")->value_name("D"),
       "keep an exponential moving average of the weights, average = D * average + (1 - D) * "
       "weights after each step, and report its test accuracy too (0: off; D in [0, 1))")(

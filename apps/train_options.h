@@ -39,6 +39,8 @@ struct TrainOptions {
   // Weight averaging (amp::MixedPrecision::set_ema_decay); 0: off.
   double ema_decay = 0.0;
   bool ema_warmup = false;  // warm the averages' decay up over the first steps
+  // The loss's label smoothing (core/ops/softmax_cross_entropy.h); 0: none.
+  double label_smoothing = 0.0;
   std::int64_t epochs = 10;
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps

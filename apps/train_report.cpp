@@ -51,6 +51,7 @@ void TrainReport::start(Trainer& trainer) {
   if (o.optimizer == "sgd") human_ << " momentum " << o.momentum;
   human_ << " weight_decay " << o.weight_decay;
   if (o.clip_grad_norm > 0) human_ << " clip_grad_norm " << o.clip_grad_norm;
+  if (o.label_smoothing > 0) human_ << " label_smoothing " << o.label_smoothing;
   if (o.ema_decay > 0) human_ << " ema_decay " << o.ema_decay << (o.ema_warmup ? " (warm-up)" : "");
   human_ << " | batch " << o.batch_size;
   if (o.accumulation_steps > 1) {
@@ -91,6 +92,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
   if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
+  if (o.label_smoothing > 0) event.add("label_smoothing", o.label_smoothing);
   if (o.ema_decay > 0) event.add("ema_decay", o.ema_decay).add("ema_warmup", o.ema_warmup);
   log_->write(event);
 }

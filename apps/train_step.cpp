@@ -12,7 +12,7 @@ namespace alloy::app {
 
 void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor& images,
                 const Tensor& labels, Tensor& tally, DataParallel* data_parallel,
-                std::int64_t accumulation_steps) {
+                std::int64_t accumulation_steps, float label_smoothing) {
   // O1's half copies of the weights are valid for one step: the update changes the weights,
   // and nothing else does, so every micro-batch of the step shares them.
   nn::clear_weight_cast_cache();
@@ -31,9 +31,9 @@ void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor&
     // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled)
     // and divided by the step's rows, and the step tally's update, in one pass (one launch on
     // the GPU). The loss and the logits' gradient are freed as soon as backward has used them.
-    model.backward(
-        softmax_cross_entropy_step(logits, micro_labels, precision.loss_scale(), tally, rows)
-            .dlogits);
+    model.backward(softmax_cross_entropy_step(logits, micro_labels, precision.loss_scale(), tally,
+                                              rows, label_smoothing)
+                       .dlogits);
   }
   if (data_parallel) data_parallel->after_backward();  // gradients averaged over the ranks
   precision.step();

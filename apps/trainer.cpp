@@ -273,7 +273,7 @@ void Trainer::step(const data::Batch& batch) {
 
 void Trainer::device_step(const Tensor& images, const Tensor& labels) {
   train_step(*model_, *precision_, images, labels, tally_, data_parallel_.get(),
-             options_.accumulation_steps);
+             options_.accumulation_steps, static_cast<float>(options_.label_smoothing));
 }
 
 Tensor Trainer::forward(const Tensor& images) {

@@ -56,6 +56,7 @@ constexpr const char* kClipGradNorm = "clip_grad_norm";
 constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
+constexpr const char* kLabelSmoothing = "label_smoothing";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -277,6 +278,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kRecompute] = o.recompute;
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
+  state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
   return state;
 }
 
@@ -625,6 +627,11 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("min-lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);
   if (!o.was_given("clip-grad-norm")) {
     o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
+  }
+  if (!o.was_given("label-smoothing")) {
+    o.label_smoothing = extra_double(state, kLabelSmoothing, o.resume, 0.0);
+    ALLOY_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing < 1.0, "checkpoint ", o.resume,
+                ": corrupt field ", kLabelSmoothing, " '", o.label_smoothing, "'");
   }
   if (!o.was_given("ema-decay")) {
     o.ema_decay = extra_double(state, kEmaDecay, o.resume, 0.0);

@@ -32,12 +32,20 @@ void check_labels(const char* op, const Tensor& labels, std::int64_t classes) {
   }
 }
 
+// PyTorch's range less its end: eps 1 would make the target uniform, the label unlearnable.
+// A NaN fails the comparisons too.
+void check_label_smoothing(const char* op, float label_smoothing) {
+  ALLOY_CHECK(label_smoothing >= 0.0f && label_smoothing < 1.0f, op,
+              ": label_smoothing must be in [0, 1), got ", label_smoothing);
+}
+
 }  // namespace
 
-SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits,
-                                                        const Tensor& labels) {
+SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits, const Tensor& labels,
+                                                        float label_smoothing) {
   constexpr const char* op = "softmax_cross_entropy_forward";
   const Device device = common_device(op, {&logits, &labels});
+  check_label_smoothing(op, label_smoothing);
   check_floating(op, "logits", logits);
   const std::int64_t classes = check_inputs(op, "logits", logits, labels);
   ALLOY_CHECK(logits.dim(0) > 0, op, ": the mean over an empty batch is undefined");
@@ -51,23 +59,24 @@ SoftmaxCrossEntropyResult softmax_cross_entropy_forward(const Tensor& logits,
     ALLOY_CUDA_PATH(op, device, {
       Tensor row_loss =
           Tensor::empty({logits.dim(0)}, DType::f32, device, MemoryCategory::workspace);
-      cuda::softmax_cross_entropy_forward(logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
-                                          result.probabilities.data<float>(),
-                                          row_loss.data<float>(), result.loss.data<float>(),
-                                          logits.dim(0), classes, cuda::stream_of(device));
+      cuda::softmax_cross_entropy_forward(
+          logits.raw(), logits.dtype(), labels.data<std::int32_t>(),
+          result.probabilities.data<float>(), row_loss.data<float>(), result.loss.data<float>(),
+          logits.dim(0), classes, label_smoothing, cuda::stream_of(device));
       return result;
     });
   check_labels(op, labels, classes);
   result.loss.data<float>()[0] = cpu::softmax_cross_entropy_forward(
       logits.raw(), logits.dtype(), labels.data<std::int32_t>(), result.probabilities.data<float>(),
-      logits.dim(0), classes);
+      logits.dim(0), classes, label_smoothing);
   return result;
 }
 
 Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
-                                      float grad_scale, DType dtype) {
+                                      float grad_scale, DType dtype, float label_smoothing) {
   constexpr const char* op = "softmax_cross_entropy_backward";
   const Device device = common_device(op, {&probabilities, &labels});
+  check_label_smoothing(op, label_smoothing);
   check_dtype(op, "probabilities", probabilities, DType::f32);
   const std::int64_t classes = check_inputs(op, "probabilities", probabilities, labels);
   ALLOY_CHECK(is_floating(dtype), op, ": gradient dtype must be f32, f16 or bf16, got ",
@@ -77,20 +86,23 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
     ALLOY_CUDA_PATH(op, device, {
       cuda::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
                                            grad_scale, nullptr, dlogits.raw(), dtype,
-                                           probabilities.dim(0), classes, cuda::stream_of(device));
+                                           probabilities.dim(0), classes, label_smoothing,
+                                           cuda::stream_of(device));
       return dlogits;
     });
   check_labels(op, labels, classes);
   cpu::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
                                       grad_scale, dlogits.raw(), dtype, probabilities.dim(0),
-                                      classes);
+                                      classes, label_smoothing);
   return dlogits;
 }
 
 Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor& labels,
-                                      const Tensor& loss_scale, DType dtype) {
+                                      const Tensor& loss_scale, DType dtype,
+                                      float label_smoothing) {
   constexpr const char* op = "softmax_cross_entropy_backward";
   common_device(op, {&probabilities, &labels, &loss_scale});
+  check_label_smoothing(op, label_smoothing);
   check_dtype(op, "loss_scale", loss_scale, DType::f32);
   check_shape(op, "loss_scale", loss_scale, {1});
   if (loss_scale.device().is_cuda())
@@ -105,17 +117,21 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
           Tensor::empty(probabilities.shape(), dtype, device, MemoryCategory::activations);
       cuda::softmax_cross_entropy_backward(probabilities.data<float>(), labels.data<std::int32_t>(),
                                            1.0f, loss_scale.data<float>(), dlogits.raw(), dtype,
-                                           probabilities.dim(0), classes, cuda::stream_of(device));
+                                           probabilities.dim(0), classes, label_smoothing,
+                                           cuda::stream_of(device));
       return dlogits;
     });
-  return softmax_cross_entropy_backward(probabilities, labels, loss_scale.data<float>()[0], dtype);
+  return softmax_cross_entropy_backward(probabilities, labels, loss_scale.data<float>()[0], dtype,
+                                        label_smoothing);
 }
 
 SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const Tensor& labels,
                                                    const Tensor& loss_scale, Tensor& tally,
-                                                   std::int64_t gradient_rows) {
+                                                   std::int64_t gradient_rows,
+                                                   float label_smoothing) {
   constexpr const char* op = "softmax_cross_entropy_step";
   const Device device = common_device(op, {&logits, &labels, &loss_scale, &tally});
+  check_label_smoothing(op, label_smoothing);
   check_floating(op, "logits", logits);
   const std::int64_t classes = check_inputs(op, "logits", logits, labels);
   ALLOY_CHECK(logits.dim(0) > 0, op, ": the mean over an empty batch is undefined");
@@ -143,13 +159,13 @@ SoftmaxCrossEntropyStep softmax_cross_entropy_step(const Tensor& logits, const T
           result.dlogits.raw(), row_loss.data<float>(),
           reinterpret_cast<std::uint32_t*>(row_correct.raw()), result.loss.data<float>(),
           &sums->loss_sum, reinterpret_cast<unsigned long long*>(&sums->correct), rows, classes,
-          gradient_rows, cuda::stream_of(device));
+          gradient_rows, label_smoothing, cuda::stream_of(device));
       return result;
     });
   check_labels(op, labels, classes);
   result.loss.data<float>()[0] = cpu::softmax_cross_entropy_step(
       logits.raw(), logits.dtype(), labels.data<std::int32_t>(), loss_scale.data<float>()[0],
-      result.dlogits.raw(), sums, rows, classes, gradient_rows);
+      result.dlogits.raw(), sums, rows, classes, gradient_rows, label_smoothing);
   return result;
 }
 

@@ -16,12 +16,24 @@ __device__ float row_max(const T* x, std::int64_t classes) {
   return block_max(local_max);
 }
 
-// -log softmax at the label, without forming the (possibly underflowed) probability; NaN for a
-// label outside the row. total is the sum of expf(x - max) over the row.
+// The row's loss: -log softmax at the label, or with label smoothing its smoothed form
+// (core/ops/softmax_cross_entropy.h), without forming the (possibly underflowed)
+// probabilities; NaN for a label outside the row. total is the sum of expf(x - max) over the
+// row. Every thread of the block calls it (the smoothing sums over the block); thread 0 has
+// the result.
 template <class T>
 __device__ float row_loss_at(const T* x, std::int32_t label, std::int64_t classes, float max,
-                             float total) {
-  return label >= 0 && label < classes ? logf(total) + (max - widen(x[label])) : NAN;
+                             float total, float label_smoothing) {
+  const float log_total = logf(total);
+  const float at_label = label >= 0 && label < classes ? log_total + (max - widen(x[label])) : NAN;
+  if (label_smoothing == 0.0f) return at_label;
+  float local = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    local += log_total + (max - widen(x[c]));
+  const float over_row = block_sum(local);
+  const LabelSmoothingTerms terms = label_smoothing_terms(label_smoothing, classes);
+  // The CPU's fma, spelled out: __fmul_rn is never contracted.
+  return __fmaf_rn(terms.off, over_row, __fmul_rn(terms.keep, at_label));
 }
 
 // The class of the row's first largest logit, a NaN counting as the largest: one thread's loop.
@@ -44,7 +56,8 @@ __device__ std::int64_t row_argmax(const T* x, std::int64_t classes) {
 template <class T>
 __global__ void forward_kernel(const T* logits, const std::int32_t* labels, float* probabilities,
                                float* row_loss, float* loss, std::int64_t rows,
-                               std::int64_t classes, unsigned int* arrivals) {
+                               std::int64_t classes, float label_smoothing,
+                               unsigned int* arrivals) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
   float* p = probabilities + row * classes;
@@ -61,9 +74,8 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
   __syncthreads();
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
     p[c] /= total;
-  if (threadIdx.x == 0) {
-    row_loss[row] = row_loss_at(x, labels[row], classes, max, total);
-  }
+  const float loss_of_row = row_loss_at(x, labels[row], classes, max, total, label_smoothing);
+  if (threadIdx.x == 0) row_loss[row] = loss_of_row;
   if (!arrive_last(arrivals)) return;
   // The mean in double over a fixed tree (each thread's rows in order, then the block sum):
   // deterministic for a shape, and equal to the CPU's row-order double sum whenever that sum is
@@ -75,17 +87,23 @@ __global__ void forward_kernel(const T* logits, const std::int32_t* labels, floa
   if (threadIdx.x == 0) *loss = static_cast<float>(loss_sum / static_cast<double>(rows));
 }
 
+// factor * (p - q); without smoothing, p - 0 and p - 1: the unsmoothed gradient's bits.
+__device__ __forceinline__ float gradient_at(float p, bool at_label,
+                                             const LabelSmoothingTerms& terms, float factor) {
+  return (p - (at_label ? terms.on : terms.off)) * factor;
+}
+
 template <class T>
 __global__ void backward_kernel(const float* probabilities, const std::int32_t* labels,
                                 float grad_scale, const float* grad_scale_device, T* dlogits,
-                                std::int64_t rows, std::int64_t classes) {
+                                std::int64_t rows, std::int64_t classes, float label_smoothing) {
   const float scale = grad_scale_device ? grad_scale * *grad_scale_device : grad_scale;
   const float factor = scale / static_cast<float>(rows);
+  const LabelSmoothingTerms terms = label_smoothing_terms(label_smoothing, classes);
   ALLOY_GRID_STRIDE(i, rows * classes) {
     const std::int64_t row = i / classes;
     const bool at_label = labels[row] == i % classes;
-    dlogits[i] =
-        narrow<T>(at_label ? (probabilities[i] - 1.0f) * factor : probabilities[i] * factor);
+    dlogits[i] = narrow<T>(gradient_at(probabilities[i], at_label, terms, factor));
   }
 }
 
@@ -117,7 +135,7 @@ template <class T>
 __global__ void step_kernel(const T* logits, const std::int32_t* labels, const float* loss_scale,
                             T* dlogits, float* row_loss, std::uint32_t* row_correct, float* loss,
                             double* loss_sum, unsigned long long* correct, std::int64_t rows,
-                            std::int64_t classes, std::int64_t gradient_rows,
+                            std::int64_t classes, std::int64_t gradient_rows, float label_smoothing,
                             unsigned int* arrivals) {
   const std::int64_t row = blockIdx.x;
   const T* x = logits + row * classes;
@@ -132,12 +150,14 @@ __global__ void step_kernel(const T* logits, const std::int32_t* labels, const f
   __syncthreads();
   const std::int32_t label = labels[row];
   const float factor = *loss_scale / static_cast<float>(gradient_rows);
+  const LabelSmoothingTerms terms = label_smoothing_terms(label_smoothing, classes);
   for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) {
     const float p = expf(widen(x[c]) - max) / total;
-    dx[c] = narrow<T>(c == label ? (p - 1.0f) * factor : p * factor);
+    dx[c] = narrow<T>(gradient_at(p, c == label, terms, factor));
   }
+  const float loss_of_row = row_loss_at(x, label, classes, max, total, label_smoothing);
   if (threadIdx.x == 0) {
-    row_loss[row] = row_loss_at(x, label, classes, max, total);
+    row_loss[row] = loss_of_row;
     const std::int64_t best = row_argmax(x, classes);
     row_correct[row] = best == label;
   }
@@ -173,14 +193,16 @@ unsigned int threads_for(std::int64_t classes) {
 
 void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::int32_t* labels,
                                    float* probabilities, float* row_loss, float* loss,
-                                   std::int64_t rows, std::int64_t classes, cudaStream_t stream) {
+                                   std::int64_t rows, std::int64_t classes, float label_smoothing,
+                                   cudaStream_t stream) {
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_forward: ", rows,
               " rows do not fit one grid");
   unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
   dispatch_floating(dtype, "softmax_cross_entropy_forward", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(forward_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
-    (static_cast<const T*>(logits), labels, probabilities, row_loss, loss, rows, classes, arrivals);
+    (static_cast<const T*>(logits), labels, probabilities, row_loss, loss, rows, classes,
+     label_smoothing, arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax forward_kernel on ", rows, "x", classes, " logits");
 }
@@ -188,13 +210,14 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
 void softmax_cross_entropy_backward(const float* probabilities, const std::int32_t* labels,
                                     float grad_scale, const float* grad_scale_device, void* dlogits,
                                     DType dtype, std::int64_t rows, std::int64_t classes,
-                                    cudaStream_t stream) {
+                                    float label_smoothing, cudaStream_t stream) {
   const std::int64_t count = rows * classes;
   if (count == 0) return;
   dispatch_floating(dtype, "softmax_cross_entropy_backward", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(backward_kernel, grid_for(count), kThreads, 0, stream)
-    (probabilities, labels, grad_scale, grad_scale_device, static_cast<T*>(dlogits), rows, classes);
+    (probabilities, labels, grad_scale, grad_scale_device, static_cast<T*>(dlogits), rows, classes,
+     label_smoothing);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax backward_kernel on ", rows, "x", classes, " gradients");
 }
@@ -204,7 +227,7 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
                                 std::uint32_t* row_correct, float* loss, double* loss_sum,
                                 unsigned long long* correct, std::int64_t rows,
                                 std::int64_t classes, std::int64_t gradient_rows,
-                                cudaStream_t stream) {
+                                float label_smoothing, cudaStream_t stream) {
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_step: ", rows,
               " rows do not fit one grid");
   // The loss's counter: this kernel and forward_kernel never overlap (one stream).
@@ -213,7 +236,7 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
     using T = decltype(type);
     ALLOY_LAUNCH(step_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
     (static_cast<const T*>(logits), labels, loss_scale, static_cast<T*>(dlogits), row_loss,
-     row_correct, loss, loss_sum, correct, rows, classes, gradient_rows, arrivals);
+     row_correct, loss, loss_sum, correct, rows, classes, gradient_rows, label_smoothing, arrivals);
   });
   ALLOY_CUDA_CHECK_LAUNCH("softmax step_kernel on ", rows, "x", classes, " logits");
 }

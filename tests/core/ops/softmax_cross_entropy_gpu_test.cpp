@@ -1,6 +1,7 @@
 // CUDA softmax cross-entropy against the CPU kernels: fp32 math in both, reductions in another
 // order (within fp32 tolerance); count_correct exactly.
 #include <boost/test/unit_test.hpp>
+#include <string>
 #include <vector>
 
 #include "core/ops/softmax_cross_entropy.h"
@@ -150,6 +151,92 @@ BOOST_AUTO_TEST_CASE(the_fused_step_divides_the_gradient_by_the_rows_of_its_step
           "dlogits vs cpu " + what, gpu_tolerance(dtype), 1e-3);
     }
   }
+}
+
+// Label smoothing on the GPU: the forward, both backwards and the fused step like the CPU's
+// within the tolerances above (a row's sum over its classes is a block reduction there), the
+// step bit for bit the CUDA ops it replaces; a bad eps is refused before any launch.
+BOOST_AUTO_TEST_CASE(label_smoothing_matches_the_cpu) {
+  Generator generator(53);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const std::int64_t classes : {std::int64_t{10}, std::int64_t{1000}}) {
+      for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{67}}) {
+        const float eps = rows == 1 ? 0.3f : 0.1f;
+        const std::string what = std::string(dtype_name(dtype)) + " with " + std::to_string(rows) +
+                                 " rows of " + std::to_string(classes) + " classes, eps " +
+                                 std::to_string(eps);
+        const Tensor logits = random_tensor({rows, classes}, dtype, generator, -8.0f, 8.0f);
+        const Tensor labels = random_labels(rows, classes, generator);
+        const Tensor scale = Tensor::from_floats({1}, {65536.0f});
+        const Tensor logits_gpu = to_cuda(logits);
+        const Tensor labels_gpu = to_cuda(labels);
+        const Tensor scale_gpu = to_cuda(scale);
+        const StepTally start{5.5, 3};
+
+        const SoftmaxCrossEntropyResult cpu = softmax_cross_entropy_forward(logits, labels, eps);
+        const SoftmaxCrossEntropyResult gpu =
+            softmax_cross_entropy_forward(logits_gpu, labels_gpu, eps);
+        check_gpu_close(gpu.loss, cpu.loss, "loss " + what, 1e-5, 0.0);
+        check_gpu_close(gpu.probabilities, cpu.probabilities, "probabilities " + what, 1e-5, 1e-7);
+        check_gpu_close(
+            softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, 1024.0f, dtype, eps),
+            softmax_cross_entropy_backward(cpu.probabilities, labels, 1024.0f, dtype, eps),
+            "backward " + what, gpu_tolerance(dtype), 1e-5);
+        const Tensor unfused_dlogits =
+            softmax_cross_entropy_backward(gpu.probabilities, labels_gpu, scale_gpu, dtype, eps);
+        check_gpu_close(
+            unfused_dlogits,
+            softmax_cross_entropy_backward(cpu.probabilities, labels, scale, dtype, eps),
+            "backward with a device loss scale " + what, gpu_tolerance(dtype), 1e-3);
+        Tensor unfused_tally = make_step_tally(Device::cuda(0), start);
+        add_to_step_tally(unfused_tally, gpu.loss, logits_gpu, labels_gpu);
+
+        Tensor tally = make_step_tally(Device::cuda(0), start);
+        const SoftmaxCrossEntropyStep fused =
+            softmax_cross_entropy_step(logits_gpu, labels_gpu, scale_gpu, tally, 0, eps);
+        check_gpu_equal(fused.loss, to_host(gpu.loss), "step loss " + what);
+        check_gpu_equal(fused.dlogits, to_host(unfused_dlogits), "step dlogits " + what);
+        check_gpu_equal(tally, to_host(unfused_tally), "step tally " + what);
+
+        Tensor cpu_tally = make_step_tally(Device::cpu(), start);
+        const SoftmaxCrossEntropyStep cpu_step =
+            softmax_cross_entropy_step(logits, labels, scale, cpu_tally, 0, eps);
+        check_gpu_close(fused.loss, cpu_step.loss, "step loss vs cpu " + what, 1e-5, 0.0);
+        check_gpu_close(fused.dlogits, cpu_step.dlogits, "step dlogits vs cpu " + what,
+                        gpu_tolerance(dtype), 1e-3);
+        const StepTally gpu_sums = read_step_tally(tally);
+        const StepTally cpu_sums = read_step_tally(cpu_tally);
+        BOOST_CHECK_EQUAL(gpu_sums.correct, cpu_sums.correct);
+        BOOST_CHECK_CLOSE(gpu_sums.loss_sum, cpu_sums.loss_sum, 1e-3);
+
+        const std::int64_t step_rows = 4 * rows + 1;
+        check_gpu_close(
+            softmax_cross_entropy_step(logits_gpu, labels_gpu, scale_gpu, tally, step_rows, eps)
+                .dlogits,
+            softmax_cross_entropy_step(logits, labels, scale, cpu_tally, step_rows, eps).dlogits,
+            "dlogits of a step of " + std::to_string(step_rows) + " rows " + what,
+            gpu_tolerance(dtype), 1e-3);
+      }
+    }
+  }
+  const Tensor logits = to_cuda(Tensor::zeros({2, 3}, DType::f32));
+  const Tensor labels = to_cuda(Tensor::from_floats({2}, {0, 1}, DType::i32));
+  const Tensor scale = to_cuda(Tensor::from_floats({1}, {1.0f}));
+  const auto names = [](const char* op) {
+    return [op](const Error& error) {
+      const std::string message = error.what();
+      return message.find(op) != std::string::npos &&
+             message.find("label_smoothing must be in [0, 1), got 1") != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_forward(logits, labels, 1.0f), Error,
+                        names("softmax_cross_entropy_forward"));
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_backward(logits, labels, scale, DType::f32, 1.0f),
+                        Error, names("softmax_cross_entropy_backward"));
+  Tensor tally = make_step_tally(Device::cuda(0));
+  BOOST_CHECK_EXCEPTION(softmax_cross_entropy_step(logits, labels, scale, tally, 0, 1.0f), Error,
+                        names("softmax_cross_entropy_step"));
+  BOOST_TEST(read_step_tally(tally).correct == 0u, "nothing was added by a refused call");
 }
 
 BOOST_AUTO_TEST_CASE(count_correct_breaks_ties_and_nan_like_the_cpu) {

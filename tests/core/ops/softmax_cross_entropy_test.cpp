@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -25,14 +26,16 @@ Tensor random_labels(std::int64_t rows, std::int64_t classes, Generator& generat
 }
 
 // Softmax probabilities and the mean cross-entropy in float64 (log-sum-exp with the maximum
-// taken out, so large logits are fine).
+// taken out, so large logits are fine). With label smoothing eps, PyTorch's
+// CrossEntropyLoss(label_smoothing=eps): the target q = (1 - eps) * onehot + eps / C, a row's
+// loss -sum_k q_k log p_k.
 struct Reference {
   std::vector<double> probabilities;
   double loss = 0.0;
 };
 
 Reference reference(const std::vector<double>& logits, const std::vector<float>& labels,
-                    std::int64_t classes) {
+                    std::int64_t classes, double label_smoothing = 0.0) {
   Reference r;
   const auto rows = static_cast<std::int64_t>(labels.size());
   r.probabilities.resize(logits.size());
@@ -46,10 +49,31 @@ Reference reference(const std::vector<double>& logits, const std::vector<float>&
       sum += std::exp(row[c] - max);
     for (std::int64_t c = 0; c < classes; ++c)
       r.probabilities[n * classes + c] = std::exp(row[c] - max) / sum;
-    r.loss += max + std::log(sum) - row[static_cast<std::int64_t>(labels[n])];
+    const double log_sum_exp = max + std::log(sum);
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const double target =
+          (c == static_cast<std::int64_t>(labels[n]) ? 1.0 - label_smoothing : 0.0) +
+          label_smoothing / static_cast<double>(classes);
+      r.loss += target * (log_sum_exp - row[c]);  // -q_c log p_c
+    }
   }
   r.loss /= static_cast<double>(rows);
   return r;
+}
+
+// scale * (p - q) / rows in float64: the gradient of the mean (smoothed) loss, scaled.
+std::vector<double> reference_gradient(const Reference& exact, const std::vector<float>& labels,
+                                       std::int64_t classes, double label_smoothing, double scale,
+                                       double rows) {
+  std::vector<double> gradient = exact.probabilities;
+  for (std::size_t i = 0; i < gradient.size(); ++i) {
+    const bool at_label = static_cast<float>(i % static_cast<std::size_t>(classes)) ==
+                          labels[i / static_cast<std::size_t>(classes)];
+    const double target =
+        (at_label ? 1.0 - label_smoothing : 0.0) + label_smoothing / static_cast<double>(classes);
+    gradient[i] = (gradient[i] - target) * scale / rows;
+  }
+  return gradient;
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
@@ -319,6 +343,232 @@ BOOST_AUTO_TEST_CASE(rejects_bad_inputs) {
       Error, names_op);
   BOOST_CHECK_EXCEPTION(softmax_cross_entropy_backward(logits, labels, 1.0f, DType::i32), Error,
                         names_op);
+}
+
+// Label smoothing (PyTorch's CrossEntropyLoss(label_smoothing=eps)) against the float64
+// formula; the probabilities are the unsmoothed forward's, bit for bit.
+BOOST_AUTO_TEST_CASE(label_smoothing_forward_matches_float64_reference_in_every_dtype) {
+  Generator generator(23);
+  for (const DType dtype : kFloatTypes) {
+    for (const Shape& shape : {Shape{1, 1}, Shape{3, 10}, Shape{512, 100}}) {
+      for (const float offset : {0.0f, 1000.0f}) {
+        for (const float eps : {0.1f, 0.3f}) {
+          BOOST_TEST_CONTEXT(dtype_name(dtype)
+                             << " " << shape_str(shape) << " offset " << offset << " eps " << eps) {
+            const Tensor logits =
+                random_tensor(shape, dtype, generator, offset - 8.0f, offset + 8.0f);
+            const Tensor labels = random_labels(shape[0], shape[1], generator);
+            const SoftmaxCrossEntropyResult result =
+                softmax_cross_entropy_forward(logits, labels, eps);
+            const Reference expected =
+                reference(to_doubles(logits), labels.to_floats(), shape[1], eps);
+            check_close(result.loss, {expected.loss}, 1e-5, 1e-5, "smoothed loss");
+            BOOST_TEST(same_bytes(result.probabilities,
+                                  softmax_cross_entropy_forward(logits, labels).probabilities));
+          }
+        }
+      }
+    }
+  }
+}
+
+// The gradient of the smoothed mean, scale * (p - q) / rows, from both backward overloads and
+// from the fused step (also a micro-batch's share of a larger step).
+BOOST_AUTO_TEST_CASE(label_smoothing_gradient_matches_float64_reference_in_every_dtype) {
+  Generator generator(29);
+  const std::int64_t rows = 64, classes = 10;
+  for (const DType dtype : kFloatTypes) {
+    for (const float scale : {1.0f, 65536.0f}) {
+      for (const float eps : {0.1f, 0.3f}) {
+        BOOST_TEST_CONTEXT(dtype_name(dtype) << ", scale " << scale << ", eps " << eps) {
+          const Tensor logits = random_tensor({rows, classes}, dtype, generator, -4.0f, 4.0f);
+          const Tensor labels = random_labels(rows, classes, generator);
+          const auto label_values = labels.to_floats();
+          const Tensor loss_scale = Tensor::from_floats({1}, {scale});
+          const Reference exact = reference(to_doubles(logits), label_values, classes, eps);
+          const double rtol = dtype_tolerance(dtype), atol = 1e-7 * scale;
+          const std::vector<double> expected =
+              reference_gradient(exact, label_values, classes, eps, scale, rows);
+
+          const SoftmaxCrossEntropyResult forward =
+              softmax_cross_entropy_forward(logits, labels, eps);
+          check_close(
+              softmax_cross_entropy_backward(forward.probabilities, labels, scale, dtype, eps),
+              expected, rtol, atol, "backward");
+          check_close(
+              softmax_cross_entropy_backward(forward.probabilities, labels, loss_scale, dtype, eps),
+              expected, rtol, atol, "backward with a scale tensor");
+          Tensor tally = make_step_tally(Device::cpu());
+          const SoftmaxCrossEntropyStep step =
+              softmax_cross_entropy_step(logits, labels, loss_scale, tally, 0, eps);
+          check_close(step.dlogits, expected, rtol, atol, "step");
+          check_close(step.loss, {exact.loss}, 1e-5, 1e-5, "step loss");
+          const std::int64_t step_rows = 4 * rows + 3;
+          check_close(
+              softmax_cross_entropy_step(logits, labels, loss_scale, tally, step_rows, eps).dlogits,
+              reference_gradient(exact, label_values, classes, eps, scale,
+                                 static_cast<double>(step_rows)),
+              rtol, atol, "step of " + std::to_string(step_rows) + " rows");
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(label_smoothing_backward_matches_central_differences) {
+  Generator generator(31);
+  Tensor logits = random_tensor({4, 6}, DType::f32, generator, -3.0f, 3.0f);
+  const Tensor labels = random_labels(4, 6, generator);
+  const float eps = 0.3f;
+  const auto loss = [&] {
+    return static_cast<double>(
+        softmax_cross_entropy_forward(logits, labels, eps).loss.to_floats()[0]);
+  };
+  const auto numerical = numerical_gradient(loss, logits, 1e-2f);
+  const SoftmaxCrossEntropyResult result = softmax_cross_entropy_forward(logits, labels, eps);
+  const Tensor dlogits =
+      softmax_cross_entropy_backward(result.probabilities, labels, 1.0f, DType::f32, eps);
+  check_close(dlogits, numerical, 1e-3, 1e-4, "smoothed dlogits vs central differences");
+}
+
+// The fused step's contract with smoothing too: the bits of forward, backward and tally, at
+// any thread count; its gradient for a step of more rows is the formula's fp32 expression
+// (softmax_cross_entropy.h: target off = eps / C, on = (1 - eps) + off).
+BOOST_AUTO_TEST_CASE(the_fused_step_with_label_smoothing_equals_forward_backward_and_tally) {
+  Generator generator(37);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const DType dtype : kFloatTypes) {
+    for (const std::int64_t classes : {std::int64_t{10}, std::int64_t{1000}}) {
+      for (const std::int64_t rows : {std::int64_t{1}, std::int64_t{67}, std::int64_t{300}}) {
+        for (const float eps : {0.1f, 0.3f}) {
+          BOOST_TEST_CONTEXT(dtype_name(dtype)
+                             << ", " << rows << "x" << classes << ", eps " << eps) {
+            std::vector<float> values(static_cast<std::size_t>(rows * classes));
+            for (auto& value : values)
+              value = static_cast<float>(16.0 * generator.uniform() - 8.0);
+            values[1] = values[0];
+            if (rows > 1) values[static_cast<std::size_t>(classes + 2)] = nan;
+            const Tensor logits = Tensor::from_floats({rows, classes}, values, dtype);
+            const Tensor labels = random_labels(rows, classes, generator);
+            const float scale = 65536.0f;
+            const Tensor loss_scale = Tensor::from_floats({1}, {scale});
+            const StepTally start{123.25, 7};
+
+            Tensor expected_tally = make_step_tally(Device::cpu(), start);
+            const SoftmaxCrossEntropyResult forward =
+                softmax_cross_entropy_forward(logits, labels, eps);
+            const Tensor expected_dlogits = softmax_cross_entropy_backward(
+                forward.probabilities, labels, loss_scale, dtype, eps);
+            add_to_step_tally(expected_tally, forward.loss, logits, labels);
+
+            Tensor tally = make_step_tally(Device::cpu(), start);
+            const SoftmaxCrossEntropyStep fused =
+                softmax_cross_entropy_step(logits, labels, loss_scale, tally, 0, eps);
+            BOOST_TEST(same_bytes(fused.loss, forward.loss));
+            BOOST_TEST(same_bytes(fused.dlogits, expected_dlogits));
+            BOOST_TEST(same_bytes(tally, expected_tally));
+
+            set_cpu_threads(1);
+            Tensor one_thread_tally = make_step_tally(Device::cpu(), start);
+            const SoftmaxCrossEntropyStep one_thread =
+                softmax_cross_entropy_step(logits, labels, loss_scale, one_thread_tally, 0, eps);
+            set_cpu_threads(2);
+            BOOST_TEST(same_bytes(one_thread.loss, fused.loss));
+            BOOST_TEST(same_bytes(one_thread.dlogits, fused.dlogits));
+            BOOST_TEST(same_bytes(one_thread_tally, tally));
+
+            const std::int64_t step_rows = 3 * rows + 1;
+            const std::vector<float> p = forward.probabilities.to_floats();
+            const auto label_values = labels.to_floats();
+            const float off = eps / static_cast<float>(classes);
+            const float on = (1.0f - eps) + off;
+            const float factor = scale / static_cast<float>(step_rows);
+            std::vector<float> formula(p.size());
+            for (std::size_t i = 0; i < p.size(); ++i) {
+              const bool at_label = static_cast<float>(i % static_cast<std::size_t>(classes)) ==
+                                    label_values[i / static_cast<std::size_t>(classes)];
+              formula[i] = (p[i] - (at_label ? on : off)) * factor;
+            }
+            BOOST_TEST(same_bytes(
+                softmax_cross_entropy_step(logits, labels, loss_scale, tally, step_rows, eps)
+                    .dlogits,
+                Tensor::from_floats({rows, classes}, formula, dtype)));
+          }
+        }
+      }
+    }
+  }
+}
+
+// eps 0 is the default, and the unsmoothed arithmetic: a masked class (a -inf logit) leaves
+// the loss finite, where smoothing's sum over every class makes it +inf, as PyTorch's does.
+BOOST_AUTO_TEST_CASE(label_smoothing_0_is_the_unsmoothed_loss) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const DType dtype : kFloatTypes) {
+    BOOST_TEST_CONTEXT(dtype_name(dtype)) {
+      const Tensor logits =
+          Tensor::from_floats({2, 3}, {0.5f, -inf, 2.0f, 1.0f, -1.0f, 0.25f}, dtype);
+      const Tensor labels = Tensor::from_floats({2}, {2, 0}, DType::i32);
+      const Tensor scale = Tensor::from_floats({1}, {1024.0f});
+      const SoftmaxCrossEntropyResult unsmoothed = softmax_cross_entropy_forward(logits, labels);
+      const SoftmaxCrossEntropyResult zero = softmax_cross_entropy_forward(logits, labels, 0.0f);
+      BOOST_TEST(std::isfinite(unsmoothed.loss.to_floats()[0]));
+      BOOST_TEST(same_bytes(zero.loss, unsmoothed.loss));
+      BOOST_TEST(
+          same_bytes(softmax_cross_entropy_backward(zero.probabilities, labels, scale, dtype, 0.0f),
+                     softmax_cross_entropy_backward(zero.probabilities, labels, scale, dtype)));
+      Tensor tally = make_step_tally(Device::cpu());
+      Tensor zero_tally = make_step_tally(Device::cpu());
+      const SoftmaxCrossEntropyStep step = softmax_cross_entropy_step(logits, labels, scale, tally);
+      const SoftmaxCrossEntropyStep zero_step =
+          softmax_cross_entropy_step(logits, labels, scale, zero_tally, 0, 0.0f);
+      BOOST_TEST(same_bytes(zero_step.loss, step.loss));
+      BOOST_TEST(same_bytes(zero_step.dlogits, step.dlogits));
+      BOOST_TEST(same_bytes(zero_tally, tally));
+
+      const SoftmaxCrossEntropyResult smoothed =
+          softmax_cross_entropy_forward(logits, labels, 0.1f);
+      BOOST_TEST(smoothed.loss.to_floats()[0] == inf);
+      for (const float gradient :
+           softmax_cross_entropy_backward(smoothed.probabilities, labels, 1.0f, dtype, 0.1f)
+               .to_floats())
+        BOOST_TEST(std::isfinite(gradient));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(label_smoothing_outside_0_1_is_refused) {
+  const Tensor logits = Tensor::zeros({2, 3}, DType::f32);
+  const Tensor labels = Tensor::from_floats({2}, {0, 1}, DType::i32);
+  const Tensor scale = Tensor::from_floats({1}, {1.0f});
+  const Tensor probabilities = softmax_cross_entropy_forward(logits, labels).probabilities;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::pair<float, const char*> bad[] = {
+      {-0.1f, "-0.1"}, {1.0f, "1"}, {1.5f, "1.5"}, {nan, "nan"}, {inf, "inf"}};
+  for (const auto& [eps, text] : bad) {
+    const auto names = [text = std::string(text)](const char* op) {
+      return [op, text](const Error& error) {
+        const std::string message = error.what();
+        return message.find(op) != std::string::npos &&
+               message.find("label_smoothing must be in [0, 1), got " + text) != std::string::npos;
+      };
+    };
+    BOOST_TEST_CONTEXT("eps " << text) {
+      BOOST_CHECK_EXCEPTION(softmax_cross_entropy_forward(logits, labels, eps), Error,
+                            names("softmax_cross_entropy_forward"));
+      BOOST_CHECK_EXCEPTION(
+          softmax_cross_entropy_backward(probabilities, labels, 1.0f, DType::f32, eps), Error,
+          names("softmax_cross_entropy_backward"));
+      BOOST_CHECK_EXCEPTION(
+          softmax_cross_entropy_backward(probabilities, labels, scale, DType::f32, eps), Error,
+          names("softmax_cross_entropy_backward"));
+      Tensor tally = make_step_tally(Device::cpu());
+      BOOST_CHECK_EXCEPTION(softmax_cross_entropy_step(logits, labels, scale, tally, 0, eps), Error,
+                            names("softmax_cross_entropy_step"));
+      BOOST_TEST(read_step_tally(tally).correct == 0u, "nothing was added by a refused call");
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
