@@ -48,4 +48,10 @@ void print_help(const std::string& synopsis, const std::string& description,
   std::cout << "Usage: " << synopsis << "\n\n" << description << "\n" << options;
 }
 
+void check_fraction_flag(const char* flag, double value) {
+  if (!(value >= 0.0 && value < 1.0 && static_cast<float>(value) < 1.0f)) {
+    usage_fail(flag, " must be in [0, 1) as a 32-bit float, got ", value);
+  }
+}
+
 }  // namespace alloy::app

@@ -27,6 +27,10 @@ bool wants_help(const std::vector<std::string>& args);
 void print_help(const std::string& synopsis, const std::string& description,
                 const po::options_description& options);
 
+// A UsageError naming `flag` unless value is in [0, 1) as the 32-bit float the kernels take
+// (1 - 1e-9 is below 1 but rounds to it), e.g. a decay or a smoothing factor.
+void check_fraction_flag(const char* flag, double value);
+
 // Options descriptions formatted for a 100-column terminal.
 po::options_description make_group(const std::string& title);
 

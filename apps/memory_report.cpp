@@ -287,9 +287,7 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   }
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   check_recompute_choice(o.recompute);
-  if (!(o.ema_decay >= 0 && o.ema_decay < 1 && static_cast<float>(o.ema_decay) < 1.0f)) {
-    usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
-  }
+  check_fraction_flag("--ema-decay", o.ema_decay);
   if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
     Generator generator(0);
     apply_recompute(*models::make_model(o.model, generator, 10), o.model, o.recompute);

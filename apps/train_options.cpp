@@ -6,6 +6,7 @@
 #include <iostream>
 #include <thread>
 
+#include "apps/cli.h"
 #include "apps/config_file.h"
 #include "apps/recompute.h"
 #include "apps/step_graph.h"
@@ -137,14 +138,8 @@ void validate(TrainOptions& o, const po::variables_map& values) {
       usage_fail("--min-lr needs a decaying --lr-schedule (linear or cosine), not constant");
     }
   }
-  if (!(o.ema_decay >= 0.0 && o.ema_decay < 1.0 &&
-        static_cast<float>(o.ema_decay) < 1.0f)) {  // 1 - 1e-9 rounds to 1 in a float
-    usage_fail("--ema-decay must be in [0, 1) as a 32-bit float, got ", o.ema_decay);
-  }
-  if (!(o.label_smoothing >= 0.0 && o.label_smoothing < 1.0 &&
-        static_cast<float>(o.label_smoothing) < 1.0f)) {
-    usage_fail("--label-smoothing must be in [0, 1) as a 32-bit float, got ", o.label_smoothing);
-  }
+  check_fraction_flag("--ema-decay", o.ema_decay);
+  check_fraction_flag("--label-smoothing", o.label_smoothing);
   if (o.ema_warmup && o.ema_decay == 0.0) {
     usage_fail("--ema-warmup warms up the weight averages of --ema-decay, which is off");
   }
