@@ -16,7 +16,7 @@ enum class OpClass {
   // is normalised without an fp32 copy. The ops take that mix only with fp32 parameters; half
   // parameters (O3) take their own dtype.
   fp32_statistics,
-  follow_input,  // relu, pooling, flatten: the input's dtype, whatever it is
+  follow_input,  // relu, gelu, pooling, flatten: the input's dtype, whatever it is
   promote,       // several inputs (residual add): the widest of them
 };
 

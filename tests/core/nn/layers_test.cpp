@@ -9,9 +9,11 @@
 #include "core/nn/batch_norm2d.h"
 #include "core/nn/conv2d.h"
 #include "core/nn/flatten.h"
+#include "core/nn/gelu.h"
 #include "core/nn/linear.h"
 #include "core/nn/pool2d.h"
 #include "core/nn/relu.h"
+#include "core/nn/residual.h"
 #include "core/nn/residual_block.h"
 #include "core/nn/sequential.h"
 #include "tests/support/gradcheck.h"
@@ -136,6 +138,26 @@ BOOST_AUTO_TEST_CASE(relu_and_flatten_gradients) {
   const Tensor x = test::random_tensor({3, 2, 2, 2}, DType::f32, generator);
   BOOST_TEST((flatten.forward(x).shape() == Shape{3, 8}));
   check_gradients(flatten, x, generator, {});
+}
+
+BOOST_AUTO_TEST_CASE(gelu_gradients) {
+  for (const GeluApproximation approximation : {GeluApproximation::none, GeluApproximation::tanh}) {
+    Generator generator(18);
+    nn::GELU gelu(approximation);
+    check_gradients(gelu, test::random_tensor({3, 4, 5}, DType::f32, generator, -3.0f, 3.0f),
+                    generator, {});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(residual_gradients) {
+  Generator generator(19);
+  auto body = std::make_unique<nn::Sequential>();
+  body->emplace<nn::Linear>(6, 8);
+  body->emplace<nn::GELU>();
+  body->emplace<nn::Linear>(8, 6);
+  nn::Residual residual(std::move(body));
+  randomize_parameters(residual, generator);
+  check_gradients(residual, test::random_tensor({3, 6}, DType::f32, generator), generator, {});
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_training_gradients) {

@@ -4,7 +4,7 @@
 // keeping its activations, at every opt level's dtypes; it holds fewer activation bytes
 // between forward and backward when its blocks are recomputed; nested recomputation (a recomputed
 // Sequential holding recomputed blocks) still counts each batch once in the running statistics.
-// Shared by the CPU test and its GPU twin.
+// Shared by the CPU test and its GPU twin, and by nn::Residual's (on networks of their own).
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "core/nn/gelu.h"
+#include "core/nn/residual.h"
 #include "core/nn/sequential.h"
 #include "tests/core/nn/gradient_accumulation.h"
 
@@ -37,6 +39,42 @@ inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator) 
   return net;
 }
 
+// A network for the checks below: how to build it, its input's shape (the batch first) and
+// how many blocks recompute_blocks marks in it.
+struct RecomputeNet {
+  std::function<std::unique_ptr<nn::Sequential>(Generator&)> make;
+  Shape input;
+  int blocks;
+};
+inline RecomputeNet conv_recompute_net() {
+  return {make_recompute_net, {6, 1, 14, 14}, 3};  // two blocks here, one in the inner Sequential
+}
+
+// A transformer's feed-forward sublayers: linear 8->16; two residual blocks
+// x + linear(gelu(linear(x))) (16->32->16, GELU exact then tanh); a Sequential holding a third;
+// linear 16->10. [N, 8] in.
+inline std::unique_ptr<nn::Sequential> make_residual_mlp(Generator& generator) {
+  const auto block = [](GeluApproximation approximation) {
+    auto body = std::make_unique<nn::Sequential>();
+    body->emplace<nn::Linear>(16, 32);
+    body->emplace<nn::GELU>(approximation);
+    body->emplace<nn::Linear>(32, 16);
+    return std::make_unique<nn::Residual>(std::move(body));
+  };
+  auto net = std::make_unique<nn::Sequential>();
+  net->emplace<nn::Linear>(8, 16);
+  net->add(block(GeluApproximation::none));
+  net->add(block(GeluApproximation::tanh));
+  net->emplace<nn::Sequential>().add(block(GeluApproximation::none));
+  net->emplace<nn::Linear>(16, 10);
+  for (nn::Parameter* param : net->parameters())
+    models::init_normal(param->value, 0.3, generator);
+  return net;
+}
+inline RecomputeNet residual_recompute_net() {
+  return {make_residual_mlp, {6, 8}, 3};
+}
+
 // What two training steps (forward, backward, no update) leave: each step's output and input
 // gradient, then every parameter gradient (accumulated over both) and buffer, as host floats.
 struct RecomputeRun {
@@ -45,11 +83,12 @@ struct RecomputeRun {
 };
 
 template <class Place>
-RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, const Place& place,
+RecomputeRun run_recompute_net(const RecomputeNet& model, const AccumulationLevel& level,
+                               Device device, const Place& place,
                                const std::function<void(nn::Sequential&)>& configure) {
   const CastPolicyScope scope(level);
   Generator generator(31);
-  std::unique_ptr<nn::Sequential> net = make_recompute_net(generator);
+  std::unique_ptr<nn::Sequential> net = model.make(generator);
   if (level.parameters != DType::f32) net->cast_parameters(level.parameters, level.keep_norm_fp32);
   net->to_device(device);
   net->set_training(true);
@@ -58,7 +97,7 @@ RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, co
   RecomputeRun run;
   for (std::uint64_t step = 0; step < 2; ++step) {
     Generator data(100 + step);
-    const Tensor images = place(random_tensor({6, 1, 14, 14}, level.input, data));
+    const Tensor images = place(random_tensor(model.input, level.input, data));
     const std::int64_t before =
         memory_stats(device).snapshot().current_of(MemoryCategory::activations);
     Tensor logits = net->forward(images);
@@ -80,19 +119,22 @@ RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, co
 
 template <class Place>
 void check_recompute_changes_no_bit(const AccumulationLevel& level, Device device,
-                                    const Place& place) {
+                                    const Place& place,
+                                    const RecomputeNet& model = conv_recompute_net()) {
   BOOST_TEST_CONTEXT(level.name << " on " << device.str()) {
-    const RecomputeRun kept = run_recompute_net(level, device, place, [](nn::Sequential&) {});
-    const RecomputeRun blocks = run_recompute_net(level, device, place, [](nn::Sequential& net) {
-      BOOST_TEST(net.recompute_blocks(true) == 3);  // two here, one in the inner Sequential
-    });
+    const RecomputeRun kept =
+        run_recompute_net(model, level, device, place, [](nn::Sequential&) {});
+    const RecomputeRun blocks = run_recompute_net(
+        model, level, device, place,
+        [&](nn::Sequential& net) { BOOST_TEST(net.recompute_blocks(true) == model.blocks); });
     // Every child recomputed, the inner Sequential too: its block is recomputed inside a
     // recomputation, whose batch norm must still update the running statistics once.
-    const RecomputeRun nested = run_recompute_net(level, device, place, [](nn::Sequential& net) {
-      net.recompute_blocks(true);
-      for (std::size_t i = 0; i < net.size(); ++i)
-        net.set_recompute(i, true);
-    });
+    const RecomputeRun nested =
+        run_recompute_net(model, level, device, place, [](nn::Sequential& net) {
+          net.recompute_blocks(true);
+          for (std::size_t i = 0; i < net.size(); ++i)
+            net.set_recompute(i, true);
+        });
     BOOST_REQUIRE(blocks.results.size() == kept.results.size());
     BOOST_REQUIRE(nested.results.size() == kept.results.size());
     for (std::size_t i = 0; i < kept.results.size(); ++i) {

@@ -27,6 +27,12 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_change_no_bit_at_every_level) {
     test::check_recompute_changes_no_bit(level, Device::cpu(), on_host);
 }
 
+BOOST_AUTO_TEST_CASE(recomputed_residual_blocks_change_no_bit_at_every_level) {
+  for (const test::AccumulationLevel& level : test::kAccumulationLevels)
+    test::check_recompute_changes_no_bit(level, Device::cpu(), on_host,
+                                         test::residual_recompute_net());
+}
+
 BOOST_AUTO_TEST_CASE(recompute_blocks_marks_the_blocks_a_sequential_holds) {
   Generator generator(1);
   BOOST_TEST(models::make_model("resnet18", generator)->recompute_blocks(true) == 8);
@@ -44,6 +50,23 @@ BOOST_AUTO_TEST_CASE(recompute_blocks_marks_the_blocks_a_sequential_holds) {
   BOOST_TEST(!net->recomputes(2));
   BOOST_TEST(!static_cast<nn::Sequential&>((*net)[4]).recomputes(0));
   BOOST_CHECK_THROW(net->set_recompute(net->size(), true), Error);
+
+  // nn::Residual is a block; one inside a marked one's body is left to its recomputation.
+  auto mlp = test::make_residual_mlp(generator);
+  BOOST_TEST(mlp->recompute_blocks(true) == 3);
+  BOOST_TEST(!mlp->recomputes(0));
+  BOOST_TEST(mlp->recomputes(1));
+  BOOST_TEST(mlp->recomputes(2));
+  BOOST_TEST(static_cast<nn::Sequential&>((*mlp)[3]).recomputes(0));
+  auto inner = std::make_unique<nn::Sequential>();
+  inner->emplace<nn::Residual>(std::make_unique<nn::Linear>(4, 4));
+  nn::Sequential outer;
+  outer.emplace<nn::Residual>(std::move(inner));
+  BOOST_TEST(outer.recompute_blocks(true) == 1);
+  BOOST_TEST(outer.recomputes(0));
+  // Below a Residual that no Sequential holds, its body's blocks are marked.
+  nn::Residual root(test::make_residual_mlp(generator));
+  BOOST_TEST(root.recompute_blocks(true) == 3);
 }
 
 BOOST_AUTO_TEST_CASE(an_evaluation_forward_keeps_nothing) {
