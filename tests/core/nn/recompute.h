@@ -4,6 +4,8 @@
 // keeping its activations, at every opt level's dtypes; it holds fewer activation bytes
 // between forward and backward when its blocks are recomputed; nested recomputation (a recomputed
 // Sequential holding recomputed blocks) still counts each batch once in the running statistics.
+// With dropout, layers inside and outside the recomputed children draw the same masks again when
+// recomputed (the masks are functions of the step's stream, never stored).
 // Shared by the CPU test and its GPU twin.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "core/nn/dropout.h"
 #include "core/nn/sequential.h"
 #include "tests/core/nn/gradient_accumulation.h"
 
@@ -21,15 +24,20 @@ namespace alloy::test {
 
 // conv 1->8 stride 2 + batch norm + relu; a residual block; a downsampling one; a Sequential
 // holding a third block (index 4); average pool, linear. [N, 1, 14, 14] in, 7 -> 4 inside.
-inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator) {
+// With dropout > 0, the inner Sequential ends with a Dropout and another precedes the linear.
+inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator,
+                                                          float dropout = 0.0f) {
   auto net = std::make_unique<nn::Sequential>();
   net->emplace<nn::Conv2d>(1, 8, 3, 2, 1, false);
   net->emplace<nn::BatchNorm2d>(8, 0.1f, 1e-5f, /*fuse_relu=*/true);
   net->emplace<nn::ResidualBlock>(8, 8, 1);
   net->emplace<nn::ResidualBlock>(8, 16, 2);
-  net->emplace<nn::Sequential>().emplace<nn::ResidualBlock>(16, 16, 1);
+  auto& inner = net->emplace<nn::Sequential>();
+  inner.emplace<nn::ResidualBlock>(16, 16, 1);
+  if (dropout > 0.0f) inner.emplace<nn::Dropout>(dropout, generator);
   net->emplace<nn::AvgPool2d>(4);
   net->emplace<nn::Flatten>();
+  if (dropout > 0.0f) net->emplace<nn::Dropout>(dropout, generator);
   net->emplace<nn::Linear>(16, 10);
   for (nn::Parameter* param : net->parameters()) {
     if (!param->is_norm) models::init_normal(param->value, 0.3, generator);
@@ -46,10 +54,11 @@ struct RecomputeRun {
 
 template <class Place>
 RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, const Place& place,
-                               const std::function<void(nn::Sequential&)>& configure) {
+                               const std::function<void(nn::Sequential&)>& configure,
+                               float dropout = 0.0f) {
   const CastPolicyScope scope(level);
   Generator generator(31);
-  std::unique_ptr<nn::Sequential> net = make_recompute_net(generator);
+  std::unique_ptr<nn::Sequential> net = make_recompute_net(generator, dropout);
   if (level.parameters != DType::f32) net->cast_parameters(level.parameters, level.keep_norm_fp32);
   net->to_device(device);
   net->set_training(true);
@@ -59,6 +68,10 @@ RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, co
   for (std::uint64_t step = 0; step < 2; ++step) {
     Generator data(100 + step);
     const Tensor images = place(random_tensor({6, 1, 14, 14}, level.input, data));
+    // Each step's masks: the step count 40 + step, rows from 2 (as a later micro-batch's).
+    const Tensor step_count =
+        place(Tensor::from_floats({2}, {static_cast<float>(40 + step), 0.0f}, DType::i32));
+    const nn::DropoutStreamScope stream({&step_count, 2, 1});
     const std::int64_t before =
         memory_stats(device).snapshot().current_of(MemoryCategory::activations);
     Tensor logits = net->forward(images);
@@ -80,19 +93,26 @@ RecomputeRun run_recompute_net(const AccumulationLevel& level, Device device, co
 
 template <class Place>
 void check_recompute_changes_no_bit(const AccumulationLevel& level, Device device,
-                                    const Place& place) {
-  BOOST_TEST_CONTEXT(level.name << " on " << device.str()) {
-    const RecomputeRun kept = run_recompute_net(level, device, place, [](nn::Sequential&) {});
-    const RecomputeRun blocks = run_recompute_net(level, device, place, [](nn::Sequential& net) {
-      BOOST_TEST(net.recompute_blocks(true) == 3);  // two here, one in the inner Sequential
-    });
+                                    const Place& place, float dropout = 0.0f) {
+  BOOST_TEST_CONTEXT(level.name << " on " << device.str() << ", dropout " << dropout) {
+    const RecomputeRun kept = run_recompute_net(
+        level, device, place, [](nn::Sequential&) {}, dropout);
+    const RecomputeRun blocks = run_recompute_net(
+        level, device, place,
+        [](nn::Sequential& net) {
+          BOOST_TEST(net.recompute_blocks(true) == 3);  // two here, one in the inner Sequential
+        },
+        dropout);
     // Every child recomputed, the inner Sequential too: its block is recomputed inside a
     // recomputation, whose batch norm must still update the running statistics once.
-    const RecomputeRun nested = run_recompute_net(level, device, place, [](nn::Sequential& net) {
-      net.recompute_blocks(true);
-      for (std::size_t i = 0; i < net.size(); ++i)
-        net.set_recompute(i, true);
-    });
+    const RecomputeRun nested = run_recompute_net(
+        level, device, place,
+        [](nn::Sequential& net) {
+          net.recompute_blocks(true);
+          for (std::size_t i = 0; i < net.size(); ++i)
+            net.set_recompute(i, true);
+        },
+        dropout);
     BOOST_REQUIRE(blocks.results.size() == kept.results.size());
     BOOST_REQUIRE(nested.results.size() == kept.results.size());
     for (std::size_t i = 0; i < kept.results.size(); ++i) {
