@@ -21,9 +21,8 @@ inline constexpr std::uint32_t kPhiloxM1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxW0 = 0x9E3779B9u;  // the golden ratio's bits
 inline constexpr std::uint32_t kPhiloxW1 = 0xBB67AE85u;  // sqrt(3) - 1
 
-// One round on the counter words c0..c3 with key words k0, k1 (in place). Written over scalars
-// so that a CPU loop over several counters vectorises: the 32x32 -> 64-bit products are plain
-// 64-bit multiplications, which nvcc turns into mul.wide / mul.hi.
+// One round on the counter words c0..c3 with key words k0, k1 (in place). The 32x32 -> 64-bit
+// products are plain 64-bit multiplications, which nvcc turns into mul.wide / mul.hi.
 ALLOY_HOST_DEVICE inline void philox_round(std::uint32_t& c0, std::uint32_t& c1, std::uint32_t& c2,
                                            std::uint32_t& c3, std::uint32_t k0, std::uint32_t k1) {
   const std::uint64_t p0 = static_cast<std::uint64_t>(kPhiloxM0) * c0;
