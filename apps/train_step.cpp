@@ -5,6 +5,7 @@
 #include "apps/data_parallel.h"
 #include "apps/micro_batches.h"
 #include "core/nn/cast_policy.h"
+#include "core/nn/dropout.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax_cross_entropy.h"
 
@@ -18,6 +19,10 @@ void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor&
   nn::clear_weight_cast_cache();
   const std::int64_t rows = labels.numel();
   const std::vector<std::int64_t> sizes = micro_batch_sizes(rows, accumulation_steps);
+  // Dropout masks follow each example's row in the global batch: rank r of W holds global rows
+  // r + W * j (parallel/distributed_sampler.h), so however the batch is split they are one pass's.
+  const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
+  const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
   std::int64_t first = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     // Backwards before the last only accumulate: the last one's reduces the sum (DDP's
@@ -26,6 +31,8 @@ void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor&
     if (data_parallel && i + 1 < sizes.size()) accumulate_only.emplace(data_parallel->ddp());
     const Tensor micro_images = batch_rows(images, first, sizes[i]);
     const Tensor micro_labels = batch_rows(labels, first, sizes[i]);
+    const nn::DropoutStreamScope dropout_stream(
+        {&precision.optimizer().step_count(), rank + world * first, world});
     first += sizes[i];
     const Tensor logits = model.forward(normalize_images(micro_images, precision.input_dtype()));
     // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled)

@@ -11,7 +11,10 @@
 // accumulating in the parameters' gradients; then one amp step. Each micro-batch's logit
 // gradient is divided by the rows of the whole step, so the accumulated gradient is that of the
 // step's mean loss, as one pass over the batch would give (up to rounding), and the loss scale,
-// the overflow check and the scaler's update are the step's, once. Batch norm computes its
+// the overflow check and the scaler's update are the step's, once. Each micro-batch runs inside
+// an nn::DropoutStreamScope (core/nn/dropout.h) holding the optimizer's step count and its rows'
+// places in the global batch, so dropout masks are those of one pass over the global batch,
+// whatever the accumulation steps or world size. Batch norm computes its
 // statistics per micro-batch (as PyTorch does with accumulation). With data parallelism the
 // backwards of all micro-batches but the last run inside DDP's no_sync(): one allreduce per
 // step, of the accumulated gradients.

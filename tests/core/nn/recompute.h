@@ -5,6 +5,8 @@
 // between forward and backward when its blocks are recomputed; nested recomputation (a recomputed
 // Sequential holding recomputed blocks) still counts each batch once in the running statistics.
 // Shared by the CPU test and its GPU twin, and by nn::Residual's (on networks of their own).
+// With dropout, layers inside and outside the recomputed children draw the same masks again when
+// recomputed (the masks are functions of the step's stream, never stored).
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "core/memory.h"
+#include "core/nn/dropout.h"
 #include "core/nn/gelu.h"
 #include "core/nn/residual.h"
 #include "core/nn/sequential.h"
@@ -23,15 +26,20 @@ namespace alloy::test {
 
 // conv 1->8 stride 2 + batch norm + relu; a residual block; a downsampling one; a Sequential
 // holding a third block (index 4); average pool, linear. [N, 1, 14, 14] in, 7 -> 4 inside.
-inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator) {
+// With dropout > 0, the inner Sequential ends with a Dropout and another precedes the linear.
+inline std::unique_ptr<nn::Sequential> make_recompute_net(Generator& generator,
+                                                          float dropout = 0.0f) {
   auto net = std::make_unique<nn::Sequential>();
   net->emplace<nn::Conv2d>(1, 8, 3, 2, 1, false);
   net->emplace<nn::BatchNorm2d>(8, 0.1f, 1e-5f, /*fuse_relu=*/true);
   net->emplace<nn::ResidualBlock>(8, 8, 1);
   net->emplace<nn::ResidualBlock>(8, 16, 2);
-  net->emplace<nn::Sequential>().emplace<nn::ResidualBlock>(16, 16, 1);
+  auto& inner = net->emplace<nn::Sequential>();
+  inner.emplace<nn::ResidualBlock>(16, 16, 1);
+  if (dropout > 0.0f) inner.emplace<nn::Dropout>(dropout, generator);
   net->emplace<nn::AvgPool2d>(4);
   net->emplace<nn::Flatten>();
+  if (dropout > 0.0f) net->emplace<nn::Dropout>(dropout, generator);
   net->emplace<nn::Linear>(16, 10);
   for (nn::Parameter* param : net->parameters()) {
     if (!param->is_norm) models::init_normal(param->value, 0.3, generator);
@@ -46,8 +54,11 @@ struct RecomputeNet {
   Shape input;
   int blocks;
 };
-inline RecomputeNet conv_recompute_net() {
-  return {make_recompute_net, {6, 1, 14, 14}, 3};  // two blocks here, one in the inner Sequential
+inline RecomputeNet conv_recompute_net(float dropout = 0.0f) {
+  // Two blocks here, one in the inner Sequential.
+  return {[dropout](Generator& generator) { return make_recompute_net(generator, dropout); },
+          {6, 1, 14, 14},
+          3};
 }
 
 // A transformer's feed-forward sublayers: linear 8->16; two residual blocks
@@ -98,6 +109,10 @@ RecomputeRun run_recompute_net(const RecomputeNet& model, const AccumulationLeve
   for (std::uint64_t step = 0; step < 2; ++step) {
     Generator data(100 + step);
     const Tensor images = place(random_tensor(model.input, level.input, data));
+    // Each step's masks: the step count 40 + step, rows from 2 (as a later micro-batch's).
+    const Tensor step_count =
+        place(Tensor::from_floats({2}, {static_cast<float>(40 + step), 0.0f}, DType::i32));
+    const nn::DropoutStreamScope stream({&step_count, 2, 1});
     const std::int64_t before =
         memory_stats(device).snapshot().current_of(MemoryCategory::activations);
     Tensor logits = net->forward(images);

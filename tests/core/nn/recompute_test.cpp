@@ -33,6 +33,12 @@ BOOST_AUTO_TEST_CASE(recomputed_residual_blocks_change_no_bit_at_every_level) {
                                          test::residual_recompute_net());
 }
 
+BOOST_AUTO_TEST_CASE(recomputed_dropout_draws_the_same_masks_at_every_level) {
+  for (const test::AccumulationLevel& level : test::kAccumulationLevels)
+    test::check_recompute_changes_no_bit(level, Device::cpu(), on_host,
+                                         test::conv_recompute_net(0.5f));
+}
+
 BOOST_AUTO_TEST_CASE(recompute_blocks_marks_the_blocks_a_sequential_holds) {
   Generator generator(1);
   BOOST_TEST(models::make_model("resnet18", generator)->recompute_blocks(true) == 8);
