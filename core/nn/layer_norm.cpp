@@ -43,8 +43,8 @@ Tensor LayerNorm::forward(const Tensor& x) {
 
 Tensor LayerNorm::backward(const Tensor& dy) {
   ALLOY_CHECK(x_.defined(), "LayerNorm (", weight_.name, "): backward without a training forward");
-  Tensor dx = layer_norm_backward(in_dtype(dy, x_.dtype()), x_, weight_.value, saved_,
-                                  grad_of(weight_), grad_of(bias_));
+  // dy of any dtype as it comes (the op takes it, so an f32 gradient is not rounded first).
+  Tensor dx = layer_norm_backward(dy, x_, weight_.value, saved_, grad_of(weight_), grad_of(bias_));
   x_ = Tensor();
   saved_ = {};
   notify_grads_ready();
