@@ -24,6 +24,7 @@ enum class ArrivalSlot : int {
   column_sums,
   channel_sums,
   clip_grad_norm,
+  layer_norm_params,
   count,  // the number of slots
 };
 

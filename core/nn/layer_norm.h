@@ -1,0 +1,36 @@
+// Layer normalisation over the last dimension, PyTorch's nn.LayerNorm(features, eps,
+// elementwise_affine=True): each row of `features` values is normalised with its own mean and
+// biased variance, then scaled by weight and shifted by bias. No running statistics: training
+// and evaluation compute the same output; only training keeps what backward needs.
+#pragma once
+
+#include "core/nn/module.h"
+#include "core/ops/layer_norm.h"
+
+namespace alloy::nn {
+
+class LayerNorm : public Module {
+ public:
+  // weight 1, bias 0 (both is_norm, so keep_batchnorm_fp32 keeps them fp32 as batch norm's).
+  explicit LayerNorm(int features, float eps = 1e-5f);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& dy) override;
+  std::string type_name() const override { return "LayerNorm"; }
+  std::string options() const override;
+
+  Parameter& weight() { return weight_; }
+  Parameter& bias() { return bias_; }
+
+ private:
+  Parameter& weight_;
+  Parameter& bias_;
+  int features_;
+  float eps_;
+  // Until backward: the input as normalised and its rows' statistics.
+  Tensor x_;
+  LayerNormSaved saved_;
+  DType input_dtype_ = DType::f32;
+};
+
+}  // namespace alloy::nn
