@@ -11,7 +11,7 @@ namespace alloy::models {
 
 namespace {
 
-const std::vector<std::string> kZooNames = {"lenet", "mlp", "resnet18"};
+const std::vector<std::string> kZooNames = {"lenet", "mlp", "resnet18", "ffn"};
 
 struct Registered {
   std::string name;
@@ -71,6 +71,8 @@ std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& gener
     model = make_mlp(generator, classes);
   } else if (name == "resnet18") {
     model = make_resnet18(generator, classes);
+  } else if (name == "ffn") {
+    model = make_ffn(generator, classes);
   } else if (ModelFactory factory = registered_factory(name)) {
     model = factory(generator, classes);
     ALLOY_CHECK(model != nullptr, "model ", name, ": its factory returned no model");

@@ -16,6 +16,10 @@ namespace alloy::models {
 //          biases 0.
 // "mlp":   784 -> 256 -> relu -> 10.
 // "resnet18": CIFAR-style ResNet-18 (3x3 stem, no max-pool) adapted to 28x28x1 input.
+// "ffn":   a pre-norm transformer's feed-forward stack on the flattened image: linear 784->256;
+//          4 residual blocks x + linear(dropout(gelu(linear(layer_norm(x))))) (256->512->256,
+//          exact GELU, dropout 0.1); layer norm; linear 256->10. Linear layers initialised as
+//          PyTorch's default, layer norms at weight 1, bias 0.
 // Any other name: a model added with register_model.
 // Initialisation draws from `generator` in parameter registration order.
 std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator,

@@ -11,5 +11,6 @@ namespace alloy::models {
 std::unique_ptr<nn::Module> make_lenet(Generator& generator, int classes);
 std::unique_ptr<nn::Module> make_mlp(Generator& generator, int classes);
 std::unique_ptr<nn::Module> make_resnet18(Generator& generator, int classes);
+std::unique_ptr<nn::Module> make_ffn(Generator& generator, int classes);
 
 }  // namespace alloy::models

@@ -12,6 +12,15 @@ Prints one JSON line per epoch on stdout and a final summary line:
 images_per_second counts training images over the time spent in training steps (data
 already in memory, test evaluation excluded), the same quantity Alloy's epoch event reports.
 
+With --model ffn it trains `alloy train --model ffn`'s network instead (core/models/ffn.cpp), a
+stack of transformer feed-forward blocks on the flattened image:
+  linear 784->256; 4 x residual [layernorm 256, linear 256->512, gelu, dropout 0.1,
+  linear 512->256]; layernorm 256; linear 256->10; PyTorch's default initialisation (Alloy's
+  init_linear_default is the same distribution), the rest of the recipe unchanged.
+
+With --label-smoothing X the loss is F.cross_entropy(..., label_smoothing=X), as `alloy train
+--label-smoothing X`.
+
 With --ema-decay D (as `alloy train --ema-decay D`) it also keeps an exponential moving average
 of the weights the way timm's ModelEmaV3 does: a copy of the model whose fp32 parameters and
 buffers are updated after each optimizer step, under no_grad, by torch._foreach_mul_(averages, D)
@@ -107,6 +116,33 @@ class LeNet(nn.Module):
         return self.fc2(x)
 
 
+class FeedForwardBlock(nn.Module):
+    """x + linear(dropout(gelu(linear(layernorm(x))))): a pre-norm transformer FFN."""
+
+    def __init__(self, width, hidden, dropout):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.up = nn.Linear(width, hidden)
+        self.down = nn.Linear(hidden, width)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return x + self.down(self.dropout(F.gelu(self.up(self.norm(x)))))
+
+
+class FFN(nn.Module):
+    def __init__(self, width=256, hidden=512, blocks=4, dropout=0.1):
+        super().__init__()
+        self.embed = nn.Linear(28 * 28, width)
+        self.blocks = nn.Sequential(*[FeedForwardBlock(width, hidden, dropout)
+                                      for _ in range(blocks)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.norm(self.blocks(self.embed(torch.flatten(x, 1)))))
+
+
 def evaluate(model, x, y, batch_size):
     model.eval()
     correct = 0
@@ -126,6 +162,8 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--lr", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--model", choices=["lenet", "ffn"], default="lenet")
+    parser.add_argument("--label-smoothing", type=float, default=0.0, metavar="X")
     # The step features of `alloy train`, with its semantics, for tools/bench/lenet_vs_pytorch.sh
     # --variants: clipping after backward (no loss scaler at fp32, so nothing to unscale),
     # accumulation over micro-batches whose losses are summed and divided by the step's rows,
@@ -147,6 +185,8 @@ def main():
         parser.error(f"--lr must be positive, got {args.lr}")
     if args.accumulation_steps < 1 or args.warmup_steps < 0 or not args.clip_grad_norm >= 0:
         parser.error("--accumulation-steps must be >= 1, --warmup-steps and --clip-grad-norm >= 0")
+    if not 0 <= args.label_smoothing < 1:
+        parser.error(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
     if not 0 <= args.ema_decay < 1:
         parser.error(f"--ema-decay must be in [0, 1), got {args.ema_decay}")
     device = torch_device.setup(args, parser.prog)
@@ -161,12 +201,12 @@ def main():
     train_x, train_y = train_x.to(device), train_y.to(device)
     test_x, test_y = test_x.to(device), test_y.to(device)
 
-    model = LeNet().to(device)
+    model = (LeNet() if args.model == "lenet" else FFN()).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
     if args.ema_decay > 0:
         # The averages start at the initial values, in fp32 like the model (and Alloy's).
         ema_model = copy.deepcopy(model).requires_grad_(False)
-        averages = [*ema_model.parameters(), *ema_model.buffers()]  # LeNet has no buffers
+        averages = [*ema_model.parameters(), *ema_model.buffers()]  # neither model has buffers
         currents = [*model.parameters(), *model.buffers()]
     generator = torch.Generator(device=device).manual_seed(args.seed)
     n = train_x.shape[0]
@@ -203,7 +243,7 @@ def main():
             rows = yb.shape[0]
             if args.accumulation_steps == 1:
                 logits = model(xb)
-                loss = F.cross_entropy(logits, yb)
+                loss = F.cross_entropy(logits, yb, label_smoothing=args.label_smoothing)
                 loss.backward()
                 loss_sum.add_(loss.detach(), alpha=rows)
                 correct.add_((logits.argmax(1) == yb).sum())
@@ -215,7 +255,8 @@ def main():
                     if ym.shape[0] == 0:
                         continue
                     logits = model(xm)
-                    loss = F.cross_entropy(logits, ym, reduction="sum")
+                    loss = F.cross_entropy(logits, ym, reduction="sum",
+                                           label_smoothing=args.label_smoothing)
                     (loss / rows).backward()
                     loss_sum.add_(loss.detach())
                     correct.add_((logits.argmax(1) == ym).sum())
@@ -249,7 +290,8 @@ def main():
                    args.save_state)
     # Every epoch has n images; the first is the warm-up.
     after_first = epoch_seconds[1:]
-    print(json.dumps({"event": "end", "framework": "pytorch", "threads": args.threads,
+    print(json.dumps({"event": "end", "framework": "pytorch", "model": args.model,
+                      "threads": args.threads,
                       "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                       "images_per_second": images / sum(epoch_seconds), "test_acc": test_acc,
                       **ema,

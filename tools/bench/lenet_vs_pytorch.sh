@@ -6,7 +6,7 @@
 #
 #   tools/bench/lenet_vs_pytorch.sh [--epochs N] [--threads N] [--rounds R] [--alloy PATH]
 #                                   [--data-dir DIR] [--python PATH] [--keep DIR]
-#                                   [--variants LIST]
+#                                   [--variants LIST] [--model lenet|ffn]
 #
 # Defaults: 2 epochs per run, 3 rounds, every core this process may use, build/bin/alloy,
 # Debian's data set and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
@@ -30,14 +30,19 @@
 # Rounds do not remove load that changes within one run, nor load that slows one framework more
 # than the other.
 #
-# Variants: --variants base,clip,accumulate,schedule,ema (default base) measures the step's
+# Models: --model ffn (default lenet) trains core/models/ffn.cpp's stack of transformer
+# feed-forward blocks (layer norm, GELU, dropout 0.1, residual sums) in both frameworks instead
+# of LeNet, with the same recipe (tools/bench/lenet_pytorch.py --model ffn builds PyTorch's twin).
+#
+# Variants: --variants base,clip,accumulate,schedule,ema,smooth (default base) measures the step's
 # optional features in both frameworks, each round running every variant of both: clip adds
 # --clip-grad-norm 1 (PyTorch: clip_grad_norm_ after backward), accumulate --accumulation-steps 4
 # (four micro-batches of 64 per step), schedule --lr-schedule cosine --warmup-steps 235 (PyTorch:
 # the same rate set before each step), ema --ema-decay 0.999 (PyTorch: timm's ModelEmaV3 way,
 # fp32 averages of the parameters and buffers updated after each step by torch._foreach_mul_
 # and _foreach_add_; in both, the update is part of the timed step and the averages' test
-# evaluation after each epoch is not). Each record and summary then names its variant, an ema
+# evaluation after each epoch is not), smooth --label-smoothing 0.1 (PyTorch: cross_entropy's
+# label_smoothing). Each record and summary then names its variant, an ema
 # record also has the averages' accuracy after the last epoch (pytorch_test_acc_ema,
 # alloy_test_acc_ema), and, with base among them, a last JSON line ("record": "overhead") gives
 # each framework's median images/s of each variant over its base median: what the feature costs
@@ -60,10 +65,11 @@ data_dir=/usr/share/datasets/fashion-mnist
 python=/usr/bin/python3
 keep=""
 variants=base
+model=lenet
 
 while (($#)); do
   case "$1" in
-    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep | --variants)
+    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep | --variants | --model)
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --epochs) epochs="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
@@ -73,6 +79,7 @@ while (($#)); do
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --variants) variants="$2"; shift 2 ;;
+    --model) model="$2"; shift 2 ;;
     -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -89,10 +96,14 @@ IFS=, read -r -a variant_list <<<"$variants"
 ((${#variant_list[@]} > 0)) || usage_error "--variants must name at least one variant"
 for variant in "${variant_list[@]}"; do
   case "$variant" in
-    base | clip | accumulate | schedule | ema) ;;
-    *) usage_error "--variants: '$variant' is not one of base, clip, accumulate, schedule, ema" ;;
+    base | clip | accumulate | schedule | ema | smooth) ;;
+    *) usage_error "--variants: '$variant' is not one of base, clip, accumulate, schedule, ema, smooth" ;;
   esac
 done
+case "$model" in
+  lenet | ffn) ;;
+  *) usage_error "--model: '$model' is not one of lenet, ffn" ;;
+esac
 if ((${#variant_list[@]} > 1)) && [[ ",$variants," != *,base,* ]]; then
   usage_error "--variants needs base among several variants (the overheads are relative to it)"
 fi
@@ -107,10 +118,11 @@ variant_flags() {
     accumulate) echo --accumulation-steps 4 ;;
     schedule) echo --lr-schedule cosine --warmup-steps 235 ;;
     ema) echo --ema-decay 0.999 ;;
+    smooth) echo --label-smoothing 0.1 ;;
   esac
 }
 
-echo "LeNet, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs per run," \
+echo "$model, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epochs per run," \
   "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
 
 # Train round $round's run of each framework, its events in $out/<framework>-r$round.jsonl and
@@ -119,14 +131,15 @@ run_pytorch() {
   echo "== round $round/$rounds, $variant: PyTorch" >&2
   # shellcheck disable=SC2046 # the variant's flags are words
   cpu_timed "$out/pytorch-$tag.cpu" "$python" "$here/tools/bench/lenet_pytorch.py" \
-    --epochs "$epochs" --threads "$threads" --data-dir "$data_dir" $(variant_flags "$variant") \
+    --model "$model" --epochs "$epochs" --threads "$threads" --data-dir "$data_dir" \
+    $(variant_flags "$variant") \
     >"$out/pytorch-$tag.jsonl"
   cat "$out/pytorch-$tag.jsonl" >&2
 }
 run_alloy() {
   echo "== round $round/$rounds, $variant: Alloy" >&2
   # shellcheck disable=SC2046
-  cpu_timed "$out/alloy-$tag.cpu" "$alloy" train --model lenet --device cpu --opt-level O0 \
+  cpu_timed "$out/alloy-$tag.cpu" "$alloy" train --model "$model" --device cpu --opt-level O0 \
     --epochs "$epochs" --batch-size 256 --lr 0.2 --seed 1 --threads "$threads" \
     --data-dir "$data_dir" $(variant_flags "$variant") --log-json "$out/alloy-$tag.jsonl" >&2
 }
@@ -152,7 +165,7 @@ for run in "${runs[@]}"; do
   fi
   "$python" - "$out/pytorch-$tag.jsonl" "$out/alloy-$tag.jsonl" \
     "$(cat "$out/pytorch-$tag.cpu")" "$(cat "$out/alloy-$tag.cpu")" \
-    "$round" "$rounds" "$threads" "$epochs" "$out/rounds.jsonl" "$variant" <<'EOF'
+    "$round" "$rounds" "$threads" "$epochs" "$out/rounds.jsonl" "$variant" "$model" <<'EOF'
 import json
 import sys
 
@@ -181,7 +194,7 @@ alloy_epochs = [e for e in alloy_events if e.get("event") == "epoch"]
 torch_end = next((e for e in torch_events if e.get("event") == "end"), {})
 torch_cpu, alloy_cpu = float(sys.argv[3]), float(sys.argv[4])
 round_, rounds, threads, epochs = map(int, sys.argv[5:9])
-variant = sys.argv[10]
+variant, model = sys.argv[10], sys.argv[11]
 records = sys.argv[9]  # full precision, for the summary; standard output gets rounded figures
 assert len(torch_epochs) == epochs and len(alloy_epochs) == epochs, (torch_epochs, alloy_epochs)
 
@@ -191,7 +204,8 @@ alloy_ips = images(alloy_epochs) / sum(e["epoch_seconds"] for e in alloy_epochs)
 torch_ipc = images(torch_epochs) / torch_cpu if torch_cpu > 0 else None
 alloy_ipc = images(alloy_epochs) / alloy_cpu if alloy_cpu > 0 else None
 record = {
-    "record": "round", "round": round_, "rounds": rounds, "variant": variant, "threads": threads,
+    "record": "round", "round": round_, "rounds": rounds, "model": model, "variant": variant,
+    "threads": threads,
     "epochs": epochs,
     "torch": torch_end.get("torch"),
     "pytorch_images_per_second": torch_ips, "alloy_images_per_second": alloy_ips,
@@ -224,10 +238,10 @@ EOF
 done
 
 if [[ "$variants" == base ]]; then
-  summarize_rounds "" "threads epochs rounds torch" 0 test_acc "test accuracy"
+  summarize_rounds "" "model threads epochs rounds torch" 0 test_acc "test accuracy"
   exit 0
 fi
-summarize_rounds variant "variant threads epochs rounds torch" 0 test_acc "test accuracy" |
+summarize_rounds variant "model variant threads epochs rounds torch" 0 test_acc "test accuracy" |
   tee "$out/summaries.jsonl"
 [[ ",$variants," == *,base,* ]] || exit 0 # a lone variant: no base to compare with
 "$python" - "$out/summaries.jsonl" <<'EOF'
