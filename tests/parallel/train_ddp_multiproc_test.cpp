@@ -4,6 +4,7 @@
 // master, a global batch that does not divide among the ranks.
 #include <signal.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <filesystem>
@@ -149,6 +150,38 @@ BOOST_AUTO_TEST_CASE(the_torchrun_environment_launches_the_same_job) {
         "rank " << rank << ": " << slurp(directory.file("rank" + std::to_string(rank) + ".err")));
   }
   check_agreeing_end_event(slurp(directory.file("rank0.json")));
+}
+
+// Dropout's masks follow an example's row in the global batch, not in a rank's share: two
+// ranks draw the masks one process draws, and the epoch's loss agrees to the rounding of the
+// averaged gradients. A rank drawing from its own rows would differ by dropout's noise, as
+// another seed does.
+BOOST_AUTO_TEST_CASE(two_ranks_draw_the_dropout_masks_of_one_process) {
+  const TempDir directory;
+  const auto args = [&](const std::string& log, const std::string& seed) {
+    auto all = common_args(log, free_port(), "1");
+    std::replace(all.begin(), all.end(), std::string("mlp"), std::string("ffn"));
+    all.insert(all.end(), {"--lr", "0.05", "--seed", seed});
+    return all;
+  };
+  const auto epoch_loss = [&](const std::string& name) {
+    return std::stod(field(event(slurp(directory.file(name)), "epoch"), "train_loss"));
+  };
+  for (const std::string name : {"single.json", "seed.json"}) {
+    const auto single = run_alloy(args(directory.file(name), name == "seed.json" ? "2" : "1"));
+    BOOST_REQUIRE_MESSAGE(single.exit_code == 0, single.errors);
+  }
+  auto ddp_args = args(directory.file("ddp.json"), "1");
+  ddp_args.insert(ddp_args.end(), {"--gpus", "2"});
+  const auto ddp = run_alloy(ddp_args);
+  BOOST_REQUIRE_MESSAGE(ddp.exit_code == 0, ddp.errors);
+  check_agreeing_end_event(slurp(directory.file("ddp.json")));
+  const double single = epoch_loss("single.json");
+  BOOST_TEST_MESSAGE("ffn epoch loss: one process " << single << ", two ranks "
+                                                    << epoch_loss("ddp.json") << ", seed 2 "
+                                                    << epoch_loss("seed.json"));
+  BOOST_TEST(std::abs(epoch_loss("ddp.json") - single) <= 1e-4 * single);
+  BOOST_TEST(std::abs(epoch_loss("seed.json") - single) > 1e-3 * single);
 }
 
 // A world of one rank joins a process group when --dist-backend names one (DDP at world size
