@@ -464,20 +464,26 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
     head.push_back(base ? "vs O0" : "");
   }
   rows.push_back(head);
-  const auto add_row = [&](const std::string& label, auto figure_of, auto text_of) {
+  // smallest_base: below it O0's figure shows as zero, and a ratio to it would be a
+  // meaningless 300000x (a few bytes of workspace at O0 against megabytes at O1).
+  const auto add_row = [&](const std::string& label, auto figure_of, auto text_of,
+                           double smallest_base = 0) {
     std::vector<std::string> row = {label};
     for (const LevelReport& report : reports) {
       const double value = figure_of(report);
       row.push_back(text_of(value));
-      row.push_back(base ? ratio_text(value, figure_of(*base)) : "");
+      const bool comparable = base && figure_of(*base) >= smallest_base;
+      row.push_back(comparable ? ratio_text(value, figure_of(*base)) : "");
     }
     rows.push_back(row);
   };
   const auto bytes_text = [](double v) { return mib(static_cast<std::int64_t>(v)); };
+  constexpr double kShownAsZero = 0.005 * kMiB;  // "0.00 MiB"
   for (MemoryCategory c : categories) {
     add_row(
         memory_category_name(c),
-        [c](const LevelReport& r) { return static_cast<double>(r.bytes(c)); }, bytes_text);
+        [c](const LevelReport& r) { return static_cast<double>(r.bytes(c)); }, bytes_text,
+        kShownAsZero);
   }
   const std::size_t summary_rows_begin = rows.size();
   add_row(

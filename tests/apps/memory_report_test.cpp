@@ -4,6 +4,7 @@
 // usage errors.
 #include "apps/memory_report.h"
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <string>
 
@@ -239,6 +240,27 @@ BOOST_AUTO_TEST_CASE(peaks_add_up_and_levels_do_not_leak_into_each_other) {
     BOOST_TEST(first.peak[c] == again.peak[c]);
   BOOST_TEST(first.peak_bytes == again.peak_bytes);
   BOOST_TEST(first.images_per_second > 0);
+}
+
+// A category O0 barely uses (its figure shows as 0.00 MiB) gets no ratio: dividing by a few bytes
+// would print a meaningless 300000x.
+BOOST_AUTO_TEST_CASE(a_category_o0_shows_as_zero_gets_no_ratio) {
+  std::vector<LevelReport> reports = {measure("lenet", amp::OptLevel::O0, 4, 1),
+                                      measure("lenet", amp::OptLevel::O1, 4, 1)};
+  reports[0].peak[static_cast<std::size_t>(MemoryCategory::workspace)] = 16;
+  reports[1].peak[static_cast<std::size_t>(MemoryCategory::workspace)] = 5 * 1024 * 1024;
+  ReportHeader header{"lenet", 4, "cpu", "sgd momentum 0.9", 1, 1};
+  const std::string table = format_table(header, reports);
+  std::string workspace_row;
+  for (std::size_t at = 0, end; at < table.size(); at = end + 1) {
+    end = std::min(table.find('\n', at), table.size());
+    if (table.compare(at, 9, "workspace") == 0) workspace_row = table.substr(at, end - at);
+  }
+  BOOST_TEST_REQUIRE(!workspace_row.empty(), table);
+  BOOST_TEST(workspace_row.find("5.00 MiB") != std::string::npos, workspace_row);
+  BOOST_TEST(workspace_row.find('x') == std::string::npos, workspace_row);
+  // A category with a real O0 figure keeps its ratio.
+  BOOST_TEST(table.find("1.00x") != std::string::npos, table);
 }
 
 BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
