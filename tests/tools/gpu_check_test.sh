@@ -79,6 +79,8 @@ for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0"
   "O3 test accuracy vs O0" "O2 forced to 2^40: skipped steps" \
   "O2 forced to 2^40: final loss scale" "O2 forced to 2^40: test accuracy vs O2" \
   "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight" \
+  "ffn O0 test accuracy" "ffn O2 test accuracy vs ffn O0" \
+  "ffn O2: 1 epoch + resume to 2 == 2 straight" \
   "O1, O2, O3 peak below O0's" "O0: world size 1 over gloo == one process" \
   "O2: 2 ranks sharing cpu over gloo agree" "O2: 2 ranks vs one process, global batch 256"; do
   [[ $(rows_of "$work/real" "$name") == *"| PASS"* ]] || fail "no PASS row '$name'"
@@ -203,7 +205,9 @@ if grep -qx 'ALLOY_CUDA:[A-Z]*=EMULATED' "$build/CMakeCache.txt" 2>/dev/null; th
   for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0" \
     "O3 test accuracy vs O0" "O2 forced to 2^40: skipped steps" \
     "O2 forced to 2^40: final loss scale" "O2 forced to 2^40: test accuracy vs O2" \
-    "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight"; do
+    "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight" \
+    "ffn O0 test accuracy" "ffn O2 test accuracy vs ffn O0" \
+    "ffn O2: 1 epoch + resume to 2 == 2 straight"; do
     [[ $(rows_of "$work/emu" "$name") == *"| PASS"* ]] || fail "no PASS row '$name' on the emulator"
   done
   [[ $(tar -xzOf "$work/emu/gpu-check-logs.tar.gz" logs/recipe-O0.cmd) == *" --device cuda "* ]] ||
