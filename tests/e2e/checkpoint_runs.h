@@ -108,6 +108,19 @@ inline TrainRun run_logged(const TempDir& dir, const std::string& name,
   return run;
 }
 
+// A quick_train_args run with `extra`, logged as run_logged does.
+inline TrainRun run_quick(const TempDir& dir, const std::string& name,
+                          const std::vector<std::string>& extra) {
+  return run_logged(dir, name, quick_train_args(extra));
+}
+
+// `key` of the run's last `event` event, "" when it has none.
+inline std::string last_field(const TrainRun& run, const std::string& event,
+                              const std::string& key) {
+  const auto lines = events(run.log, event);
+  return lines.empty() ? "" : json_field(lines.back(), key);
+}
+
 // `alloy` started in the background with stdout and stderr in files; killed and reaped by the
 // destructor if still running.
 class BackgroundAlloy {

@@ -15,27 +15,14 @@
 
 using namespace alloy::test;
 
-namespace {
-
-TrainRun train(const TempDir& dir, const std::string& name, std::vector<std::string> extra) {
-  return run_logged(dir, name, quick_train_args(extra));
-}
-
-std::string field(const TrainRun& run, const std::string& event, const std::string& key) {
-  const auto lines = events(run.log, event);
-  return lines.empty() ? "" : json_field(lines.back(), key);
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(ema_e2e)
 
 BOOST_AUTO_TEST_CASE(averages_are_reported_and_change_no_bit_of_training) {
   const TempDir dir;
-  const TrainRun averaged = train(dir, "averaged", {"--epochs", "2", "--ema-decay", "0.9"});
-  const TrainRun plain = train(dir, "plain", {"--epochs", "2"});
-  BOOST_TEST(field(averaged, "start", "ema_decay") == "0.9");
-  BOOST_TEST(field(averaged, "start", "ema_warmup") == "false");
+  const TrainRun averaged = run_quick(dir, "averaged", {"--epochs", "2", "--ema-decay", "0.9"});
+  const TrainRun plain = run_quick(dir, "plain", {"--epochs", "2"});
+  BOOST_TEST(last_field(averaged, "start", "ema_decay") == "0.9");
+  BOOST_TEST(last_field(averaged, "start", "ema_warmup") == "false");
   const auto epochs = events(averaged.log, "epoch");
   BOOST_TEST_REQUIRE(epochs.size() == 2u);
   for (const std::string& epoch : epochs) {
@@ -43,11 +30,12 @@ BOOST_AUTO_TEST_CASE(averages_are_reported_and_change_no_bit_of_training) {
     BOOST_TEST(accuracy > 0.2);  // ten classes: well above chance after an epoch
     BOOST_TEST(accuracy <= 1.0);
   }
-  BOOST_TEST(field(averaged, "end", "test_acc_ema") == json_field(epochs.back(), "test_acc_ema"));
+  BOOST_TEST(last_field(averaged, "end", "test_acc_ema") ==
+             json_field(epochs.back(), "test_acc_ema"));
   BOOST_TEST(averaged.process.output.find("test_acc_ema") != std::string::npos);
   BOOST_TEST(averaged.digest() == plain.digest(), "the averages must not touch the weights");
-  BOOST_TEST(field(plain, "start", "ema_decay").empty());
-  BOOST_TEST(field(plain, "epoch", "test_acc_ema").empty());
+  BOOST_TEST(last_field(plain, "start", "ema_decay").empty());
+  BOOST_TEST(last_field(plain, "epoch", "test_acc_ema").empty());
   BOOST_TEST(plain.process.output.find("test_acc_ema") == std::string::npos);
 }
 
@@ -58,16 +46,18 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_carries_the_averages) {
   // weights at the checkpoint would change the second epoch's figure.
   // With warm-up, which the checkpoint carries too (resumed without it, the second epoch's
   // averages would move at a constant 0.99 instead of the warmed-up decay's last values).
-  train(dir, "first",
-        {"--epochs", "1", "--ema-decay", "0.99", "--ema-warmup", "--checkpoint-dir", checkpoints});
+  run_quick(
+      dir, "first",
+      {"--epochs", "1", "--ema-decay", "0.99", "--ema-warmup", "--checkpoint-dir", checkpoints});
   const std::string saved = checkpoints + "/step-00000050.ckpt";
-  const TrainRun resumed = train(dir, "resumed", {"--epochs", "2", "--resume", saved});
+  const TrainRun resumed = run_quick(dir, "resumed", {"--epochs", "2", "--resume", saved});
   const TrainRun straight =
-      train(dir, "straight", {"--epochs", "2", "--ema-decay", "0.99", "--ema-warmup"});
-  BOOST_TEST(field(resumed, "start", "ema_decay") == "0.99");
-  BOOST_TEST(field(resumed, "start", "ema_warmup") == "true");
-  BOOST_TEST(!field(straight, "epoch", "test_acc_ema").empty());
-  BOOST_TEST(field(resumed, "epoch", "test_acc_ema") == field(straight, "epoch", "test_acc_ema"));
+      run_quick(dir, "straight", {"--epochs", "2", "--ema-decay", "0.99", "--ema-warmup"});
+  BOOST_TEST(last_field(resumed, "start", "ema_decay") == "0.99");
+  BOOST_TEST(last_field(resumed, "start", "ema_warmup") == "true");
+  BOOST_TEST(!last_field(straight, "epoch", "test_acc_ema").empty());
+  BOOST_TEST(last_field(resumed, "epoch", "test_acc_ema") ==
+             last_field(straight, "epoch", "test_acc_ema"));
   BOOST_TEST(resumed.digest() == straight.digest());
 
   // alloy eval reports the averages' accuracy of the file: epoch 1's figure.
@@ -77,20 +67,22 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_carries_the_averages) {
   BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
   const auto evaluated = events(read_text(dir.file("eval.jsonl")), "eval");
   BOOST_TEST_REQUIRE(evaluated.size() == 1u);
-  BOOST_TEST(json_field(evaluated[0], "test_acc_ema") == field(first, "epoch", "test_acc_ema"));
+  BOOST_TEST(json_field(evaluated[0], "test_acc_ema") ==
+             last_field(first, "epoch", "test_acc_ema"));
 
   // Given --ema-decay 0, the resume trains without them and says it drops them.
-  const TrainRun off = train(dir, "off", {"--epochs", "2", "--resume", saved, "--ema-decay", "0"});
-  BOOST_TEST(field(off, "epoch", "test_acc_ema").empty());
+  const TrainRun off =
+      run_quick(dir, "off", {"--epochs", "2", "--resume", saved, "--ema-decay", "0"});
+  BOOST_TEST(last_field(off, "epoch", "test_acc_ema").empty());
   BOOST_TEST(off.process.errors.find("weight averages") != std::string::npos, off.process.errors);
 }
 
 BOOST_AUTO_TEST_CASE(two_ranks_report_the_averages) {
   const TempDir dir;
-  const TrainRun two = train(dir, "two",
-                             {"--epochs", "1", "--gpus", "2", "--ema-decay", "0.9", "--master-port",
-                              std::to_string(free_port())});
-  const double accuracy = std::stod(field(two, "epoch", "test_acc_ema"));
+  const TrainRun two = run_quick(dir, "two",
+                                 {"--epochs", "1", "--gpus", "2", "--ema-decay", "0.9",
+                                  "--master-port", std::to_string(free_port())});
+  const double accuracy = std::stod(last_field(two, "epoch", "test_acc_ema"));
   BOOST_TEST(accuracy > 0.2);
   BOOST_TEST(accuracy <= 1.0);
 }
@@ -134,9 +126,9 @@ BOOST_AUTO_TEST_CASE(mem_counts_the_averages_as_optimizer_state) {
 // a checkpoint without averages is an error naming it.
 BOOST_AUTO_TEST_CASE(ckpt_export_writes_the_averages_under_the_weights_names) {
   const TempDir dir;
-  train(dir, "averaged",
-        {"--epochs", "1", "--ema-decay", "0.9", "--checkpoint-dir", dir.file("averaged")});
-  train(dir, "plain", {"--epochs", "1", "--checkpoint-dir", dir.file("plain")});
+  run_quick(dir, "averaged",
+            {"--epochs", "1", "--ema-decay", "0.9", "--checkpoint-dir", dir.file("averaged")});
+  run_quick(dir, "plain", {"--epochs", "1", "--checkpoint-dir", dir.file("plain")});
   const std::string averaged = dir.file("averaged") + "/step-00000050.ckpt";
   const auto header_of = [](const std::string& file) {
     const std::string bytes = read_text(file);

@@ -12,40 +12,28 @@
 
 using namespace alloy::test;
 
-namespace {
-
-TrainRun train(const TempDir& dir, const std::string& name, std::vector<std::string> extra) {
-  return run_logged(dir, name, quick_train_args(extra));
-}
-
-std::string field(const TrainRun& run, const std::string& event, const std::string& key) {
-  const auto lines = events(run.log, event);
-  return lines.empty() ? "" : json_field(lines.back(), key);
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_SUITE(label_smoothing_e2e)
 
 BOOST_AUTO_TEST_CASE(the_loss_is_smoothed_and_a_resume_keeps_it) {
   const TempDir dir;
   const std::string checkpoints = dir.file("run");
-  const TrainRun smoothed = train(dir, "smoothed", {"--epochs", "2", "--label-smoothing", "0.2"});
-  const TrainRun plain = train(dir, "plain", {"--epochs", "2"});
-  BOOST_TEST(field(smoothed, "start", "label_smoothing") == "0.2");
-  BOOST_TEST(field(plain, "start", "label_smoothing").empty());
+  const TrainRun smoothed =
+      run_quick(dir, "smoothed", {"--epochs", "2", "--label-smoothing", "0.2"});
+  const TrainRun plain = run_quick(dir, "plain", {"--epochs", "2"});
+  BOOST_TEST(last_field(smoothed, "start", "label_smoothing") == "0.2");
+  BOOST_TEST(last_field(plain, "start", "label_smoothing").empty());
   // Ten classes at 0.2: a perfect prediction of the smoothed target still costs its entropy,
   // -(0.82 ln 0.82 + 9 * 0.02 ln 0.02) = 0.867.
-  BOOST_TEST(std::stod(field(smoothed, "epoch", "train_loss")) > 0.867);
-  BOOST_TEST(std::stod(field(smoothed, "epoch", "train_loss")) >
-             std::stod(field(plain, "epoch", "train_loss")));
+  BOOST_TEST(std::stod(last_field(smoothed, "epoch", "train_loss")) > 0.867);
+  BOOST_TEST(std::stod(last_field(smoothed, "epoch", "train_loss")) >
+             std::stod(last_field(plain, "epoch", "train_loss")));
   BOOST_TEST(smoothed.digest() != plain.digest());
 
-  train(dir, "first",
-        {"--epochs", "1", "--label-smoothing", "0.2", "--checkpoint-dir", checkpoints});
+  run_quick(dir, "first",
+            {"--epochs", "1", "--label-smoothing", "0.2", "--checkpoint-dir", checkpoints});
   const TrainRun resumed =
-      train(dir, "resumed", {"--epochs", "2", "--resume", checkpoints + "/step-00000050.ckpt"});
-  BOOST_TEST(field(resumed, "start", "label_smoothing") == "0.2");
+      run_quick(dir, "resumed", {"--epochs", "2", "--resume", checkpoints + "/step-00000050.ckpt"});
+  BOOST_TEST(last_field(resumed, "start", "label_smoothing") == "0.2");
   BOOST_TEST(resumed.digest() == smoothed.digest());
 }
 
