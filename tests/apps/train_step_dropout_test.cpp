@@ -21,7 +21,7 @@
 #include "core/nn/relu.h"
 #include "core/nn/sequential.h"
 #include "core/ops/step_tally.h"
-#include "core/thread_pool.h"
+#include "tests/apps/step_checks.h"
 
 using namespace alloy;
 using namespace alloy::app;
@@ -76,20 +76,6 @@ Run three_steps(std::int64_t accumulation_steps, std::uint64_t dropout_seed) {
   return run;
 }
 
-// The largest difference between two runs' updates, relative to the largest update of `want`.
-double update_difference(const Run& got, const Run& want) {
-  BOOST_REQUIRE(got.before == want.before);
-  double largest = 0, worst = 0;
-  for (std::size_t i = 0; i < want.after.size(); ++i) {
-    const double want_update = static_cast<double>(want.after[i]) - want.before[i];
-    const double got_update = static_cast<double>(got.after[i]) - got.before[i];
-    largest = std::max(largest, std::abs(want_update));
-    worst = std::max(worst, std::abs(got_update - want_update));
-  }
-  BOOST_REQUIRE(largest > 0);
-  return worst / largest;
-}
-
 const std::string& dropout_mlp() {
   static const std::string name = [] {
     models::register_model("train_step_dropout_mlp", [](Generator& generator, int) {
@@ -113,46 +99,35 @@ TrainOptions trainer_options() {
   return o;
 }
 
-data::DatasetPair small_data() {
-  data::DatasetPair data;
-  data.train = data::make_synthetic_dataset(64, 1, "synthetic/train");
-  data.test = data::make_synthetic_dataset(16, 1, "synthetic/test");
-  return data;
-}
-
-struct OneThread {
-  OneThread() { set_cpu_threads(1); }
-};
-
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(train_step_dropout, OneThread)
+BOOST_FIXTURE_TEST_SUITE(train_step_dropout, test::OneThread)
 
 BOOST_AUTO_TEST_CASE(micro_batches_draw_the_masks_of_one_pass) {
   const Run whole = three_steps(1, 3);
   const Run split = three_steps(4, 3);
-  const double difference = update_difference(split, whole);
+  const double difference = test::update_difference(split, whole);
   BOOST_TEST_MESSAGE("3 steps of 32 rows in 4 micro-batches: updates within " << difference);
   BOOST_TEST(difference <= 1e-5);
   // Other masks (another layer key) train elsewhere: the comparison above can tell.
-  const double other_key = update_difference(three_steps(1, 4), whole);
+  const double other_key = test::update_difference(three_steps(1, 4), whole);
   BOOST_TEST_MESSAGE("another dropout key: updates differ by " << other_key);
   BOOST_TEST(other_key > 1e-2);
 }
 
 BOOST_AUTO_TEST_CASE(a_resumed_trainer_run_ends_with_the_straight_runs_bits) {
-  app::Trainer straight(trainer_options(), Device::cpu(), small_data());
+  app::Trainer straight(trainer_options(), Device::cpu(), test::small_synthetic_data());
   TrainObserver quiet;
   straight.run(quiet);
 
-  app::Trainer first(trainer_options(), Device::cpu(), small_data());
+  app::Trainer first(trainer_options(), Device::cpu(), test::small_synthetic_data());
   first.set_epoch_hook([] { return true; });  // stop after the first epoch
   first.run(quiet);
   BOOST_REQUIRE(first.stopped());
   BOOST_TEST(first.params_digest() != straight.params_digest());
   const checkpoint::CheckpointState state = capture_training_state(first);
 
-  app::Trainer resumed(trainer_options(), Device::cpu(), small_data());
+  app::Trainer resumed(trainer_options(), Device::cpu(), test::small_synthetic_data());
   restore_training_state(resumed, state, "in-memory", [](const std::string&) {});
   resumed.run(quiet);
   BOOST_TEST(resumed.epochs_done() == 2);
@@ -160,7 +135,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_trainer_run_ends_with_the_straight_runs_bits) {
 
   TrainOptions reseeded = trainer_options();
   reseeded.seed += 1;
-  app::Trainer other(reseeded, Device::cpu(), small_data());
+  app::Trainer other(reseeded, Device::cpu(), test::small_synthetic_data());
   other.run(quiet);
   BOOST_TEST(other.params_digest() != straight.params_digest());
 }

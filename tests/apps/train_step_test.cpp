@@ -23,9 +23,11 @@
 #include "core/ops/step_tally.h"
 #include "core/random.h"
 #include "core/thread_pool.h"
+#include "tests/apps/step_checks.h"
 
 using namespace alloy;
 using namespace alloy::app;
+using alloy::test::update_difference;
 
 namespace {
 
@@ -121,28 +123,9 @@ StepResult one_step(amp::OptLevel level, std::int64_t rows, std::int64_t accumul
   return result;
 }
 
-// The largest difference between two steps' updates, relative to the largest update of `want`.
-double update_difference(const StepResult& got, const StepResult& want) {
-  BOOST_REQUIRE(got.after.size() == want.after.size());
-  BOOST_REQUIRE(got.before == want.before);
-  double largest = 0, worst = 0;
-  for (std::size_t i = 0; i < want.after.size(); ++i) {
-    const double want_update = static_cast<double>(want.after[i]) - want.before[i];
-    const double got_update = static_cast<double>(got.after[i]) - got.before[i];
-    largest = std::max(largest, std::abs(want_update));
-    worst = std::max(worst, std::abs(got_update - want_update));
-  }
-  BOOST_REQUIRE(largest > 0);
-  return worst / largest;
-}
-
-struct OneThread {
-  OneThread() { set_cpu_threads(1); }
-};
-
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(train_step_accumulation, OneThread)
+BOOST_FIXTURE_TEST_SUITE(train_step_accumulation, test::OneThread)
 
 BOOST_AUTO_TEST_CASE(four_micro_batches_take_the_step_of_one_pass_at_o0) {
   const StepResult whole = one_step(amp::OptLevel::O0, 64, 1);

@@ -11,6 +11,7 @@
 #include "apps/training_state.h"
 #include "core/data/synthetic.h"
 #include "core/models/models.h"
+#include "tests/apps/step_checks.h"
 #include "tests/core/nn/gradient_accumulation.h"
 
 using namespace alloy;
@@ -48,13 +49,6 @@ app::TrainOptions options(amp::OptLevel level, const std::string& recompute) {
   return o;
 }
 
-data::DatasetPair small_data() {
-  data::DatasetPair data;
-  data.train = data::make_synthetic_dataset(64, 1, "synthetic/train");
-  data.test = data::make_synthetic_dataset(16, 1, "synthetic/test");
-  return data;
-}
-
 struct Finished {
   std::string digest;
   std::vector<std::vector<float>> buffers;  // batch norm's running statistics
@@ -62,7 +56,7 @@ struct Finished {
 };
 
 Finished train(const app::TrainOptions& o) {
-  app::Trainer trainer(o, Device::cpu(), small_data());
+  app::Trainer trainer(o, Device::cpu(), test::small_synthetic_data());
   PeakObserver observer;
   trainer.run(observer);
   Finished finished{trainer.params_digest(), {}, observer.peak};
@@ -91,7 +85,8 @@ BOOST_AUTO_TEST_CASE(the_same_digest_with_less_memory_at_o0_and_o2) {
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_keep_it_and_a_resume_takes_it_unless_given) {
-  app::Trainer trainer(options(amp::OptLevel::O0, "blocks"), Device::cpu(), small_data());
+  app::Trainer trainer(options(amp::OptLevel::O0, "blocks"), Device::cpu(),
+                       test::small_synthetic_data());
   const checkpoint::CheckpointState state = app::capture_training_state(trainer);
   BOOST_TEST(state.extra.at("recompute") == "blocks");
 
@@ -122,7 +117,7 @@ BOOST_AUTO_TEST_CASE(a_model_without_blocks_is_a_usage_error) {
   app::TrainOptions o = options(amp::OptLevel::O0, "blocks");
   o.model = "lenet";
   try {
-    app::Trainer trainer(o, Device::cpu(), small_data());
+    app::Trainer trainer(o, Device::cpu(), test::small_synthetic_data());
     BOOST_FAIL("no error");
   } catch (const UsageError& error) {
     const std::string message = error.what();
