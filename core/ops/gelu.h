@@ -1,8 +1,9 @@
 // GELU, as PyTorch's nn.GELU: y = x * Phi(x) with Phi the standard normal CDF (approximation
 // none), or with Phi replaced by (1 + tanh u) / 2, u = sqrt(2/pi) (x + 0.044715 x^3) (tanh).
 // Arithmetic in fp32, rounded once to the output's dtype. The CPU and CUDA kernels share the
-// scalar functions below, so they differ only where libm's and CUDA's erfcf/expf differ (a
-// few fp32 ulps). Backward needs the input, not the output.
+// scalar functions below, plain arithmetic without libm calls or branches (so the CPU loops
+// vectorise); they differ only where nvcc contracts a * b + c into an FMA (an ulp of tanh's u
+// is 2|u| ulps of exp(-2|u|)). Backward needs the input, not the output.
 #pragma once
 
 #include <cmath>
@@ -82,9 +83,8 @@ ALLOY_HOST_DEVICE inline float tanh_gate(TanhTerms terms) {
 
 ALLOY_HOST_DEVICE inline float gelu_value(float x, GeluApproximation approximation) {
   using namespace gelu_detail;
-  const float gate =
-      approximation == GeluApproximation::none ? normal_cdf(x, minus_half_square(x))
-                                               : tanh_gate(tanh_terms(x));
+  const float gate = approximation == GeluApproximation::none ? normal_cdf(x, minus_half_square(x))
+                                                              : tanh_gate(tanh_terms(x));
   // A zero gate is x far below 0 (x * gate is -0 there) or -inf (where it would be NaN).
   return float_select(gate == 0.0f, -0.0f, x * gate);
 }

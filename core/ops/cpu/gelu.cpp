@@ -62,8 +62,7 @@ bool cpu_has_fma() {
 }
 #endif
 
-void forward_floats(const float* x, float* y, std::int64_t count,
-                    GeluApproximation approximation) {
+void forward_floats(const float* x, float* y, std::int64_t count, GeluApproximation approximation) {
 #if defined(__x86_64__) && !defined(__FMA__)
   if (cpu_has_fma()) return forward_block_fma(x, y, count, approximation);
 #endif
