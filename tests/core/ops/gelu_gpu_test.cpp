@@ -1,8 +1,8 @@
-// CUDA GELU against the CPU kernel. Both run core/ops/gelu.h's scalar functions, but CUDA's
-// erfcf and expf differ from libm's by a few fp32 ulps, and nvcc contracts a * b + c into FMAs
-// (an ulp of tanh's u becomes 2|u| <= 11 ulps of exp(-2|u|) for |x| <= 4). So results agree
-// within 32 fp32 ulps, or a few ulps of a half output, not bit for bit; near x = -0.75, where
-// the derivative's two terms cancel, within 32 fp32 ulps of dy.
+// CUDA GELU against the CPU kernel. Both run core/ops/gelu.h's scalar functions (no libm), but
+// nvcc contracts a * b + c into FMAs (an ulp of tanh's u becomes 2|u| <= 11 ulps of exp(-2|u|)
+// for |x| <= 4; elsewhere an ulp or two). So results agree within 32 fp32 ulps, or a few ulps
+// of a half output, not bit for bit; near x = -0.75, where the derivative's two terms cancel,
+// within 32 fp32 ulps of dy.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <iterator>
