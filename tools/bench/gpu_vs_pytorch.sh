@@ -46,9 +46,10 @@
 #    dtype=torch.float16), scaler.scale(loss).backward(), scaler.step, scaler.update (its
 #    GradScaler waits once per step for its inf check, as it always does). Alloy: `alloy train
 #    --model ffn --device cuda --opt-level O0`, and O2 (an fp16 model with fp32 master weights
-#    and a dynamic loss scale on the device; DESIGN.md's opt levels). Not in the default --parts (see the
-#    estimate below): run it with --parts ffn (or lenet,ffn), or from check.sh's bench phase
-#    with ALLOY_BENCH_PARTS=ffn (docs/cuda.md, "What remains to run on a GPU").
+#    and a dynamic loss scale on the device; DESIGN.md's opt levels). Not in the default
+#    --parts (see the estimate below): run it with --parts ffn (or lenet,ffn), or from
+#    check.sh's bench phase with ALLOY_BENCH_PARTS=ffn (docs/cuda.md, "What remains to run on
+#    a GPU").
 #  - resnet18 fp32 images/s (goal: Alloy O0 >= 1.0x PyTorch fp32 with TF32 off, the
 #    like-for-like peer: Alloy's O0 is true fp32 with no TF32; PyTorch with TF32 on is an extra
 #    row), and mixed precision (goal: Alloy O2 >= 1.2x the better of PyTorch's autocast fp16 +
@@ -81,15 +82,15 @@
 #
 # Estimate on an H100 (not yet measured: no run of this script has seen a GPU): a run takes
 # about 7-11 s (each process's start ~5 s; LeNet epochs well under a second; resnet18 at b256
-# some thousands of images/s in fp32, more with AMP), so a round of every default part (11 runs) takes
-# about 85-125 s and the default 3 rounds 4.5-6.5 minutes, plus a probe and one untimed Alloy
-# warm-up run (it also absorbs a first-run PTX JIT): within the 540 s budget. Without
-# resnet-amp-clip (8 runs) a round is about 60-90 s. The ffn part adds 4 runs of about 7-11 s
-# (PyTorch's eager steps launch some 150 kernels each, more with AMP, and wait for the
-# GradScaler's inf check; 235 steps an epoch), 30-45 s a round: in the default it would take
-# the top of the estimate to about 520 s, past what check.sh's bench phase leaves the script
-# (its --budget less 50 s), so it is a part of its own: --parts ffn, 3 rounds, is about 2-2.5
-# minutes with the probe and the warm-up.
+# some thousands of images/s in fp32, more with AMP), so a round of every default part (11
+# runs) takes about 85-125 s and the default 3 rounds 4.5-6.5 minutes, plus a probe and one
+# untimed Alloy warm-up run (it also absorbs a first-run PTX JIT): within the 540 s budget.
+# Without resnet-amp-clip (8 runs) a round is about 60-90 s. The ffn part adds 4 runs of about
+# 7-11 s (PyTorch's eager steps launch well over a hundred kernels each, more with AMP, and
+# wait for the GradScaler's inf check; 235 steps an epoch), 30-45 s a round: in the default it
+# would take the top of the estimate to about 520 s, past what check.sh's bench phase leaves
+# the script (its --budget less 50 s), so it is a part of its own: --parts ffn, 3 rounds, is
+# about 2-2.5 minutes with the probe and the warm-up.
 #
 # Robustness, for a run on a GPU that nobody here has watched: each run has --run-timeout
 # seconds (a run that times out is not retried in later rounds); a failed run is recorded and
