@@ -28,6 +28,10 @@ import sys
 LABELS = {
     "lenet-pytorch": "PyTorch eager, fp32 (TF32 off), data on the device",
     "lenet-alloy": "Alloy O0 (`alloy train --model lenet`)",
+    "ffn-pytorch-fp32": "PyTorch eager, fp32 (TF32 off), data on the device",
+    "ffn-alloy-O0": "Alloy O0 (`alloy train --model ffn`)",
+    "ffn-pytorch-amp": "PyTorch eager, autocast fp16 + GradScaler, data on the device",
+    "ffn-alloy-O2": "Alloy O2 (`alloy train --model ffn`)",
     "r18-pytorch-fp32": "PyTorch fp32, TF32 off",
     "r18-pytorch-tf32": "PyTorch fp32, TF32 on",
     "r18-alloy-O0": "Alloy O0",
@@ -41,6 +45,7 @@ LABELS = {
     "r18-alloy-O2-clip": "Alloy O2 --clip-grad-norm 1",
 }
 REHEARSAL_LABELS = {
+    "ffn-pytorch-amp": "PyTorch fp32 (rehearsal stand-in for AMP: no AMP on the CPU)",
     "r18-pytorch-amp": "PyTorch fp32 NCHW (rehearsal stand-in for AMP: no AMP on the CPU)",
     "r18-pytorch-amp-cl": "PyTorch fp32 channels-last (rehearsal stand-in for AMP)",
     "r18-pytorch-amp-clip": "PyTorch fp32 + clip_grad_norm_(1.0) NCHW (rehearsal stand-in for "
@@ -54,6 +59,12 @@ REHEARSAL_LABELS = {
 # starts afresh each epoch (the epoch's end polls too, outside the step loop).
 MONITOR_INTERVAL = 25
 DYNAMIC_SCALE_LEVELS = ("O1", "O2")  # with fp16 and no --loss-scale, as the script runs them
+
+# The runs of lenet_pytorch.py: the model and whether AMP its end line must name (AMP only on
+# the GPU: the CPU rehearsal runs fp32 in its place), so that a run of the wrong recipe is
+# unreadable rather than compared.
+PYTORCH_EPOCH_RUNS = {"lenet-pytorch": ("lenet", False), "ffn-pytorch-fp32": ("ffn", False),
+                      "ffn-pytorch-amp": ("ffn", True)}
 
 
 def json_lines(path):
@@ -155,7 +166,19 @@ def timed_epochs(events, expected):
 def run_figure(out, run, facts):
     """A run's figure (a dict, images_per_second in it), or raises ValueError saying why not."""
     events = json_lines(os.path.join(out, run["output"]))
-    if run["name"].startswith("lenet-"):
+    if run["name"] in PYTORCH_EPOCH_RUNS:
+        figure = timed_epochs(events, facts["epochs"])
+        model, amp = PYTORCH_EPOCH_RUNS[run["name"]]
+        amp = amp and facts["mode"] == "cuda"
+        end = next((e for e in events if e.get("event") == "end"), None)
+        if end is None:
+            raise ValueError("no end line")
+        if end.get("model") != model or end.get("amp", False) != amp:
+            raise ValueError(f"the end line says model {end.get('model')}, amp "
+                             f"{end.get('amp')}; expected {model}, amp {amp}")
+        figure.update({"amp": amp, "loss_scale": end.get("loss_scale")})
+        return figure
+    if run["name"].startswith(("lenet-", "ffn-")):
         return timed_epochs(events, facts["epochs"])
     if run["name"].startswith("r18-alloy-"):
         return timed_epochs(events, facts["resnet_epochs"])
@@ -216,7 +239,7 @@ def comparisons(facts):
         return lambda runs: (value(runs, name, key), name)
 
     def row(key, title, baseline, subject, goal, clip_cost=False):
-        seconds = key.startswith("lenet")
+        seconds = key.startswith(("lenet_", "ffn_"))
         figure = "seconds_per_epoch" if seconds else "images_per_second"
         return {"key": key, "title": title, "unit": "s/epoch" if seconds else "images/s",
                 "needs": set(BEST_OF.get(baseline, (baseline,)) + BEST_OF.get(subject, (subject,))),
@@ -228,6 +251,13 @@ def comparisons(facts):
     rows = [
         row("lenet_seconds_per_epoch", f"LeNet b{batch}, seconds per epoch (training only)",
             "lenet-pytorch", "lenet-alloy", 5.0),
+        row("ffn_fp32_seconds_per_epoch", f"ffn b{batch} fp32, seconds per epoch (training only)",
+            "ffn-pytorch-fp32", "ffn-alloy-O0", 1.0),
+        row("ffn_amp_seconds_per_epoch",
+            f"ffn b{batch} mixed precision, seconds per epoch (training only)",
+            "ffn-pytorch-amp", "ffn-alloy-O2", 1.2),
+        row("ffn_alloy_o2_over_o0", f"ffn b{batch}, Alloy O2 over Alloy O0, seconds per epoch",
+            "ffn-alloy-O0", "ffn-alloy-O2", None),
         row("resnet18_fp32", f"resnet18 b{batch} fp32", "r18-pytorch-fp32", "r18-alloy-O0", 1.0),
         row("resnet18_fp32_vs_tf32", f"resnet18 b{batch} fp32 against TF32 (extra)",
             "r18-pytorch-tf32", "r18-alloy-O0", None),
@@ -306,7 +336,8 @@ def summaries(records, facts):
 def host_wait_rows(rounds):
     """Per Alloy run, over the rounds: host round trips per step of the timed epochs."""
     rows = []
-    for name in ("lenet-alloy", "r18-alloy-O0", "r18-alloy-O2", "r18-alloy-O2-clip"):
+    for name in ("lenet-alloy", "ffn-alloy-O0", "ffn-alloy-O2", "r18-alloy-O0", "r18-alloy-O2",
+                 "r18-alloy-O2-clip"):
         figures = [rounds[n][name]["figure"] for n in sorted(rounds)
                    if name in rounds[n] and "figure" in rounds[n][name]]
         steps = sum(f["steps"] for f in figures)
@@ -325,7 +356,7 @@ def host_wait_rows(rounds):
             "downloads_per_step": sum(f["downloads"] for f in figures) / steps,
             "device_allocations": sum(f["device_allocations"] for f in figures),
             "cuda_graph": [f["cuda_graph"] for f in figures],
-            "goal": 0 if name.startswith("r18-alloy-O2") else None,
+            "goal": 0 if "-alloy-O2" in name else None,
         })
     return rows
 
@@ -426,6 +457,10 @@ def run_table(rounds):
                 text = f"{figure['images_per_second']:.1f} images/s"
                 if "seconds_per_epoch" in figure:
                     text += f", {figure['seconds_per_epoch']:.4f} s/epoch"
+                if name.startswith(("lenet-", "ffn-")) and figure.get("test_acc") is not None:
+                    text += f", test acc {figure['test_acc']:.4f}"
+                if figure.get("amp"):  # lenet_pytorch.py --amp
+                    text += f", AMP, final loss scale {figure['loss_scale']:g}"
                 if "final_loss" in figure:  # PyTorch's resnet18: a NaN loss voids the figure
                     text += (f", {figure.get('precision')}, final loss "
                              f"{figure['final_loss']:.4g}, loss scale {figure.get('loss_scale'):g}")
@@ -499,7 +534,7 @@ def markdown(out, facts, rounds, records, final):
         f"- commit: {facts.get('commit')}",
         f"- command: `{facts.get('command_line')}`",
         f"- rounds: {len(rounds)} done of {facts['rounds']}; parts: {facts['parts']}; batch "
-        f"{facts['batch_size']}; LeNet {facts['epochs']} epochs per run, resnet18 "
+        f"{facts['batch_size']}; LeNet and ffn {facts['epochs']} epochs per run, resnet18 "
         f"{facts['resnet_epochs']} epochs of {facts['resnet_steps_per_epoch']} steps per Alloy "
         f"run and the same warm-up + timed steps per PyTorch run; the first epoch of every run "
         f"(PyTorch's resnet18: the first epoch's worth of steps) is warm-up, not timed",

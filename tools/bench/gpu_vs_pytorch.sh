@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
 # Alloy against PyTorch on one CUDA GPU, side by side in rounds (GPU bring-up, issue 14): LeNet
-# seconds per epoch, resnet18 fp32 and mixed-precision images/s (with and without gradient
-# clipping), Alloy O2 over O0, and the host waits of Alloy's O2 step. Prints one JSON line per
-# comparison and round as each round ends, then one summary line per comparison (medians over
-# the rounds, the speedup of the medians, the smallest and largest per-round speedup, the goal
-# and whether it is met) and the results tables on standard error; writes every raw log, and
-# the summary gpu_bench.md (the tables and the machine facts, rewritten after every round), to
-# the --out folder.
+# seconds per epoch, the ffn model's seconds per epoch in fp32 and mixed precision, resnet18 fp32
+# and mixed-precision images/s (with and without gradient clipping), Alloy O2 over O0, and the
+# host waits of Alloy's O2 step. Prints one JSON line per comparison and round as each round
+# ends, then one summary line per comparison (medians over the rounds, the speedup of the
+# medians, the smallest and largest per-round speedup, the goal and whether it is met) and the
+# results tables on standard error; writes every raw log, and the summary gpu_bench.md (the
+# tables and the machine facts, rewritten after every round), to the --out folder.
 #
 #   tools/bench/gpu_vs_pytorch.sh [--device cuda|cpu] [--rounds R] [--alloy PATH]
 #       [--python PATH] [--data-dir DIR] [--epochs N] [--resnet-epochs N] [--batch-size N]
-#       [--parts lenet,resnet-fp32,resnet-amp,resnet-amp-clip] [--out DIR] [--run-timeout S]
+#       [--parts lenet,ffn,resnet-fp32,resnet-amp,resnet-amp-clip] [--out DIR] [--run-timeout S]
 #       [--time-budget S] [--commit TEXT]
 #
 # Defaults: --device cuda, 3 rounds, $ALLOY or build/bin/alloy (a CUDA build: -DALLOY_CUDA=ON),
 # python3 (with PyTorch), Fashion-MNIST in /usr/share/datasets/fashion-mnist, batch 256, LeNet
-# 6 epochs per run, resnet18 3 epochs of 50 steps per Alloy run (the synthetic set's 12800
-# images) and 50 warm-up + 100 timed steps per PyTorch run, every part, --out
+# and ffn 6 epochs per run, resnet18 3 epochs of 50 steps per Alloy run (the synthetic set's
+# 12800 images) and 50 warm-up + 100 timed steps per PyTorch run, every part but ffn
+# (lenet,resnet-fp32,resnet-amp,resnet-amp-clip; $ALLOY_BENCH_PARTS, where set, replaces this
+# default, so that tools/gpu/check.sh's bench phase can run other parts), --out
 # gpu-bench-<UTC date and time> in the current folder, at most 150 s per run and a time budget
 # of 540 s, so that the whole script ends within a 10-minute call (below).
 #
@@ -34,6 +36,20 @@
 #    every step, to the end-of-epoch read of the loss and accuracy sums, which waits for the
 #    device. Neither includes test evaluation (Alloy evaluates after epoch_seconds stops),
 #    checkpoints or process start. The figure is the mean over the timed epochs, both sides.
+#  - ffn, seconds per epoch in fp32 (goal: Alloy O0 >= 1.0x PyTorch fp32 with TF32 off) and in
+#    mixed precision (goal: Alloy O2 >= 1.2x PyTorch AMP), and Alloy O2 over Alloy O0 (no goal;
+#    the model is small enough to be bound by launches, not arithmetic). The LeNet recipe
+#    (batch 256, SGD lr 0.2, Fashion-MNIST, LeNet's epochs, timed the same way on both sides)
+#    with the transformer feed-forward stack of `alloy train --model ffn` (layer norm, GELU,
+#    dropout 0.1, residual sums; core/models/ffn.cpp). PyTorch: lenet_pytorch.py --model ffn
+#    --device cuda --tf32 off, and with --amp: forward and loss under torch.autocast("cuda",
+#    dtype=torch.float16), scaler.scale(loss).backward(), scaler.step, scaler.update (its
+#    GradScaler waits once per step for its inf check, as it always does). Alloy: `alloy train
+#    --model ffn --device cuda --opt-level O0`, and O2 (an fp16 model with fp32 master weights
+#    and a dynamic loss scale on the device; DESIGN.md's opt levels). Not in the default
+#    --parts (see the estimate below): run it with --parts ffn (or lenet,ffn), or from
+#    check.sh's bench phase with ALLOY_BENCH_PARTS=ffn (docs/cuda.md, "What remains to run on
+#    a GPU").
 #  - resnet18 fp32 images/s (goal: Alloy O0 >= 1.0x PyTorch fp32 with TF32 off, the
 #    like-for-like peer: Alloy's O0 is true fp32 with no TF32; PyTorch with TF32 on is an extra
 #    row), and mixed precision (goal: Alloy O2 >= 1.2x the better of PyTorch's autocast fp16 +
@@ -61,30 +77,36 @@
 #    of each).
 #  - Host waits per O2 step (goal 0): the epoch events' host_waits over the timed epochs' steps,
 #    split into the overflow monitor's documented poll (one download and one wait every 25th
-#    step of a dynamic loss scale) and the rest, for Alloy's O2 resnet18 runs, clipped and not;
-#    LeNet O0 and resnet18 O0 are listed too.
+#    step of a dynamic loss scale) and the rest, for Alloy's O2 runs (resnet18, clipped and
+#    not, and ffn); LeNet O0, ffn O0 and resnet18 O0 are listed too.
 #
 # Estimate on an H100 (not yet measured: no run of this script has seen a GPU): a run takes
 # about 7-11 s (each process's start ~5 s; LeNet epochs well under a second; resnet18 at b256
-# some thousands of images/s in fp32, more with AMP), so a round of every part (11 runs) takes
-# about 85-125 s and the default 3 rounds 4.5-6.5 minutes, plus a probe and one untimed Alloy
-# warm-up run (it also absorbs a first-run PTX JIT): within the 540 s budget. Without
-# resnet-amp-clip (8 runs) a round is about 60-90 s.
+# some thousands of images/s in fp32, more with AMP), so a round of every default part (11
+# runs) takes about 85-125 s and the default 3 rounds 4.5-6.5 minutes, plus a probe and one
+# untimed Alloy warm-up run (it also absorbs a first-run PTX JIT): within the 540 s budget.
+# Without resnet-amp-clip (8 runs) a round is about 60-90 s. The ffn part adds 4 runs of about
+# 7-11 s (PyTorch's eager steps launch well over a hundred kernels each, more with AMP, and
+# wait for the GradScaler's inf check; 235 steps an epoch), 30-45 s a round: in the default it
+# would take the top of the estimate to about 520 s, past what check.sh's bench phase leaves
+# the script (its --budget less 50 s), so it is a part of its own: --parts ffn, 3 rounds, is
+# about 2-2.5 minutes with the probe and the warm-up.
 #
 # Robustness, for a run on a GPU that nobody here has watched: each run has --run-timeout
 # seconds (a run that times out is not retried in later rounds); a failed run is recorded and
 # the rest go on; no round starts that would end past --time-budget seconds from the script's
 # start (0: no budget) at the last round's pace, and no run goes past the budget (the runs left
 # then are skipped); gpu_bench.md is rewritten after every round. When Fashion-MNIST is missing
-# from the default --data-dir, LeNet trains on random pixels and labels of the same shape
-# (timing only; gpu_bench.md says so). --parts picks comparisons, e.g. to split the work over
-# several calls. --commit records the commit where the tree has no .git.
+# from the default --data-dir, LeNet and ffn train on random pixels and labels of the same
+# shape (timing only; gpu_bench.md says so). --parts picks comparisons, e.g. to split the work
+# over several calls. --commit records the commit where the tree has no .git.
 #
 # --device cpu is a rehearsal, not a measurement: the whole pipeline (arguments, probes,
 # rounds, parsing, tables, gpu_bench.md) on the CPU, with tiny random data (2 batches to train,
-# 1 to test), batch 8, LeNet 3 epochs, resnet18 2 epochs (2 warm-up + 2 timed steps) and fp32
-# where PyTorch would use AMP (there is no AMP on the CPU; its clipped runs clip in fp32), no
-# time budget, --data-dir ignored; its figures mean nothing.
+# 1 to test), batch 8, LeNet and ffn 3 epochs, resnet18 2 epochs (2 warm-up + 2 timed steps)
+# and fp32 where PyTorch would use AMP (there is no AMP on the CPU: lenet_pytorch.py refuses
+# --amp there; resnet18's clipped runs clip in fp32), no time budget, --data-dir ignored; its
+# figures mean nothing.
 #
 # Exit status: 0 every run succeeded; 1 a run failed, timed out or left unreadable output (the
 # summary still covers the others), or a setup error (no alloy, a CPU-only alloy with --device
@@ -93,6 +115,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 bench="$here/tools/bench"
+# shellcheck source-path=SCRIPTDIR source=rounds.sh
 source "$bench/rounds.sh"
 command_line="$(printf '%q ' "$0" "$@")"
 device=cuda
@@ -104,7 +127,7 @@ data_dir_given=0
 epochs=""
 resnet_epochs=""
 batch=""
-parts=lenet,resnet-fp32,resnet-amp,resnet-amp-clip
+parts=${ALLOY_BENCH_PARTS:-lenet,resnet-fp32,resnet-amp,resnet-amp-clip}
 max_norm=1  # resnet-amp-clip's --clip-grad-norm, both sides
 keep=""
 run_timeout=""
@@ -154,16 +177,17 @@ command -v "$python" >/dev/null || usage_error "--python '$python' is not a comm
 keep="${keep:-gpu-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 declare -A part_runs=(
   [lenet]="lenet-pytorch lenet-alloy"
+  [ffn]="ffn-pytorch-fp32 ffn-alloy-O0 ffn-pytorch-amp ffn-alloy-O2"
   [resnet-fp32]="r18-pytorch-fp32 r18-pytorch-tf32 r18-alloy-O0"
   [resnet-amp]="r18-pytorch-amp r18-pytorch-amp-cl r18-alloy-O2"
   [resnet-amp-clip]="r18-pytorch-amp-clip r18-pytorch-amp-cl-clip r18-alloy-O2-clip"
 )
-part_names="lenet|resnet-fp32|resnet-amp|resnet-amp-clip"
+part_names="lenet|ffn|resnet-fp32|resnet-amp|resnet-amp-clip"
 [[ "$parts" =~ ^($part_names)(,($part_names))*$ ]] ||
-  usage_error "--parts must be a comma-separated list of lenet, resnet-fp32, resnet-amp," \
-    "resnet-amp-clip, not '$parts'"
+  usage_error "--parts (or ALLOY_BENCH_PARTS) must be a comma-separated list of lenet, ffn," \
+    "resnet-fp32, resnet-amp, resnet-amp-clip, not '$parts'"
 runs=()  # one round's runs, in the order of odd rounds
-for part in lenet resnet-fp32 resnet-amp resnet-amp-clip; do
+for part in lenet ffn resnet-fp32 resnet-amp resnet-amp-clip; do
   if [[ ",$parts," == *",$part,"* ]]; then
     read -ra more <<<"${part_runs[$part]}"
     runs+=("${more[@]}")
@@ -211,23 +235,25 @@ if [[ -z "$commit" ]]; then
   fi
 fi
 
-# The data, made once torch has been found: Fashion-MNIST for LeNet on the GPU (random data of
-# its shape where it is missing) and Alloy's synthetic set for resnet18; tiny random IDX files
-# for both in the CPU rehearsal (which ignores --data-dir).
+# The data, made once torch has been found: Fashion-MNIST for LeNet and ffn on the GPU (random
+# data of its shape where it is missing) and Alloy's synthetic set for resnet18; tiny random IDX
+# files for all in the CPU rehearsal (which ignores --data-dir).
 make_data=()  # the arguments of gpu_bench.py make-data, if random data is needed
 if [[ "$device" == cuda ]]; then
   resnet_data=(--dataset synthetic)
   resnet_steps_per_epoch=$(((12800 + batch - 1) / batch))  # README: synthetic is 12800 train
   amp_precision=amp
+  amp_flag=(--amp)
   if has_idx_files "$data_dir"; then
     lenet_data="$data_dir"
-    data="Fashion-MNIST from $data_dir; resnet18: Alloy's synthetic set and one random batch"
+    data="LeNet and ffn: Fashion-MNIST from $data_dir; resnet18: Alloy's synthetic set and one"
+    data+=" random batch"
   else
     lenet_data="$work/data"
     make_data=(--train 60000 --test 10000)
-    data="random pixels and labels in Fashion-MNIST's shape (60000 train, 10000 test images:"
-    data+=" no Fashion-MNIST in $data_dir; timing only); resnet18: Alloy's synthetic set and"
-    data+=" one random batch"
+    data="LeNet and ffn: random pixels and labels in Fashion-MNIST's shape (60000 train, 10000"
+    data+=" test images: no Fashion-MNIST in $data_dir; timing only); resnet18: Alloy's"
+    data+=" synthetic set and one random batch"
   fi
 else
   lenet_data="$work/tiny"
@@ -235,6 +261,7 @@ else
   resnet_data=(--dataset fashion-mnist --data-dir "$lenet_data")
   resnet_steps_per_epoch=2
   amp_precision=fp32
+  amp_flag=()
   data="CPU rehearsal: random IDX files of $((2 * batch)) train and $batch test images"
 fi
 "$python" "$bench/gpu_bench.py" facts "$work" --mode "$device" --nvidia-smi "$nvidia_smi" \
@@ -254,12 +281,14 @@ mv "$work/facts.json" "$out/facts.json"
 [[ "$device" == cpu || "$batch" == 256 ]] ||
   echo "batch $batch: the goals are stated for batch 256" >>"$out/notes.txt"
 [[ "$lenet_data" != "$work/data" ]] ||
-  echo "LeNet trained on random data: no Fashion-MNIST in $data_dir" >>"$out/notes.txt"
+  echo "LeNet and ffn trained on random data: no Fashion-MNIST in $data_dir" >>"$out/notes.txt"
 
 warmup=$resnet_steps_per_epoch
 timed=$(((resnet_epochs - 1) * resnet_steps_per_epoch))
 torch_resnet=("$python" "$bench/resnet18_pytorch.py" --device "$device" --batch-sizes "$batch"
   --steps $((warmup + timed)) --warmup-steps "$warmup")
+torch_ffn=("$python" "$bench/lenet_pytorch.py" --model ffn --device "$device" --epochs "$epochs"
+  --batch-size "$batch" --lr 0.2 --seed 1 --data-dir "$lenet_data" --tf32 off)
 alloy_resnet=("$alloy" train --model resnet18 "${resnet_data[@]}" --device "$device"
   --epochs "$resnet_epochs" --batch-size "$batch" --lr 0.01 --momentum 0.9 --seed 1)
 
@@ -272,6 +301,11 @@ command_of() {
     lenet-alloy) cmd=("$alloy" train --model lenet --device "$device" --opt-level O0
       --epochs "$epochs" --batch-size "$batch" --lr 0.2 --seed 1 --data-dir "$lenet_data"
       --log-json "$2") ;;
+    ffn-pytorch-fp32) cmd=("${torch_ffn[@]}") ;;
+    ffn-pytorch-amp) cmd=("${torch_ffn[@]}" "${amp_flag[@]}") ;;
+    ffn-alloy-O0 | ffn-alloy-O2) cmd=("$alloy" train --model ffn --device "$device" --opt-level
+      "${1##*-}" --epochs "$epochs" --batch-size "$batch" --lr 0.2 --seed 1 --data-dir
+      "$lenet_data" --log-json "$2") ;;
     r18-pytorch-fp32) cmd=("${torch_resnet[@]}" --precision fp32 --tf32 off) ;;
     r18-pytorch-tf32) cmd=("${torch_resnet[@]}" --precision fp32 --tf32 on) ;;
     r18-pytorch-amp) cmd=("${torch_resnet[@]}" --precision "$amp_precision" --tf32 off) ;;

@@ -37,9 +37,20 @@ seconds_per_epoch and images_per_second_after_first over the epochs after the fi
 cuBLAS and allocator warm-up; null with one epoch), the GPU's name, the torch, CUDA and cuDNN
 versions and the --tf32 and --cudnn-benchmark settings as read back (tools/bench/torch_device.py).
 
+With --amp (CUDA only) each step follows PyTorch's automatic mixed precision recipe: forward and
+loss under torch.autocast("cuda", dtype=torch.float16), backward of scaler.scale(loss),
+scaler.step(optimizer) and scaler.update() through a GradScaler (torch.amp.GradScaler("cuda")
+where it exists, else torch.cuda.amp.GradScaler()); the fp32 weights and the SGD update stay as
+they are. With --accumulation-steps each micro-batch's scaled loss is backpropagated and the step
+is taken once; with --clip-grad-norm, scaler.unscale_(optimizer) comes before clip_grad_norm_
+("Working with unscaled gradients"); the weight averages follow every step, a step the scaler
+skips included (as timm's ModelEmaV3 in its training loop). Evaluation runs under the same
+autocast. The end line says "amp" and, with --amp, the final "loss_scale" (null without).
+
 Needs PyTorch (Debian: python3-torch; run it with /usr/bin/python3 on the CPU).
 """
 
+import contextlib
 import copy
 import gzip
 import json
@@ -143,10 +154,10 @@ class FFN(nn.Module):
         return self.head(self.norm(self.blocks(self.embed(torch.flatten(x, 1)))))
 
 
-def evaluate(model, x, y, batch_size):
+def evaluate(model, x, y, batch_size, autocast=contextlib.nullcontext):
     model.eval()
     correct = 0
-    with torch.no_grad():
+    with torch.no_grad(), autocast():
         for start in range(0, x.shape[0], batch_size):
             logits = model(x[start:start + batch_size])
             correct += (logits.argmax(1) == y[start:start + batch_size]).sum().item()
@@ -175,6 +186,8 @@ def main():
     parser.add_argument("--min-lr", type=float, default=0.0)
     parser.add_argument("--ema-decay", type=float, default=0.0, metavar="D",
                         help="also keep and evaluate a moving average of the weights (0: off)")
+    parser.add_argument("--amp", action="store_true",
+                        help="autocast to float16 + GradScaler, PyTorch's AMP recipe (CUDA only)")
     parser.add_argument("--save-state", metavar="FILE",
                         help="save the final model and optimizer state_dicts (torch.save)")
     torch_device.add_arguments(parser)
@@ -189,6 +202,9 @@ def main():
         parser.error(f"--label-smoothing must be in [0, 1), got {args.label_smoothing}")
     if not 0 <= args.ema_decay < 1:
         parser.error(f"--ema-decay must be in [0, 1), got {args.ema_decay}")
+    if args.amp and args.device != "cuda":
+        parser.error("--amp needs --device cuda (autocast to float16 with a GradScaler is "
+                     "PyTorch's CUDA recipe)")
     device = torch_device.setup(args, parser.prog)
 
     torch.set_num_threads(args.threads)
@@ -209,6 +225,15 @@ def main():
         averages = [*ema_model.parameters(), *ema_model.buffers()]  # neither model has buffers
         currents = [*model.parameters(), *model.buffers()]
     generator = torch.Generator(device=device).manual_seed(args.seed)
+    scaler = torch_device.grad_scaler() if args.amp else None
+
+    def autocast():
+        return (torch.autocast("cuda", dtype=torch.float16) if args.amp
+                else contextlib.nullcontext())
+
+    def backward(loss):
+        (scaler.scale(loss) if args.amp else loss).backward()
+
     n = train_x.shape[0]
 
     steps_per_epoch = (n + args.batch_size - 1) // args.batch_size
@@ -242,9 +267,10 @@ def main():
             optimizer.zero_grad(set_to_none=True)
             rows = yb.shape[0]
             if args.accumulation_steps == 1:
-                logits = model(xb)
-                loss = F.cross_entropy(logits, yb, label_smoothing=args.label_smoothing)
-                loss.backward()
+                with autocast():
+                    logits = model(xb)
+                    loss = F.cross_entropy(logits, yb, label_smoothing=args.label_smoothing)
+                backward(loss)
                 loss_sum.add_(loss.detach(), alpha=rows)
                 correct.add_((logits.argmax(1) == yb).sum())
             else:
@@ -254,18 +280,25 @@ def main():
                                   yb.tensor_split(args.accumulation_steps)):
                     if ym.shape[0] == 0:
                         continue
-                    logits = model(xm)
-                    loss = F.cross_entropy(logits, ym, reduction="sum",
-                                           label_smoothing=args.label_smoothing)
-                    (loss / rows).backward()
+                    with autocast():
+                        logits = model(xm)
+                        loss = F.cross_entropy(logits, ym, reduction="sum",
+                                               label_smoothing=args.label_smoothing)
+                    backward(loss / rows)
                     loss_sum.add_(loss.detach())
                     correct.add_((logits.argmax(1) == ym).sum())
             if args.clip_grad_norm > 0:
+                if args.amp:  # clip the unscaled gradients; step() then leaves them as they are
+                    scaler.unscale_(optimizer)
                 torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
             if scheduled:
                 for group in optimizer.param_groups:
                     group["lr"] = scheduled_lr(steps_done)
-            optimizer.step()
+            if args.amp:
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                optimizer.step()
             if args.ema_decay > 0:
                 with torch.no_grad():
                     torch._foreach_mul_(averages, args.ema_decay)
@@ -276,10 +309,10 @@ def main():
         seconds = time.perf_counter() - start
         epoch_seconds.append(seconds)
         images += seen
-        test_acc = evaluate(model, test_x, test_y, 1000)
+        test_acc = evaluate(model, test_x, test_y, 1000, autocast)
         ema = {}
         if args.ema_decay > 0:
-            ema = {"test_acc_ema": evaluate(ema_model, test_x, test_y, 1000)}
+            ema = {"test_acc_ema": evaluate(ema_model, test_x, test_y, 1000, autocast)}
         print(json.dumps({"event": "epoch", "framework": "pytorch", "epoch": epoch,
                           "train_loss": loss_sum.item() / seen, "train_acc": correct.item() / seen,
                           "test_acc": test_acc, **ema, "epoch_seconds": seconds,
@@ -291,6 +324,7 @@ def main():
     # Every epoch has n images; the first is the warm-up.
     after_first = epoch_seconds[1:]
     print(json.dumps({"event": "end", "framework": "pytorch", "model": args.model,
+                      "amp": args.amp, "loss_scale": scaler.get_scale() if args.amp else None,
                       "threads": args.threads,
                       "epochs": args.epochs, "batch_size": args.batch_size, "lr": args.lr,
                       "images_per_second": images / sum(epoch_seconds), "test_acc": test_acc,

@@ -130,13 +130,6 @@ def max_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def grad_scaler():
-    """PyTorch's loss scaler for fp16 on CUDA, by the name of the running version: torch.amp's
-    since 2.3 (torch.cuda.amp's then warns that it is deprecated), torch.cuda.amp's before."""
-    scaler_class = getattr(getattr(torch, "amp", None), "GradScaler", None)
-    return scaler_class("cuda") if scaler_class is not None else torch.cuda.amp.GradScaler()
-
-
 def measure(args, device, batch_size):
     torch.manual_seed(args.seed)
     layout = torch.channels_last if args.channels_last else torch.contiguous_format
@@ -148,7 +141,7 @@ def measure(args, device, batch_size):
                            generator=generator).to(device)
     labels = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
     amp = args.precision == "amp"
-    scaler = grad_scaler() if amp else None
+    scaler = torch_device.grad_scaler() if amp else None
     clip = args.clip_grad_norm > 0
     norm = None
     for step in range(args.steps):

@@ -1,6 +1,7 @@
 """The device side of the PyTorch references in tools/bench (lenet_pytorch.py, resnet18_pytorch.py):
-the --device, --tf32 and --cudnn-benchmark flags, their checks and settings, the synchronisation
-around timed regions, and the facts about the device and the libraries that go into the JSON.
+the --device, --tf32 and --cudnn-benchmark flags, their checks and settings, the GradScaler of
+their AMP runs, the synchronisation around timed regions, and the facts about the device and the
+libraries that go into the JSON.
 
 Runs on PyTorch 1.13 and 2.x, with or without CUDA. Torch is imported by the caller first (each
 script says how to install it when the import fails).
@@ -65,6 +66,13 @@ def setup(args, prog):
         torch.backends.cudnn.allow_tf32 = on
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     return torch.device(args.device)
+
+
+def grad_scaler():
+    """PyTorch's loss scaler for fp16 on CUDA, by the name of the running version: torch.amp's
+    since 2.3 (torch.cuda.amp's then warns that it is deprecated), torch.cuda.amp's before."""
+    scaler_class = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    return scaler_class("cuda") if scaler_class is not None else torch.cuda.amp.GradScaler()
 
 
 def synchronize(device):
