@@ -226,6 +226,22 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_replay_equal_eager_steps_and_kept_activat
   BOOST_TEST(graph.buffers == kept.buffers, "the running statistics count each batch once");
 }
 
+// The transformer blocks in a captured step: dropout reads the optimizer's step count from the
+// device, so each replay draws that step's masks (a count frozen at capture would replay the
+// capture's masks, and the weights would drift from the eager run's); label smoothing rides in
+// the fused loss kernel's arguments.
+BOOST_AUTO_TEST_CASE(ffn_o2_replays_draw_each_steps_dropout_masks) {
+  const auto smoothed = [](TrainOptions& options) { options.label_smoothing = 0.1; };
+  constexpr std::int64_t kSteps = 8;
+  const Run eager = train("ffn", "off", 8, 1, kSteps, "sgd", smoothed);
+  const Run graph = train("ffn", "on", 8, 1, kSteps, "sgd", smoothed);
+  BOOST_TEST(graph.captured);
+  BOOST_TEST(graph.launches == kSteps - StepGraph::kWarmupSteps);
+  BOOST_TEST(graph.digest == eager.digest,
+             "ffn: graph " << graph.digest << ", eager " << eager.digest);
+  BOOST_TEST(graph.mallocs_at_end == graph.mallocs_after_capture, "no cudaMalloc in replays");
+}
+
 BOOST_AUTO_TEST_CASE(resnet18_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
   check_replays_equal_eager_steps("resnet18", 16);
 }
