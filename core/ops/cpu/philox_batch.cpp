@@ -6,8 +6,9 @@
 
 #if defined(__x86_64__)
 // GCC 12's AVX-512 shift and multiply intrinsics pass _mm512_undefined_epi32() as the unused
-// merge source, which -Wmaybe-uninitialized reports wherever they are inlined (GCC bug 105593).
+// merge source, which -W(maybe-)uninitialized reports wherever they are inlined (GCC bug 105593).
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
