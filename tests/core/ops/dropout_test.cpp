@@ -93,8 +93,9 @@ struct TwoThreads {
   TwoThreads() { set_cpu_threads(2); }
 };
 
-// Columns that are no multiple of 4 or of a CPU block; the second shape runs on the pool.
-const Shape kShapes[] = {{5, 3, 7}, {48, 2, 150}, {1, 1}};
+// Columns that are no multiple of 4 or of a CPU block (128 columns) or of its vectors (16 and 32
+// columns); rows of 1 to 3 columns; the second shape runs on the pool.
+const Shape kShapes[] = {{5, 3, 7}, {48, 2, 150}, {1, 1}, {6, 2}, {4, 3}, {3, 2, 131}, {2, 517}};
 
 }  // namespace
 
