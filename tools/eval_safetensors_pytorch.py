@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Loads the weights of an `alloy ckpt export --safetensors` file of the LeNet model into the
-PyTorch LeNet of tools/bench/lenet_pytorch.py and prints its test accuracy as one JSON line:
+"""Loads the weights of an `alloy ckpt export --safetensors` file of the LeNet model (or, with
+--model ffn, the ffn model: layer norms, GELU, residual sums) into its PyTorch twin of
+tools/bench/lenet_pytorch.py and prints its test accuracy as one JSON line:
   {"test_acc": 0.8123, "test_examples": 10000, "tensors": 8}
 The safetensors file is read with json and numpy only (not the safetensors package), and
 Alloy's parameters are matched to PyTorch's state_dict in order, each shape checked.
@@ -8,7 +9,7 @@ Alloy's parameters are matched to PyTorch's state_dict in order, each shape chec
 Exit status: 0 done, 1 a broken file or a mismatch (message on stderr), 77 PyTorch or numpy is
 missing (so ctest reports a skip, with the reason on stderr).
 
-Usage: eval_safetensors_pytorch.py FILE [--data-dir DIR] [--threads N]
+Usage: eval_safetensors_pytorch.py FILE [--model lenet|ffn] [--data-dir DIR] [--threads N]
 """
 import argparse
 import json
@@ -50,14 +51,15 @@ def main():
     parser.add_argument("file")
     parser.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", choices=["lenet", "ffn"], default="lenet")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
     tensors = read_safetensors(args.file)
-    model = lenet_pytorch.LeNet()
+    model = lenet_pytorch.LeNet() if args.model == "lenet" else lenet_pytorch.FFN()
     state = model.state_dict()
     if len(tensors) != len(state):
-        sys.exit(f"{args.file}: {len(tensors)} tensors, the PyTorch LeNet has {len(state)}")
+        sys.exit(f"{args.file}: {len(tensors)} tensors, the PyTorch {args.model} has {len(state)}")
     loaded = {}
     for (name, array), (torch_name, target) in zip(tensors, state.items()):
         if tuple(array.shape) != tuple(target.shape):

@@ -99,7 +99,13 @@ BOOST_AUTO_TEST_CASE(numpy_reads_the_same_names_shapes_and_values) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
+namespace {
+
+// `model` trained for 40 AdamW steps (about 0.6 test accuracy for LeNet: weights that tell the
+// classes apart, so equal accuracies mean something), exported, and evaluated by `alloy eval`
+// and by its PyTorch twin (tools/eval_safetensors_pytorch.py): the same accuracy, up to a
+// near-tie or two that fp32 sums in another order may flip.
+void check_pytorch_gets_the_accuracy_alloy_eval_gets(const std::string& model) {
   const std::string python = python_with("numpy, torch");
   if (python.empty()) skip("no python3 with torch and numpy (Debian: python3-torch)");
   if (!std::ifstream(kDataDir + "/t10k-labels-idx1-ubyte.gz") &&
@@ -110,10 +116,9 @@ BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
   const std::string run_dir = dir.file("run");
   const std::string log = dir.file("train.jsonl");
   {
-    // 40 AdamW steps of the reference LeNet reach about 0.6 test accuracy: weights that tell
-    // the classes apart, so equal accuracies mean something. The run is stopped there.
+    // The run is stopped once the step-40 checkpoint is written.
     BackgroundAlloy train(
-        {"train", "--model", "lenet", "--device", "cpu", "--threads", "2", "--optimizer", "adamw",
+        {"train", "--model", model, "--device", "cpu", "--threads", "2", "--optimizer", "adamw",
          "--lr", "0.002", "--data-dir", kDataDir, "--checkpoint-dir", run_dir, "--checkpoint-every",
          "40", "--log-json", log},
         dir.file("out"), dir.file("err"));
@@ -131,18 +136,31 @@ BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
   BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
   const std::string alloy_acc = json_field(events(eval.output, "eval").at(0), "test_acc");
 
-  const std::string out = dir.file("lenet.safetensors");
+  const std::string out = dir.file(model + ".safetensors");
   const ProcessResult exported = run_alloy({"ckpt", "export", path, "--safetensors", out});
   BOOST_TEST_REQUIRE(exported.exit_code == 0, exported.errors);
-  const ProcessResult torch = run_process(
-      "/usr/bin/env",
-      {python, kSource + "/tools/eval_safetensors_pytorch.py", out, "--data-dir", kDataDir});
+  const ProcessResult torch =
+      run_process("/usr/bin/env", {python, kSource + "/tools/eval_safetensors_pytorch.py", out,
+                                   "--model", model, "--data-dir", kDataDir});
   BOOST_TEST_REQUIRE(torch.exit_code == 0, torch.errors);
   const std::string torch_acc = json_field(torch.output, "test_acc");
-  BOOST_TEST_MESSAGE("test accuracy: alloy eval " << alloy_acc << ", PyTorch " << torch_acc);
+  BOOST_TEST_MESSAGE(model << " test accuracy: alloy eval " << alloy_acc << ", PyTorch "
+                           << torch_acc);
   BOOST_TEST(std::stod(alloy_acc) > 0.3);
-  // Both are counts out of 10000; fp32 sums in another order may flip a near-tie or two.
+  // Both are counts out of 10000.
   BOOST_TEST(std::abs(std::stod(torch_acc) - std::stod(alloy_acc)) <= 0.0002);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(pytorch_lenet_gets_the_accuracy_alloy_eval_gets) {
+  check_pytorch_gets_the_accuracy_alloy_eval_gets("lenet");
+}
+
+// Layer norm, exact GELU, residual sums and linear layers, as PyTorch's nn.LayerNorm, F.gelu
+// and nn.Linear compute them (dropout is off in evaluation).
+BOOST_AUTO_TEST_CASE(pytorch_ffn_gets_the_accuracy_alloy_eval_gets) {
+  check_pytorch_gets_the_accuracy_alloy_eval_gets("ffn");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
