@@ -2,6 +2,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace alloy::test {
@@ -12,6 +13,12 @@ Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, floa
     value = low + (high - low) * static_cast<float>(generator.uniform());
   }
   return Tensor::from_floats(shape, values, dtype);
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
+  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 std::vector<double> to_doubles(const Tensor& tensor) {

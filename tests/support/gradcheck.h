@@ -19,6 +19,9 @@ Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, floa
 // The tensor's values widened to double.
 std::vector<double> to_doubles(const Tensor& tensor);
 
+// Whether two host tensors hold the same shape, dtype and bytes (two undefined ones do).
+bool same_bits(const Tensor& a, const Tensor& b);
+
 // Checks |actual - expected| <= atol + rtol * |expected| for every element and reports, in
 // one BOOST_TEST failure, the count of bad elements and the worst one with its index.
 void check_close(const std::vector<double>& actual, const std::vector<double>& expected,

@@ -3,7 +3,6 @@
 #include "core/nn/dropout.h"
 
 #include <boost/test/unit_test.hpp>
-#include <cstring>
 #include <string>
 
 #include "tests/support/gradcheck.h"
@@ -12,11 +11,6 @@ using namespace alloy;
 using namespace alloy::test;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 Tensor step_count(int step) {
   return Tensor::from_floats({2}, {static_cast<float>(step), 0.0f}, DType::i32);

@@ -3,7 +3,6 @@
 #include "core/nn/gelu.h"
 
 #include <boost/test/unit_test.hpp>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -12,6 +11,7 @@
 #include "tests/support/gradcheck.h"
 
 using namespace alloy;
+using alloy::test::same_bits;
 
 namespace {
 
@@ -20,11 +20,6 @@ const GeluApproximation kApproximations[] = {GeluApproximation::none, GeluApprox
 
 std::int64_t activation_bytes() {
   return memory_stats(Device::cpu()).snapshot().current_of(MemoryCategory::activations);
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 }  // namespace

@@ -5,7 +5,6 @@
 #include "core/nn/layer_norm.h"
 
 #include <boost/test/unit_test.hpp>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,11 +21,6 @@ using namespace alloy;
 using namespace alloy::test;
 
 namespace {
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 // Weight around 1 and bias around 0, not the initial ones and zeros, so a mixed-up parameter
 // shows.

@@ -6,7 +6,6 @@
 #include "core/nn/residual_block.h"
 
 #include <boost/test/unit_test.hpp>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -99,12 +98,6 @@ std::unique_ptr<nn::Sequential> fused_stem() {
   net->add("conv1", std::make_unique<nn::Conv2d>(1, 8, 3, 1, 1, false));
   net->add("bn1", std::make_unique<nn::BatchNorm2d>(8, 0.1f, 1e-5f, true));
   return net;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined()) return a.defined() == b.defined();
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 std::vector<std::string> names(nn::Module& module) {

@@ -2,7 +2,6 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -18,11 +17,6 @@ using namespace alloy::test;
 namespace {
 
 const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 // Random values with special ones planted from `start` on: signed zeros, NaN and infinities of
 // both signs, so sums hit -0 + -0, inf - inf and NaN. Two operands get different starts: which

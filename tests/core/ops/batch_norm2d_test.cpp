@@ -2,7 +2,6 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -96,11 +95,6 @@ std::vector<double> plus(std::vector<double> a, const std::vector<double>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
     a[i] += b[i];
   return a;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 // Inputs with a per-channel offset and spread, so the statistics are not all near (0, 1/3)

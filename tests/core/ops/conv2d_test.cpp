@@ -1,7 +1,6 @@
 #include "core/ops/conv2d.h"
 
 #include <boost/test/unit_test.hpp>
-#include <cstring>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -122,11 +121,6 @@ std::vector<double> plus(std::vector<double> a, const std::vector<double>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
     a[i] += b[i];
   return a;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 // Absolute slack for fp32 accumulation on top of the dtype's relative rounding.

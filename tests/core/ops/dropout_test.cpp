@@ -6,7 +6,6 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -19,11 +18,6 @@ using namespace alloy::test;
 namespace {
 
 const DType kFloatTypes[] = {DType::f32, DType::f16, DType::bf16};
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 Tensor step_count(int step) {
   return Tensor::from_floats({2}, {static_cast<float>(step), 0.0f}, DType::i32);

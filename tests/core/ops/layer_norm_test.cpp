@@ -5,7 +5,6 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -100,11 +99,6 @@ std::vector<double> plus(std::vector<double> a, const std::vector<double>& b) {
   for (std::size_t i = 0; i < a.size(); ++i)
     a[i] += b[i];
   return a;
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
 }
 
 // Rows with their own offset and spread, so a kernel that mixed up rows, normalised over the
