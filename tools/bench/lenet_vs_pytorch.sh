@@ -135,23 +135,23 @@ echo "$model, Fashion-MNIST, SGD lr 0.2, batch 256, fp32 on the CPU: $epochs epo
 # Train round $round's run of each framework, its events in $out/<framework>-r$round.jsonl and
 # its CPU seconds in $out/<framework>-r$round.cpu.
 run_pytorch() {
-  local config best=-1 ips
+  local config best logs=()
   for config in "${!torch_envs[@]}"; do
+    logs+=("$out/pytorch-$tag-env$config.jsonl")
     echo "== round $round/$rounds, $variant: PyTorch, ${torch_envs[$config]}" >&2
     # shellcheck disable=SC2046,SC2086 # the variant's flags and the settings are words
     cpu_timed "$out/pytorch-$tag-env$config.cpu" env ${torch_envs[$config]} "$python" \
       "$here/tools/bench/lenet_pytorch.py" --model "$model" --epochs "$epochs" \
       --threads "$threads" --data-dir "$data_dir" $(variant_flags "$variant") \
-      >"$out/pytorch-$tag-env$config.jsonl"
-    cat "$out/pytorch-$tag-env$config.jsonl" >&2
-    ips=$("$python" -c 'import json, sys
-end = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "end"]
-print(end[0]["images_per_second"])' "$out/pytorch-$tag-env$config.jsonl")
-    if ((best < 0)) || "$python" -c 'import sys; sys.exit(not float(sys.argv[1]) > float(sys.argv[2]))' \
-      "$ips" "$best_ips"; then
-      best=$config best_ips=$ips
-    fi
+      >"${logs[$config]}"
+    cat "${logs[$config]}" >&2
   done
+  # The index of the setting whose end line has the most images/s.
+  best=$("$python" -c 'import json, sys
+def speed(path):
+    return next(e for e in map(json.loads, open(path)) if e.get("event") == "end")["images_per_second"]
+speeds = [speed(path) for path in sys.argv[1:]]
+print(speeds.index(max(speeds)))' "${logs[@]}")
   cp "$out/pytorch-$tag-env$best.jsonl" "$out/pytorch-$tag.jsonl"
   cp "$out/pytorch-$tag-env$best.cpu" "$out/pytorch-$tag.cpu"
   echo "${torch_envs[$best]}" >"$out/pytorch-$tag.env"
