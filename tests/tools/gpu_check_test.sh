@@ -81,6 +81,7 @@ for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0"
   "O0: 1 epoch + resume to 2 == 2 straight" "O2: 1 epoch + resume to 2 == 2 straight" \
   "ffn O0 test accuracy" "ffn O2 test accuracy vs ffn O0" \
   "ffn O2: 1 epoch + resume to 2 == 2 straight" \
+  "the same run's weight averages (--ema-decay 0.99): test accuracy vs its weights" \
   "O1, O2, O3 peak below O0's" "O0: world size 1 over gloo == one process" \
   "O2: 2 ranks sharing cpu over gloo agree" "O2: 2 ranks vs one process, global batch 256"; do
   [[ $(rows_of "$work/real" "$name") == *"| PASS"* ]] || fail "no PASS row '$name'"

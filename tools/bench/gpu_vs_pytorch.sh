@@ -174,6 +174,11 @@ time_budget=$(integer_at_least --time-budget "$time_budget" 0)
 [[ -n "$alloy" ]] || usage_error "--alloy must not be empty"
 [[ -n "$python" ]] || usage_error "--python must not be empty"
 command -v "$python" >/dev/null || usage_error "--python '$python' is not a command"
+# Python runs without LD_LIBRARY_PATH: PyTorch loads the cuDNN and cuBLAS it was built with from
+# its own wheels, and a path set for Alloy's libraries makes it load others and refuse to start
+# (on the H200 the system's cuDNN 9.14, which shared/gpu's on-device.sh puts first, against
+# PyTorch's 9.19).
+py=(env -u LD_LIBRARY_PATH "$python")
 keep="${keep:-gpu-bench-$(date -u +%Y%m%dT%H%M%SZ)}"
 declare -A part_runs=(
   [lenet]="lenet-pytorch lenet-alloy"
@@ -264,14 +269,14 @@ else
   amp_flag=()
   data="CPU rehearsal: random IDX files of $((2 * batch)) train and $batch test images"
 fi
-"$python" "$bench/gpu_bench.py" facts "$work" --mode "$device" --nvidia-smi "$nvidia_smi" \
+"${py[@]}" "$bench/gpu_bench.py" facts "$work" --mode "$device" --nvidia-smi "$nvidia_smi" \
   --alloy "$alloy" --alloy-version "$alloy_version" --commit "$commit" \
   --command-line "$command_line" --date "$start_date" --data "$data" --parts "$parts" \
   --rounds "$rounds" --batch-size "$batch" --epochs "$epochs" \
   --resnet-epochs "$resnet_epochs" --resnet-steps-per-epoch "$resnet_steps_per_epoch" \
   --runs "${runs[@]}"
 if ((${#make_data[@]})); then
-  "$python" "$bench/gpu_bench.py" make-data "$lenet_data" "${make_data[@]}"
+  "${py[@]}" "$bench/gpu_bench.py" make-data "$lenet_data" "${make_data[@]}"
 fi
 make_out_dir
 mv "$work/facts.json" "$out/facts.json"
@@ -285,9 +290,9 @@ mv "$work/facts.json" "$out/facts.json"
 
 warmup=$resnet_steps_per_epoch
 timed=$(((resnet_epochs - 1) * resnet_steps_per_epoch))
-torch_resnet=("$python" "$bench/resnet18_pytorch.py" --device "$device" --batch-sizes "$batch"
+torch_resnet=("${py[@]}" "$bench/resnet18_pytorch.py" --device "$device" --batch-sizes "$batch"
   --steps $((warmup + timed)) --warmup-steps "$warmup")
-torch_ffn=("$python" "$bench/lenet_pytorch.py" --model ffn --device "$device" --epochs "$epochs"
+torch_ffn=("${py[@]}" "$bench/lenet_pytorch.py" --model ffn --device "$device" --epochs "$epochs"
   --batch-size "$batch" --lr 0.2 --seed 1 --data-dir "$lenet_data" --tf32 off)
 alloy_resnet=("$alloy" train --model resnet18 "${resnet_data[@]}" --device "$device"
   --epochs "$resnet_epochs" --batch-size "$batch" --lr 0.01 --momentum 0.9 --seed 1)
@@ -296,7 +301,7 @@ alloy_resnet=("$alloy" train --model resnet18 "${resnet_data[@]}" --device "$dev
 # standard output).
 command_of() {
   case "$1" in
-    lenet-pytorch) cmd=("$python" "$bench/lenet_pytorch.py" --device "$device" --epochs "$epochs"
+    lenet-pytorch) cmd=("${py[@]}" "$bench/lenet_pytorch.py" --device "$device" --epochs "$epochs"
       --batch-size "$batch" --lr 0.2 --seed 1 --data-dir "$lenet_data" --tf32 off) ;;
     lenet-alloy) cmd=("$alloy" train --model lenet --device "$device" --opt-level O0
       --epochs "$epochs" --batch-size "$batch" --lr 0.2 --seed 1 --data-dir "$lenet_data"
@@ -409,7 +414,7 @@ for ((round = 1; round <= rounds; round++)); do
     fi
   done
   last_round=$round
-  "$python" "$bench/gpu_bench.py" summarize "$out" --round "$round" ||
+  "${py[@]}" "$bench/gpu_bench.py" summarize "$out" --round "$round" ||
     echo "${0##*/}: the summary of round $round failed (the raw logs are in $out)" >&2
   elapsed=$((SECONDS - start_seconds))
   if ((time_budget > 0 && round < rounds && elapsed + SECONDS - round_start > time_budget)); then
@@ -419,7 +424,7 @@ for ((round = 1; round <= rounds; round++)); do
   fi
 done
 
-"$python" "$bench/gpu_bench.py" summarize "$out" --final \
+"${py[@]}" "$bench/gpu_bench.py" summarize "$out" --final \
   --end-date "$(date -u '+%Y-%m-%d %H:%M:%S')" || failures=$((failures + 1))
 echo "rounds done: $last_round of $rounds, in $((SECONDS - start_seconds)) s; summary:" \
   "$out/gpu_bench.md" >&2

@@ -54,8 +54,9 @@
 #           loss scale forced to 2^40: O0 test accuracy >= 0.83, O1-O3 within 0.01 of O0, the
 #           forced run skips steps, ends below 2^40 and within 0.02 of O2; an O2 run with
 #           --accumulation-steps 2, --clip-grad-norm 5, a cosine schedule after one epoch of
-#           warm-up, --ema-decay 0.99 and --label-smoothing 0.1 ends within 0.02 of O2 too, its
-#           weight averages' accuracy as well; the ffn model (layer norm, GELU, dropout, residual
+#           warm-up, --ema-decay 0.99 and --label-smoothing 0.1 ends >= 0.81 (these features
+#           cost LeNet 2-3 points by epoch 10, on the CPU too), its weight averages within 0.02
+#           of its weights; the ffn model (layer norm, GELU, dropout, residual
 #           sums) at O0 >= 0.86 and O2 within 0.01 of it; each run's accuracy,
 #           final loss scale, skipped steps, mean epoch seconds, images/s, host waits per step
 #   resume  1 epoch, then --resume to 2, against 2 epochs straight, at O0 and O2, and ffn at O2
@@ -201,7 +202,7 @@ if ((quick)); then
   mem_flags=(--model lenet --batch-size "$mem_batch" --steps 2)
   recompute_mem_flags=(--model resnet18 --batch-size 8 --steps 2 --opt-levels O2)
   max_batch_flags=(--max-batch --max-batch-limit 256)  # a few probes: 64, 128, 256
-  acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05
+  acc_goal=0.5 acc_tolerance=0.05 forced_tolerance=0.05 ddp_tolerance=0.05 features_goal=0.45
   ffn_data=(--model ffn --dataset synthetic) ffn_lr=0.05 ffn_goal=0.5
   warmup_steps=10  # of the 50 steps of the run
   marked=" (rehearsal)"
@@ -213,6 +214,10 @@ else
   recompute_mem_flags=(--model resnet18 --batch-size "$mem_batch" --opt-levels O2)
   max_batch_flags=(--max-batch)
   acc_goal=0.83 acc_tolerance=0.01 forced_tolerance=0.02 ddp_tolerance=0.015
+  # The step's features train LeNet to less by epoch 10 than the plain recipe: the cosine rate
+  # decays to zero and label smoothing blunts the loss (on the CPU at f298657 0.8221, on an H200
+  # 0.8224, against O2's 0.8469; cosine alone 0.8302, smoothing alone 0.8354 on the H200).
+  features_goal=0.81
   # ffn on the CPU (docs/PERFORMANCE.md): 0.8714 at O0, 0.8708 at O2; PyTorch 0.8644.
   ffn_data=(--model ffn --data-dir "$data_dir") ffn_lr=0.2 ffn_goal=0.86
   warmup_steps=235  # the first epoch
@@ -447,14 +452,14 @@ phase_recipe() {
   train recipe-O2-features "${on_device[@]}" "${recipe[@]}" --epochs "$epochs" --opt-level O2 \
     "${step_features[@]}"
   read_run
-  record recipe "O2 with ${step_features[*]}: test accuracy vs O2" \
-    "${f[failure]:-$(difference "${f[test_acc]}" "$acc2") vs O2; ${f[summary]}}" \
-    "within $forced_tolerance of O2$marked" \
-    "$(judge "$within" "${f[test_acc]:-}" "$acc2" "$forced_tolerance")"
-  record recipe "the same run's weight averages (--ema-decay 0.99): test accuracy vs O2" \
-    "${f[failure]:-$(difference "${f[test_acc_ema]}" "$acc2") vs O2 (test_acc_ema ${f[test_acc_ema]:-none})}" \
-    "within $forced_tolerance of O2$marked" \
-    "$(judge "$within" "${f[test_acc_ema]:-}" "$acc2" "$forced_tolerance")"
+  local features_acc=${f[test_acc]:-}
+  record recipe "O2 with ${step_features[*]}: test accuracy" \
+    "${f[failure]:-$(difference "$features_acc" "$acc2") vs O2; ${f[summary]}}" \
+    ">= $features_goal$marked" "$(judge 'a >= b' "$features_acc" "$features_goal")"
+  record recipe "the same run's weight averages (--ema-decay 0.99): test accuracy vs its weights" \
+    "${f[failure]:-$(difference "${f[test_acc_ema]}" "$features_acc") (test_acc_ema ${f[test_acc_ema]:-none})}" \
+    "within $forced_tolerance of the run's$marked" \
+    "$(judge "$within" "${f[test_acc_ema]:-}" "$features_acc" "$forced_tolerance")"
   # The transformer blocks: layer norm, GELU, dropout (Philox masks read from the device's step
   # count) and residual sums, in the ffn model, at O0 and O2.
   train recipe-ffn-O0 "${on_device[@]}" "${ffn_recipe[@]}" --epochs "$epochs" --opt-level O0
