@@ -27,6 +27,7 @@
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/allocator.h"
+#include "core/cuda/context.h"
 #endif
 
 namespace alloy::app {
@@ -222,10 +223,16 @@ const char* category_colour(MemoryCategory c) {
   return "#000000";
 }
 
-// A CUDA device's block cache given back to the driver; nothing to do on the CPU.
-void empty_device_cache(Device device) {
+// A CUDA device readied for measuring a level: its context built first, since its cuBLAS
+// workspace (32 MiB, held as long as the process) belongs to no level (the first level measured
+// used to count it, and to report it as left allocated), then its block cache given back to the
+// driver; nothing to do on the CPU.
+void prepare_device(Device device) {
 #ifdef ALLOY_HAVE_CUDA
-  if (device.is_cuda()) cuda::empty_cache(device.index);
+  if (device.is_cuda()) {
+    cuda::context(device);
+    cuda::empty_cache(device.index);
+  }
 #else
   static_cast<void>(device);
 #endif
@@ -375,7 +382,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
               config.batch_size, " and steps ", config.steps, " must be at least 1");
   MemoryStats& stats = memory_stats(config.device);
   // Blocks an earlier level cached would serve this one and hide its reservation.
-  empty_device_cache(config.device);
+  prepare_device(config.device);
   const MemorySnapshot before = stats.snapshot();
   LevelReport report;
   report.properties = properties;

@@ -65,7 +65,13 @@ DeviceContext::DeviceContext(int index)
       stream(index),
       cublas(index, stream.get()),
       cublas_lt(index),
-      cudnn(index, stream.get()) {}
+      cudnn(index, stream.get()),
+      arrival_counters(kArrivalCounters * sizeof(unsigned int), Device::cuda(index),
+                       MemoryCategory::workspace) {
+  ALLOY_CUDA_CHECK(
+      cudaMemsetAsync(arrival_counters.get(), 0, arrival_counters.bytes(), stream.get()),
+      "zeroing the arrival counters of cuda:", index);
+}
 
 int usable_device_count() {
   const Probe& p = probe();

@@ -12,6 +12,9 @@
 
 namespace alloy::cuda {
 
+// The arrival counters of the ops' one-launch grid reductions (core/ops/cuda/last_block.h).
+constexpr std::size_t kArrivalCounters = 16;
+
 struct DeviceContext {
   explicit DeviceContext(int device);
 
@@ -20,6 +23,9 @@ struct DeviceContext {
   CublasHandle cublas;
   CublasLtHandle cublas_lt;
   CudnnHandle cudnn;
+  // Zeroed on `stream` at creation. Built with the context, like everything a device holds for
+  // the whole process, so that none of it appears in the middle of a measurement or a capture.
+  DeviceBuffer arrival_counters;
 };
 
 // The number of usable devices; throws with cuda_available()'s reason when there is none.

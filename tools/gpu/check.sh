@@ -8,28 +8,20 @@
 #   tools/gpu/check.sh [--phases LIST] [--device cuda|cpu] [--emulated] [--quick] [--out DIR]
 #                      [--data-dir DIR] [--budget SECONDS] [--timeout PHASE=SECONDS]...
 #
-# On a lent GPU machine (shared/gpu/README.md): pack here with ../shared/gpu/pack.sh, then make
-# four device runs with carry [".gpu"] and timeout_s 600, one command each (put the packed
-# commit in ALLOY_COMMIT: the carried tree has no .git, and the summary names it):
+# On a lent GPU machine (shared/gpu/README.md): pack here with ../shared/gpu/pack.sh, then one
+# device run with carry [".gpu"] (put the packed commit in ALLOY_COMMIT: the carried tree has
+# no .git, and the summary names it):
 #
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases tests,suite --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases recipe,resume,ddp --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases mem --budget 540
-#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh --phases bench --budget 540
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh \
+#       --phases tests,recipe,resume,mem,ddp,bench --budget 570
 #
-# Each brings back 3 files from $OUT: probe.txt (on-device.sh), summary.md and
+# It brings back 3 files from $OUT: probe.txt (on-device.sh), summary.md and
 # gpu-check-logs.tar.gz; summary.md and the logs are rewritten after every phase, so a call cut
-# short still returns the phases it finished. Minutes per phase on one H100 are ESTIMATES (no
-# GPU has run this yet), from the CPU timings of this machine's rehearsals and the work each
-# phase does: tests ~4 (27 gpu tests, each starting CUDA; the two-rank DDP test trains LeNet for
-# 10 epochs 4 times), suite ~1.5 (the 76 other tests, 4 at a time on 16 cores), recipe ~1 (6 LeNet runs of 10 epochs: 0.8 TFLOP an epoch, launch-bound at
-# batch 256, ~0.3-1 s an epoch plus ~3-5 s of process, CUDA and cuDNN start), resume ~0.5 (6
-# short runs), mem ~3 (ResNet-18 batch 128, 3 steps at 4 levels, then --max-batch: about 12
-# one-step probes a level, up to batches of ~10-30 thousand images), ddp ~2 (8 runs, two of them
-# two ranks sharing the GPU over Gloo for 10 epochs), bench 5-7 (gpu_vs_pytorch.sh's own
-# estimate: 3 rounds of 85-125 s, a probe and a warm-up; it is given --time-budget to end within
-# the phase). About 18 minutes in all, plus the machine's start; the limits below keep a hang
-# from eating a call.
+# short still returns the phases it finished. Seconds per phase MEASURED on an H200 (2026-11-26,
+# f298657): tests 46 (35 gpu tests, 4 at a time), recipe 26, resume 14, mem 64, ddp 27, bench
+# 332 (gpu_vs_pytorch.sh with every part, ffn included; the default parts about 250): under 9
+# minutes in all, plus about 30 s for the machine's start. suite (the CPU tests) is left out
+# there: CI runs it. The limits below keep a hang from eating a call.
 #
 # Before the GPU, the same phases on the CUDA emulator (docs/cuda_emulator.md), an emulated
 # build in build-emu; no GPU, no lent machine:

@@ -28,9 +28,9 @@ enum class ArrivalSlot : int {
   count,  // the number of slots
 };
 
-// The slot's counter on the current device. The counters live for the process in one small
-// buffer per device from the caching allocator, zeroed on `stream` when first asked for; so ask
-// first outside a CUDA-graph capture (a warm-up step does): a first request inside one throws.
+// The slot's counter on the current device, for a launch on `stream` (that device's one
+// stream). The counters are the device context's (core/cuda/context.h): built and zeroed with
+// it, they live for the process, so asking inside a CUDA-graph capture is fine.
 unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream);
 
 // Device memory on the current device for a grid's per-block partials (category workspace).
