@@ -11,14 +11,14 @@
 //    an upload on CUDA only).
 //  - downloads: device contents handed to host code: on CUDA each cudaMemcpy* device-to-host,
 //    cuda_copy_bytes (pageable, followed by a host wait) and cuda::download_async (pinned, the
-//    wait left to whoever reads the copy: an asynchronous checkpoint's writer thread, or
-//    nobody: QueuedDownload reads it once an event query says it has arrived); on the CPU each
-//    read of tensor contents by the host (Tensor::to_floats, Tensor::download_to,
-//    count_correct) and each QueuedDownload::queue. Apart from cuda::download_async (and
-//    QueuedDownload, on the CPU too) a download is synchronous: the host waits for it, and that
-//    wait counts as a host wait, on the CPU too. A QueuedDownload counts no wait on the CPU,
-//    where its copy is done at once, as on CUDA it counts none unless its reader makes one
-//    (core/queued_download.h): the CPU shows what the same code costs on a GPU.
+//    wait left to whoever reads the copy: an asynchronous checkpoint's writer thread; a
+//    QueuedDownload's reader, which may not wait at all); on the CPU each read of tensor
+//    contents by the host (Tensor::to_floats, Tensor::download_to, count_correct) and each
+//    QueuedDownload::queue. Other downloads are synchronous: the host waits for them, and that
+//    wait counts as a host wait, on the CPU too. A QueuedDownload's copy is read once an event
+//    query says it has arrived, so it counts no wait on CUDA unless its reader insists on it
+//    before then, and none on the CPU, where it is done at once (core/queued_download.h): the
+//    CPU shows what the same code costs on a GPU.
 //  - host_waits: the host blocking until a device has done queued work: a stream synchronise
 //    (cuda::Stream::synchronize), an event synchronise (cuda::Event::synchronize): among them
 //    the wait that ends every download (counted on the CPU as well) and every pageable upload.

@@ -122,6 +122,7 @@ BOOST_AUTO_TEST_CASE(an_o2_epoch_waits_for_nothing_but_back_pressure) {
              log.warnings[0]);
   int skipped = 0;
   for (const std::string& warning : log.warnings) {
+    BOOST_TEST_MESSAGE("  warning: " << warning);
     const std::string prefix = "gradient overflow: ";
     BOOST_TEST_REQUIRE(warning.rfind(prefix, 0) == 0u, warning);
     skipped += std::atoi(warning.c_str() + prefix.size());
