@@ -106,12 +106,17 @@ ScalerSnapshot LossScaler::snapshot() const {
   return snapshot_of(words);
 }
 
-LossScaler::Poll LossScaler::poll() {
+void LossScaler::queue_poll() {
+  poll_.queue(buffer_);
+  // After the copy, which so holds the index taken; whatever the index, since the host learns
+  // it only from the copy.
+  state_.unreported_overflow.fill(-1.0f);
+}
+
+LossScaler::Poll LossScaler::take_poll() {
   Words words{};
-  buffer_.download_to(words.data());
-  Poll result{snapshot_of(words), words[kUnreportedOverflow]};
-  if (result.unreported_overflow >= 0) state_.unreported_overflow.fill(-1.0f);
-  return result;
+  std::memcpy(words.data(), poll_.read(), sizeof words);
+  return {snapshot_of(words), words[kUnreportedOverflow]};
 }
 
 void LossScaler::restore(const ScalerSnapshot& snapshot) {

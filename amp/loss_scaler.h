@@ -10,6 +10,7 @@
 #include "amp/ops/update_scale.h"
 #include "amp/opt_level.h"
 #include "core/device.h"
+#include "core/queued_download.h"
 
 namespace alloy::amp {
 
@@ -51,12 +52,20 @@ class LossScaler {
     ScalerSnapshot state;
     std::int32_t unreported_overflow = -1;
   };
-  Poll poll();
+  // A poll without a host wait (core/queued_download.h): queue_poll() queues the download of
+  // the state as the work queued so far leaves it, and the reset after it; poll_arrived() says
+  // without waiting whether it is there (at once on the CPU); take_poll() returns it, waiting
+  // for it only if it is not (a host wait on a GPU, then). One poll at a time.
+  void queue_poll();
+  bool poll_queued() const { return poll_.queued(); }
+  bool poll_arrived() { return poll_.arrived(); }
+  Poll take_poll();
 
  private:
   LossScaleConfig config_;
   Tensor buffer_;  // i32 [kWords]: every field of state_ is a view of it
   ScalerState state_;
+  QueuedDownload poll_;  // of buffer_
 };
 
 }  // namespace alloy::amp

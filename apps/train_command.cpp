@@ -138,7 +138,8 @@ int run_train(const std::vector<std::string>& args) {
     // The file to go back to: the newest saved before the overflows began.
     if (!checkpointer) throw;
     checkpointer->finish();
-    const std::string good = checkpointer->newest_at_or_before(trainer.steps() - diverged.streak());
+    // The poll that saw the streak may have been read a few steps after its own.
+    const std::string good = checkpointer->newest_at_or_before(diverged.step() - diverged.streak());
     if (good.empty()) {
       fail(diverged.what(), "; no checkpoint from before the overflows is left in ",
            checkpointer->dir());

@@ -139,6 +139,7 @@ void TrainReport::on_epoch_end(const EpochStats& s) {
       .add("uploads", counter(s.round_trips.uploads))
       .add("downloads", counter(s.round_trips.downloads))
       .add("host_waits", counter(s.round_trips.host_waits))
+      .add("backpressure_waits", counter(s.round_trips.backpressure_waits))
       .add("device_allocations", counter(s.round_trips.device_allocations));
   if (s.clipping) event.add("grad_norm", s.grad_norm).add("clipped_steps", s.clipped_steps);
   if (s.ema) event.add("test_acc_ema", s.test_acc_ema);

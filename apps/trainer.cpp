@@ -213,7 +213,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   const std::int64_t correct = sums.correct;
   EpochStats stats;
   stats.epoch_seconds = seconds_since(start);
-  if (auto warning = overflow_.poll()) observer.on_warning(*warning);
+  if (auto warning = overflow_.poll(steps_)) observer.on_warning(*warning);
   stats.epoch = epoch + 1;
   stats.step = steps_;
   stats.train_loss = images ? loss_sum / static_cast<double>(images) : 0.0;

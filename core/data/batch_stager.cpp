@@ -97,9 +97,11 @@ void BatchStager::prefetch(const Batch& host) {
     slot.labels = Tensor::empty(host.labels.shape(), DType::i32, device_, MemoryCategory::data);
   }
 
-  // The pinned buffer still feeds its previous upload until that upload's event is done.
+  // The pinned buffer still feeds its previous upload until that upload's event is done: the
+  // upload is queued behind the steps before it, so the wait is back-pressure.
   if (!slot.uploaded.done()) {
     slot.uploaded.synchronize();
+    count_backpressure_wait();
     ++busy_waits_;
   }
   const std::size_t image_bytes = host.images.nbytes();

@@ -9,7 +9,9 @@
 //    overwrites a device buffer a queued step still reads;
 //  - a pinned buffer is rewritten only when its previous upload is done: the host waits for
 //    that upload's event only when it is still in flight (busy_waits(); none while the device
-//    keeps up with the host).
+//    keeps up with the host). Such a wait is back-pressure (core/round_trips.h counts it in
+//    backpressure_waits as well as host_waits): the upload is queued behind the steps before
+//    it, and the host is two batches ahead of the device.
 // There is no stream synchronise. On the CPU the device is the host: prefetch() keeps the host
 // batch as it is and counts one upload per tensor (images and labels, core/round_trips.h), the
 // uploads the same step makes on a GPU.
@@ -51,7 +53,8 @@ class BatchStager {
   // Drops the batches prefetched and not taken (after a stop mid-epoch, say).
   void clear() { pending_.clear(); }
 
-  // Host waits prefetch() made because a pinned buffer's previous upload was still running.
+  // Host waits prefetch() made because a pinned buffer's previous upload was still running
+  // (each counted as a back-pressure wait, core/round_trips.h).
   std::uint64_t busy_waits() const { return busy_waits_; }
 
  private:

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/round_trips.h"
 
 using namespace alloy;
 using namespace alloy::app;
@@ -40,20 +41,27 @@ BOOST_AUTO_TEST_CASE(one_warning_per_interval_names_the_first_overflow) {
   OverflowMonitor monitor(scaler, name_of, 5);
   int warnings = 0;
   std::string last;
+  RoundTrips polls;
   for (int step = 1; step <= 10; ++step) {
     // Steps 2 and 3 overflow, in gradients 7 then 3: the warning names 7, the earlier step's.
     simulated_step(scaler, step == 2 ? 7 : step == 3 ? 3 : -1);
+    const RoundTrips before = round_trips();
     if (auto warning = monitor.after_step(step)) {
       ++warnings;
       last = *warning;
-      BOOST_TEST(step == 5);
+      BOOST_TEST(step == 5);  // on the CPU a poll has arrived at once: read at its own step
     }
+    polls += round_trips() - before;
   }
   BOOST_TEST(warnings == 1);
+  // Two polls (steps 5 and 10), each one queued download and, as on a GPU, no host wait.
+  BOOST_TEST(polls.downloads == 2u);
+  BOOST_TEST(polls.host_waits == 0u);
+  BOOST_TEST(polls.uploads == 0u);
   BOOST_TEST(last.find("2 of the last 5 steps skipped") != std::string::npos, last);
   BOOST_TEST(last.find("layer7.weight") != std::string::npos, last);
   BOOST_TEST(last.find("loss scale now 256") != std::string::npos, last);
-  BOOST_TEST(!monitor.poll().has_value());  // nothing new since
+  BOOST_TEST(!monitor.poll(10).has_value());  // nothing new since
 }
 
 BOOST_AUTO_TEST_CASE(a_static_scale_is_never_polled) {
@@ -98,6 +106,7 @@ BOOST_AUTO_TEST_CASE(max_consecutive_skips_stops_at_any_scale) {
     } catch (const TrainingDiverged& error) {
       stopped_at = step;
       BOOST_TEST(error.streak() >= 8);
+      BOOST_TEST(error.step() == step);  // on the CPU a poll is read at its own step
       const std::string message = error.what();
       BOOST_TEST(message.find("training diverged: the last ") == 0u, message);
       BOOST_TEST(message.find("--max-consecutive-skips 8") != std::string::npos, message);

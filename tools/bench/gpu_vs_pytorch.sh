@@ -75,10 +75,13 @@
 #    gradients). When resnet-amp runs too, an extra table gives what clipping costs each
 #    framework: its clipped images/s over its unclipped, per round (PyTorch: the better layout
 #    of each).
-#  - Host waits per O2 step (goal 0): the epoch events' host_waits over the timed epochs' steps,
-#    split into the overflow monitor's documented poll (one download and one wait every 25th
-#    step of a dynamic loss scale) and the rest, for Alloy's O2 runs (resnet18, clipped and
-#    not, and ffn); LeNet O0, ffn O0 and resnet18 O0 are listed too.
+#  - Host waits per O2 step (goal 0 for those other than back-pressure): the epoch events'
+#    host_waits over the timed epochs' steps, split into back-pressure (backpressure_waits: the
+#    batch stager waiting for a pinned buffer whose previous upload is queued behind the steps
+#    before it, the device being the bottleneck) and the rest, the waits for a result, to which
+#    the goal applies; for Alloy's O2 runs (resnet18, clipped and not, and ffn); LeNet O0, ffn
+#    O0 and resnet18 O0 are listed too. (The overflow monitor's poll, every 25th step of a
+#    dynamic scale, is one queued download read once it has arrived: no host wait.)
 #
 # Estimate on an H100 (not yet measured: no run of this script has seen a GPU): a run takes
 # about 7-11 s (each process's start ~5 s; LeNet epochs well under a second; resnet18 at b256

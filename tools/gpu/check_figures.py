@@ -74,13 +74,17 @@ def train(path):
             epoch_seconds=statistics.mean(e["epoch_seconds"] for e in epochs),
             images_per_second=statistics.median(e["images_per_second"] for e in epochs),
             host_waits_per_step=sum(e.get("host_waits", 0) for e in epochs) / max(steps, 1),
+            # Of those, back-pressure: the batch stager waiting on a device that is behind.
+            backpressure_waits_per_step=sum(e.get("backpressure_waits", 0) for e in epochs)
+            / max(steps, 1),
         )
         parts = [f"acc {end['test_acc']:.4f}" if "test_acc" in end else "no end event",
                  f"scale {scale_text(final['loss_scale'])}",
                  f"skipped {final['skipped_steps']}",
                  f"{figures['epoch_seconds']:.2f} s/epoch (mean of {len(epochs)})",
                  f"{figures['images_per_second']:.0f} img/s (median)",
-                 f"{figures['host_waits_per_step']:.3f} host waits/step"]
+                 f"{figures['host_waits_per_step']:.3f} host waits/step "
+                 f"({figures['backpressure_waits_per_step']:.3f} back-pressure)"]
         figures["summary"] = "; ".join(parts)
         figures["loss_scale_text"] = scale_text(final["loss_scale"])
     emit(figures)

@@ -2,11 +2,18 @@
 // is two uploads and no stream synchronise, and the device buffers are reused (no
 // allocation) while the batch shape stays.
 #include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
 
 #include "core/cuda/allocator.h"
 #include "core/data/batch_stager.h"
 #include "core/round_trips.h"
 #include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#endif
 
 using namespace alloy;
 using namespace alloy::test;
@@ -41,6 +48,7 @@ BOOST_AUTO_TEST_CASE(batches_arrive_intact_without_a_stream_synchronise) {
     BOOST_TEST(during.uploads == (i + 1 < 6 ? 2u : 0u));
     BOOST_TEST(during.downloads == 0u);
     BOOST_TEST(during.host_waits == stager.busy_waits() - busy);  // busy buffers only, if any
+    BOOST_TEST(during.backpressure_waits == during.host_waits);
     if (i < 2) slot_images[i] = batch.images.raw();
     if (i == 2) mallocs = cuda::cache_statistics(0).malloc_calls;
     if (i >= 2) {
@@ -69,5 +77,45 @@ BOOST_AUTO_TEST_CASE(take_into_fills_fixed_device_tensors) {
   check_gpu_equal(fixed.images, host.images, "images");
   check_gpu_equal(fixed.labels, host.labels, "labels");
 }
+
+#ifdef ALLOY_HAVE_CUDA
+
+namespace {
+void CUDART_CB hold_the_stream(void*) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+}  // namespace
+
+// The device behind the host: the first batch's upload is queued behind compute (here a host
+// function holding the device's stream), so the third prefetch, which reuses its pinned buffer,
+// waits for it. That wait is back-pressure: counted as a host wait and a back-pressure wait.
+BOOST_AUTO_TEST_CASE(a_pinned_buffer_still_uploading_is_a_backpressure_wait) {
+  Generator generator(5);
+  data::BatchStager stager(Device::cuda(0));
+  std::vector<data::Batch> host(3);
+  for (data::Batch& batch : host) {
+    batch.images = Tensor::empty({2, 1, 3, 3}, DType::u8, Device::cpu(), MemoryCategory::data);
+    batch.images.fill(9.0f);
+    batch.labels = random_labels(2, 10, generator);
+  }
+  ALLOY_CUDA_CHECK(cudaLaunchHostFunc(cuda::stream_of(Device::cuda(0)), hold_the_stream, nullptr),
+                   "test");
+  const RoundTrips before = round_trips();
+  stager.prefetch(host[0]);
+  stager.take();
+  stager.prefetch(host[1]);
+  const data::Batch second = stager.take();
+  const RoundTrips two = round_trips() - before;
+  BOOST_TEST(two.host_waits == 0u);
+  stager.prefetch(host[2]);  // the first batch's buffer
+  const RoundTrips three = round_trips() - before;
+  BOOST_TEST(three.host_waits == 1u);
+  BOOST_TEST(three.backpressure_waits == 1u);
+  BOOST_TEST(stager.busy_waits() == 1u);
+  check_gpu_equal(stager.take().labels, host[2].labels, "labels");
+  check_gpu_equal(second.labels, host[1].labels, "labels");
+}
+
+#endif
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -35,6 +35,7 @@ BOOST_AUTO_TEST_CASE(batches_come_out_in_order_counted_as_uploads) {
   const RoundTrips after = round_trips() - before;
   BOOST_TEST(after.uploads == 4u);
   BOOST_TEST(after.host_waits == 0u);
+  BOOST_TEST(after.backpressure_waits == 0u);
   BOOST_TEST(after.downloads == 0u);
   BOOST_TEST(after.device_allocations == 0u);
 
