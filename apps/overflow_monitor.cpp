@@ -24,13 +24,14 @@ std::optional<std::string> OverflowMonitor::after_step(std::int64_t step) {
   if (!scaler_.dynamic()) return std::nullopt;  // a static scale never skips
   ++steps_since_poll_;
   std::optional<std::string> warning;
-  const bool arrived = scaler_.poll_queued() && scaler_.poll_arrived();
+  const bool due = steps_since_poll_ >= interval_;
+  const bool arrived = scaler_.poll_queued() && (read_when_due_ ? due : scaler_.poll_arrived());
   if (arrived) warning = report(scaler_.take_poll(), queued_steps_, queued_step_);
-  if (steps_since_poll_ >= interval_ && !scaler_.poll_queued()) {
+  if (due && !scaler_.poll_queued()) {
     queue_poll(step);
     // On the CPU it is there at once: read at its own step, as a blocking read would be. One
     // read a step: one that just arrived leaves this one to the next step.
-    if (!arrived && scaler_.poll_arrived()) {
+    if (!read_when_due_ && !arrived && scaler_.poll_arrived()) {
       warning = report(scaler_.take_poll(), queued_steps_, queued_step_);
     }
   }

@@ -60,6 +60,12 @@ class OverflowMonitor {
   // has arrived, queues one when due, and returns a warning to show if one is due. Throws
   // TrainingDiverged when the rule says training has diverged.
   std::optional<std::string> after_step(std::int64_t step);
+  // Data parallelism: every replica must stop at the same step, so a poll is read when the
+  // next one falls due (an interval later), not when its copy happens to arrive, waiting for it
+  // if it has not (in the trainer's loop, paced by the batch stager, it has: the host runs at
+  // most three steps ahead of the device). Warnings and the divergence rule come an interval
+  // later than in one process.
+  void read_polls_when_due() { read_when_due_ = true; }
   // Reads the scaler now (end of an epoch, outside the step loop; `step`: the global step
   // count) whatever the interval: waits for a poll still in flight, applies the rule to it,
   // then reads the counters as they are and returns one warning for the steps since the last
@@ -83,6 +89,7 @@ class OverflowMonitor {
   std::int64_t steps_since_poll_ = 0;  // since the last poll was queued
   std::int64_t queued_steps_ = 0;      // the steps the poll in flight covers
   std::int64_t queued_step_ = 0;       // the global step it was queued after
+  bool read_when_due_ = false;
 };
 
 }  // namespace alloy::app

@@ -354,7 +354,8 @@ void Trainer::join_data_parallel(parallel::ProcessGroup& group,
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
   ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
-  precision_->reset_ema();  // from rank 0's weights, which every rank now holds
+  precision_->reset_ema();          // from rank 0's weights, which every rank now holds
+  overflow_.read_polls_when_due();  // every rank stops at the same step
   // A global batch that does not divide evenly among the ranks, or a rank's share among the
   // micro-batches, fails here.
   micro_batch_size(options_.batch_size, world_size(), options_.accumulation_steps);

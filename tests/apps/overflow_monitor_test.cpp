@@ -2,6 +2,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/round_trips.h"
@@ -62,6 +63,46 @@ BOOST_AUTO_TEST_CASE(one_warning_per_interval_names_the_first_overflow) {
   BOOST_TEST(last.find("layer7.weight") != std::string::npos, last);
   BOOST_TEST(last.find("loss scale now 256") != std::string::npos, last);
   BOOST_TEST(!monitor.poll(10).has_value());  // nothing new since
+}
+
+// Data parallelism: a poll is read when the next falls due, on the CPU too (where it arrives at
+// once), so that every replica reads it at the same step.
+BOOST_AUTO_TEST_CASE(read_when_due_a_poll_is_read_an_interval_later) {
+  amp::LossScaler scaler(dynamic_config(1024.0f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, 5);
+  monitor.read_polls_when_due();
+  std::vector<int> warned_at;
+  std::string first;
+  for (int step = 1; step <= 15; ++step) {
+    simulated_step(scaler, step == 2 ? 7 : step == 7 ? 3 : -1);
+    if (auto warning = monitor.after_step(step)) {
+      warned_at.push_back(step);
+      if (first.empty()) first = *warning;
+    }
+  }
+  // Step 5's poll (step 2's overflow) is read at step 10, step 10's (step 7's) at step 15.
+  BOOST_TEST(warned_at == (std::vector<int>{10, 15}), boost::test_tools::per_element());
+  BOOST_TEST(
+      first.find("gradient overflow: 1 of the last 5 steps skipped (first in layer7.weight)") == 0u,
+      first);
+}
+
+BOOST_AUTO_TEST_CASE(read_when_due_the_divergence_rule_stops_an_interval_later) {
+  amp::LossScaler scaler(dynamic_config(1e30f, 1.0f), Device::cpu());
+  OverflowMonitor monitor(scaler, name_of, OverflowMonitor::kDefaultInterval, 4);
+  monitor.read_polls_when_due();
+  int stopped_at = 0;
+  for (int step = 1; step <= 20 && stopped_at == 0; ++step) {
+    simulated_step(scaler, 1);
+    try {
+      monitor.after_step(step);
+    } catch (const TrainingDiverged& error) {
+      stopped_at = step;
+      BOOST_TEST(error.step() == 4);  // the poll's step: its counters
+      BOOST_TEST(error.streak() == 4);
+    }
+  }
+  BOOST_TEST(stopped_at == 8);  // queued at step 4, read when step 8's falls due
 }
 
 BOOST_AUTO_TEST_CASE(a_static_scale_is_never_polled) {
