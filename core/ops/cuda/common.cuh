@@ -1,6 +1,7 @@
 // Shared pieces of the project's CUDA kernels: fp32 loads and stores of f32/f16/bf16 storage
 // (rounding with __float2half_rn / __float2bfloat16_rn, bit-exact with core/half.h), a
-// dispatch from DType to the storage type, launch sizes and block reductions.
+// dispatch from DType to the storage type, launch sizes, elementwise maps in 16-byte packs,
+// launches in pieces that index in 32 bits, and block reductions.
 #pragma once
 
 #include <cuda_bf16.h>
