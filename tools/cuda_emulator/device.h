@@ -102,6 +102,10 @@ constexpr int warpSize = 32;
 // its definitions (ignored attributes, and inline always_inline).
 #undef __shared__
 #define __shared__ static
+// __launch_bounds__ only bounds nvcc's register allocation for a block size; crt/host_defines.h
+// makes it an attribute that gcc rejects.
+#undef __launch_bounds__
+#define __launch_bounds__(...)
 
 inline void __syncthreads() {
   ::alloy::emulator::block_barrier(::alloy::emulator::Barrier::sync, 0);

@@ -1,6 +1,7 @@
 // Shared pieces of the project's CUDA kernels: fp32 loads and stores of f32/f16/bf16 storage
 // (rounding with __float2half_rn / __float2bfloat16_rn, bit-exact with core/half.h), a
-// dispatch from DType to the storage type, launch sizes and block reductions.
+// dispatch from DType to the storage type, launch sizes, elementwise maps in 16-byte packs,
+// launches in pieces that index in 32 bits, and block reductions.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -114,6 +115,89 @@ inline unsigned int grid_for(std::int64_t count) {
 #define ALLOY_GRID_STRIDE(i, count)                                                       \
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; \
        i < (count); i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+
+// The same in 32 bits, for kernels whose host side keeps `count` below 2^31 (for_each_piece),
+// so that the index splits with 32-bit IntDividers and i + stride cannot wrap.
+#define ALLOY_GRID_STRIDE_32(i, count)                                      \
+  for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < (count); \
+       i += blockDim.x * gridDim.x)
+
+// Calls launch(first, units) over consecutive pieces of [0, total) units (planes, rows, images)
+// of `unit_elements` elements each, every piece under 2^31 elements: kernels then index in 32
+// bits. One piece for any tensor of less than 2^31 elements.
+template <class Launch>
+void for_each_piece(std::int64_t total, std::int64_t unit_elements, const char* op,
+                    Launch&& launch) {
+  constexpr std::int64_t kMaxElements = (std::int64_t{1} << 31) - 1;
+  ALLOY_CHECK(unit_elements <= kMaxElements, op, ": ", unit_elements,
+              " elements in one plane or row are more than a kernel indexes in 32 bits");
+  const std::int64_t per_piece = kMaxElements / std::max<std::int64_t>(unit_elements, 1);
+  for (std::int64_t first = 0; first < total; first += per_piece)
+    launch(first, std::min(per_piece, total - first));
+}
+
+// N consecutive elements, moved by one load or store of N * sizeof(T) bytes (ld.global.v4.b32
+// for 16) when the address is aligned to that size.
+template <class T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+
+// Elements per pack of a kernel over the storage types T...: 16 bytes of the widest, so one
+// access moves 8 half or 4 float elements. A 2-byte access per thread leaves too few bytes in
+// flight to reach the memory's bandwidth.
+template <class... T>
+inline constexpr int kPackSize = static_cast<int>(16 / std::max({sizeof(T)...}));
+
+// Whether every pointer is aligned to its pack of kPackSize<T...> elements (a tensor view may
+// start anywhere).
+template <class... T>
+bool packs_aligned(const T*... pointers) {
+  constexpr int n = kPackSize<T...>;
+  return ((reinterpret_cast<std::uintptr_t>(pointers) % (sizeof(T) * n) == 0) && ...);
+}
+
+// The launch of map_elements over `count` elements: its blocks and whether it moves packs.
+struct MapLaunch {
+  unsigned int grid;
+  bool packed;
+};
+
+template <class Out, class... In>
+MapLaunch map_launch(std::int64_t count, const Out* out, const In*... in) {
+  constexpr int n = kPackSize<Out, In...>;
+  if (!packs_aligned(out, in...)) return {grid_for(count), false};
+  return {grid_for(std::max(count / n, count % n)), true};
+}
+
+template <class F, class Out, class... In, int N>
+__device__ __forceinline__ void map_pack(F& f, Pack<Out, N>& y, Pack<In, N>... x) {
+  for (int j = 0; j < N; ++j)
+    y.v[j] = f(x.v[j]...);
+}
+
+// out[i] = f(in[i]...) for every i < count, f taking and returning storage values. `packed`
+// (map_launch) moves whole packs, each loaded and stored with one access, and the count % N
+// elements after the last pack one by one; else one element at a time. The results are the
+// same: only the access width differs. An input may be the output (in place).
+template <class F, class Out, class... In>
+__device__ __forceinline__ void map_elements(F f, std::int64_t count, bool packed, Out* out,
+                                             const In*... in) {
+  constexpr int n = kPackSize<Out, In...>;
+  std::int64_t first = 0;
+  if (packed) {
+    ALLOY_GRID_STRIDE(p, count / n) {
+      Pack<Out, n> y;
+      map_pack(f, y, reinterpret_cast<const Pack<In, n>*>(in)[p]...);
+      reinterpret_cast<Pack<Out, n>*>(out)[p] = y;
+    }
+    first = count / n * n;
+  }
+  ALLOY_GRID_STRIDE(k, count - first) {
+    const std::int64_t i = first + k;
+    out[i] = f(in[i]...);
+  }
+}
 
 // Sum of `value` over the block (blockDim.x a multiple of 32, at most 1024); the result is
 // valid in thread 0. The combination order is fixed, so results are deterministic.

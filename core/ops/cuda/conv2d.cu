@@ -13,6 +13,7 @@
 #include "core/ops/cuda/conv2d.h"
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/elementwise.h"
+#include "core/ops/cuda/int_divider.h"
 #include "core/ops/cuda/last_block.h"
 
 namespace alloy::cuda {
@@ -290,28 +291,59 @@ Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeo
 // y[n, c, p] = y[n, c, p] + b[c], added in fp32 and rounded once into y's dtype: the bias after
 // cuDNN's convolution. The project's kernel rather than cudnnAddTensor, which cuDNN 9 deprecates
 // and whose legacy data-type support does not list bf16: every dtype, one launch, and each
-// element one load, one add and one store, so deterministic.
+// element one load, one add and one store, so deterministic. It runs over a piece of whole
+// images (for_each_piece), in 16-byte packs when `packed` (the piece aligned to a pack, planes
+// of at least a pack: a pack then touches one plane or two neighbours) and one element at a time
+// after the last pack or otherwise; each pack or element finds its channel with two
+// multiply-high divisions.
 template <class T>
-__global__ void bias_add_kernel(T* y, const T* b, std::int64_t channels, std::int64_t plane,
-                                std::int64_t count) {
-  ALLOY_GRID_STRIDE(i, count) {
-    const std::int64_t c = (i / plane) % channels;
-    y[i] = narrow<T>(__fadd_rn(widen(y[i]), widen(b[c])));
+__global__ void bias_add_kernel(T* y, const T* b, IntDivider plane, IntDivider channels,
+                                unsigned int count, bool packed) {
+  constexpr unsigned int n = kPackSize<T>;
+  unsigned int first = 0;
+  if (packed) {
+    ALLOY_GRID_STRIDE_32(p, count / n) {
+      const IntDivider::QuotientRemainder place = plane.divmod(p * n);
+      const unsigned int c = channels.divmod(place.quotient).remainder;
+      const float bias = widen(b[c]);
+      const bool straddles = place.remainder + n > plane.divisor();
+      const float next_bias = straddles ? widen(b[c + 1 == channels.divisor() ? 0 : c + 1]) : bias;
+      Pack<T, n> values = reinterpret_cast<const Pack<T, n>*>(y)[p];
+      for (unsigned int j = 0; j < n; ++j) {
+        const float add = place.remainder + j < plane.divisor() ? bias : next_bias;
+        values.v[j] = narrow<T>(__fadd_rn(widen(values.v[j]), add));
+      }
+      reinterpret_cast<Pack<T, n>*>(y)[p] = values;
+    }
+    first = count / n * n;
+  }
+  ALLOY_GRID_STRIDE_32(k, count - first) {
+    const unsigned int i = first + k;
+    const float bias = widen(b[channels.divmod(plane.divide(i)).remainder]);
+    y[i] = narrow<T>(__fadd_rn(widen(y[i]), bias));
   }
 }
 
-// The bias of every output channel, added to y in one launch.
+// The bias of every output channel, added to y in one launch (one per 2^31 elements).
 void add_bias(void* y, const void* b, DType dtype, std::int64_t batch, std::int64_t channels,
               std::int64_t plane, cudaStream_t stream) {
-  const std::int64_t count = batch * channels * plane;
-  if (count == 0) return;
+  const std::int64_t image = channels * plane;
+  if (batch * image == 0) return;
   dispatch_floating(dtype, "conv2d_forward", [&](auto type) {
     using T = decltype(type);
-    ALLOY_LAUNCH(bias_add_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<T*>(y), static_cast<const T*>(b), channels, plane, count);
+    constexpr int n = kPackSize<T>;
+    for_each_piece(batch, image, "conv2d_forward", [&](std::int64_t first, std::int64_t images) {
+      T* const out = static_cast<T*>(y) + first * image;
+      const std::int64_t count = images * image;
+      const bool packed = plane >= n && packs_aligned(out);
+      ALLOY_LAUNCH(bias_add_kernel, grid_for(packed ? std::max(count / n, count % n) : count),
+                   kThreads, 0, stream)
+      (out, static_cast<const T*>(b), IntDivider(static_cast<std::uint32_t>(plane)),
+       IntDivider(static_cast<std::uint32_t>(channels)), static_cast<unsigned int>(count), packed);
+      ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_add_kernel over ", channels, " channels of ", images,
+                              " images of ", plane, " values");
+    });
   });
-  ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_add_kernel over ", channels, " channels of ", batch,
-                          " images of ", plane, " values");
 }
 
 // The fp32 sum of dy over (n, p, q) per output channel, added into db: one block per (chunk,

@@ -14,51 +14,67 @@ namespace alloy::cuda {
 
 namespace {
 
+// Every row of y is b: blocks along x cover the columns, along y every gridDim.y-th row, so no
+// thread divides an index.
 template <class T>
-__global__ void broadcast_rows_kernel(const T* b, T* y, std::int64_t rows, int columns) {
-  ALLOY_GRID_STRIDE(i, rows * columns) {
-    y[i] = b[i % columns];
-  }
+__global__ void broadcast_rows_kernel(const T* b, T* y, int rows, int columns) {
+  const int column = blockIdx.x * blockDim.x + threadIdx.x;
+  if (column >= columns) return;
+  const T value = b[column];
+  for (int row = blockIdx.y; row < rows; row += gridDim.y)
+    y[static_cast<std::int64_t>(row) * columns + column] = value;
 }
 
-// Column sums in tiles of 32 columns by 8 row lanes: the lanes of a warp read 32 neighbouring
-// columns of a row (coalesced), the block's 8 warps take every 8th row of the block's row
-// chunk, and the 8 sums of a column are added in warp order. With several row chunks (grid y),
-// each block stores its partial sums and the grid's last block adds them in chunk order. Every
-// order is fixed: deterministic.
+// Column sums in tiles of 32 columns by 32 row lanes: the lanes of a warp read 32 neighbouring
+// columns of a row (coalesced), the block's 32 warps take every 32nd row of the block's row
+// chunk, 8 rows per thread at a time, all 8 loads in flight at once (a batch of 256 rows is one
+// round trip to memory, and needs no second step). The 32 sums of a column are then added
+// by one warp in a fixed tree. With several row chunks (grid y), each block stores its partial
+// sums and the grid's last block adds them in chunk order. Every order is fixed: deterministic
+// (and, being another order than the CPU's, within its rounding, as the tests check).
 constexpr int kTileColumns = 32;
-constexpr int kTileRows = 8;
-constexpr int kChunkRows = 128;  // 16 rows per thread
+constexpr int kTileRows = 32;
+constexpr int kRowsPerThread = 8;
+constexpr int kChunkRows = kTileRows * kRowsPerThread;
 constexpr int kMaxRowChunks = 1024;
 
-__global__ void column_sums_kernel(const void* dy, DType dtype, int rows, int columns,
-                                   int chunk_rows, void* bias, DType bias_dtype, float* partials,
-                                   unsigned int* arrivals) {
+template <class T>
+__global__ void __launch_bounds__(kTileColumns* kTileRows)
+    column_sums_kernel(const T* dy, int rows, int columns, int chunk_rows, void* bias,
+                       DType bias_dtype, float* partials, unsigned int* arrivals) {
   __shared__ float tile[kTileRows][kTileColumns + 1];
-  const int column = blockIdx.x * kTileColumns + threadIdx.x;
   const int begin = blockIdx.y * chunk_rows;
   const int end = min(begin + chunk_rows, rows);
-  float sum = 0.0f;
-  if (column < columns) {
-    for (int row = begin + threadIdx.y; row < end; row += kTileRows)
-      sum += load_any(dy, dtype, static_cast<std::int64_t>(row) * columns + column);
-  }
-  tile[threadIdx.y][threadIdx.x] = sum;
-  __syncthreads();
-  if (threadIdx.y == 0) {
-    sum = 0.0f;
-    for (int lane = 0; lane < kTileRows; ++lane)
-      sum += tile[lane][threadIdx.x];
-  }
-  if (gridDim.y == 1) {
-    if (threadIdx.y == 0 && column < columns) {
-      store_any(bias, bias_dtype, column, load_any(bias, bias_dtype, column) + sum);
+  {
+    const int column = blockIdx.x * kTileColumns + threadIdx.x;
+    float sum = 0.0f;
+    if (column < columns) {
+      // Rows past the chunk load as +0, which leaves any sum that started at +0 unchanged.
+      for (int first = begin + threadIdx.y; first < end; first += kChunkRows) {
+        float values[kRowsPerThread];
+        for (int k = 0; k < kRowsPerThread; ++k) {
+          const int row = first + k * kTileRows;
+          values[k] =
+              row < end ? widen(dy[static_cast<std::int64_t>(row) * columns + column]) : 0.0f;
+        }
+        for (int k = 0; k < kRowsPerThread; ++k)
+          sum += values[k];
+      }
     }
+    tile[threadIdx.y][threadIdx.x] = sum;
+  }
+  __syncthreads();
+  // Warp w adds the lanes' sums of the tile's column w.
+  const int column = blockIdx.x * kTileColumns + threadIdx.y;
+  float sum = tile[threadIdx.x][threadIdx.y];
+  for (int offset = 16; offset > 0; offset /= 2)
+    sum += __shfl_down_sync(0xffffffffu, sum, offset);
+  const bool writer = threadIdx.x == 0 && column < columns;
+  if (gridDim.y == 1) {
+    if (writer) store_any(bias, bias_dtype, column, load_any(bias, bias_dtype, column) + sum);
     return;
   }
-  if (threadIdx.y == 0 && column < columns) {
-    partials[static_cast<std::int64_t>(blockIdx.y) * columns + column] = sum;
-  }
+  if (writer) partials[static_cast<std::int64_t>(blockIdx.y) * columns + column] = sum;
   if (!arrive_last(arrivals)) return;
   for (int c = threadIdx.y * kTileColumns + threadIdx.x; c < columns;
        c += kTileColumns * kTileRows) {
@@ -245,8 +261,12 @@ void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* b
       used_chunks > 1 ? arrival_counter(ArrivalSlot::column_sums, stream) : nullptr;
   const dim3 grid((columns + kTileColumns - 1) / kTileColumns,
                   static_cast<unsigned int>(used_chunks));
-  ALLOY_LAUNCH(column_sums_kernel, grid, dim3(kTileColumns, kTileRows), 0, stream)
-  (dy, dtype, rows, columns, chunk_rows, bias, bias_dtype, partials.as<float>(), arrivals);
+  dispatch_floating(dtype, "linear_backward", [&](auto type) {
+    using T = decltype(type);
+    ALLOY_LAUNCH(column_sums_kernel, grid, dim3(kTileColumns, kTileRows), 0, stream)
+    (static_cast<const T*>(dy), rows, columns, chunk_rows, bias, bias_dtype, partials.as<float>(),
+     arrivals);
+  });
   ALLOY_CUDA_CHECK_LAUNCH("column_sums_kernel over ", rows, "x", columns, " in ", used_chunks,
                           " row chunks");
 }
@@ -259,10 +279,12 @@ void linear_forward(cublasHandle_t handle, cudaStream_t stream, int batch, int i
   }
   float beta = 0.0f;
   if (b != nullptr && batch > 0) {
-    const std::int64_t count = std::int64_t{batch} * out;
+    const unsigned int column_blocks = (out + kThreads - 1) / kThreads;
+    const unsigned int row_blocks = std::clamp<unsigned int>(
+        grid_for(std::int64_t{batch} * out) / column_blocks, 1, std::min(batch, 65535));
     dispatch_floating(dtype, "linear_forward", [&](auto type) {
       using T = decltype(type);
-      ALLOY_LAUNCH(broadcast_rows_kernel, grid_for(count), kThreads, 0, stream)
+      ALLOY_LAUNCH(broadcast_rows_kernel, dim3(column_blocks, row_blocks), kThreads, 0, stream)
       (static_cast<const T*>(b), static_cast<T*>(y), batch, out);
     });
     ALLOY_CUDA_CHECK_LAUNCH("broadcast_rows_kernel for a [", batch, ", ", out, "] bias");

@@ -1,38 +1,85 @@
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/elementwise.h"
+#include "core/ops/cuda/int_divider.h"
 #include "core/ops/cuda/pool2d.h"
 
 namespace alloy::cuda {
 
 namespace {
 
+// Index arithmetic in 32 bits with fast dividers (the host cuts tensors of 2^31 elements or more
+// into pieces of whole planes): splitting a flat index into (plane, row, column) took three
+// 64-bit divisions per element.
 struct Geometry {
-  std::int64_t planes;
   int height, width, out_height, out_width;
   int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+  unsigned int in_plane, out_plane;  // elements
+  IntDivider in_planes, in_columns, out_planes, out_columns, stride_h_divider, stride_w_divider;
 };
+
+// A divider by `value`, or by 1 for an empty plane, whose indices are never divided (padding
+// gives an empty input outputs).
+IntDivider divider(int value) {
+  return IntDivider(static_cast<std::uint32_t>(std::max(value, 1)));
+}
 
 Geometry device_geometry(const Pool2dGeometry& g) {
   const Pool2dParams& p = g.params;
-  return {g.planes,   g.height,   g.width,    g.out_height, g.out_width, p.kernel_h,
-          p.kernel_w, p.stride_h, p.stride_w, p.pad_h,      p.pad_w};
+  const int in_plane = g.height * g.width;  // both under 2^31 (for_each_plane_piece)
+  const int out_plane = g.out_height * g.out_width;
+  return {g.height,
+          g.width,
+          g.out_height,
+          g.out_width,
+          p.kernel_h,
+          p.kernel_w,
+          p.stride_h,
+          p.stride_w,
+          p.pad_h,
+          p.pad_w,
+          static_cast<unsigned int>(in_plane),
+          static_cast<unsigned int>(out_plane),
+          divider(in_plane),
+          divider(g.width),
+          divider(out_plane),
+          divider(g.out_width),
+          divider(p.stride_h),
+          divider(p.stride_w)};
+}
+
+// Calls launch(first plane, planes) over pieces of whole planes, each under 2^31 inputs and
+// outputs.
+template <class Launch>
+void for_each_plane_piece(const Pool2dGeometry& g, const char* op, Launch&& launch) {
+  const std::int64_t in_plane = std::int64_t{g.height} * g.width;
+  const std::int64_t out_plane = std::int64_t{g.out_height} * g.out_width;
+  for_each_piece(g.planes, std::max(in_plane, out_plane), op, launch);
+}
+
+// (plane, row, column) of a flat index into planes of rows of `columns`.
+struct PlaneIndex {
+  unsigned int plane;
+  int row, column;
+};
+__device__ __forceinline__ PlaneIndex split_index(unsigned int index, const IntDivider& plane,
+                                                  const IntDivider& columns) {
+  const IntDivider::QuotientRemainder p = plane.divmod(index);
+  const IntDivider::QuotientRemainder rc = columns.divmod(p.remainder);
+  return {p.quotient, static_cast<int>(rc.quotient), static_cast<int>(rc.remainder)};
 }
 
 // One thread per output element; the window clipped to the input, summed in row-major order
 // like the CPU kernel, divided by the full window (count_include_pad).
 template <class T>
-__global__ void avg_forward_kernel(const T* x, T* y, Geometry g) {
-  const std::int64_t out_plane = std::int64_t{g.out_height} * g.out_width;
+__global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
-  ALLOY_GRID_STRIDE(index, g.planes * out_plane) {
-    const std::int64_t plane = index / out_plane;
-    const int oh = static_cast<int>(index % out_plane) / g.out_width;
-    const int ow = static_cast<int>(index % out_plane) % g.out_width;
-    const int h0 = max(oh * g.stride_h - g.pad_h, 0);
-    const int h1 = min(oh * g.stride_h - g.pad_h + g.kernel_h, g.height);
-    const int w0 = max(ow * g.stride_w - g.pad_w, 0);
-    const int w1 = min(ow * g.stride_w - g.pad_w + g.kernel_w, g.width);
-    const T* in = x + plane * g.height * g.width;
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
+    const int h0 = max(o.row * g.stride_h - g.pad_h, 0);
+    const int h1 = min(o.row * g.stride_h - g.pad_h + g.kernel_h, g.height);
+    const int w0 = max(o.column * g.stride_w - g.pad_w, 0);
+    const int w1 = min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width);
+    const T* in = x + o.plane * g.in_plane;
     float sum = 0.0f;
     for (int h = h0; h < h1; ++h) {
       for (int w = w0; w < w1; ++w)
@@ -45,19 +92,21 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g) {
 // One thread per input element gathers the shares of the windows covering it, in the (oh, ow)
 // order in which the CPU kernel scatters them: the same fp32 sums.
 template <class T>
-__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g) {
-  const std::int64_t in_plane = std::int64_t{g.height} * g.width;
+__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int count) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
-  ALLOY_GRID_STRIDE(index, g.planes * in_plane) {
-    const std::int64_t plane = index / in_plane;
-    const int h = static_cast<int>(index % in_plane) / g.width;
-    const int w = static_cast<int>(index % in_plane) % g.width;
-    // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel.
-    const int oh_begin = max(0, (h + g.pad_h - g.kernel_h + g.stride_h) / g.stride_h);
-    const int oh_end = min(g.out_height - 1, (h + g.pad_h) / g.stride_h);
-    const int ow_begin = max(0, (w + g.pad_w - g.kernel_w + g.stride_w) / g.stride_w);
-    const int ow_end = min(g.out_width - 1, (w + g.pad_w) / g.stride_w);
-    const T* grad = dy + plane * g.out_height * g.out_width;
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
+    // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel. A negative numerator
+    // gives a first window of 0 either way, so it is clamped before the unsigned division.
+    const int oh_begin = static_cast<int>(
+        g.stride_h_divider.divide(max(0, i.row + g.pad_h - g.kernel_h + g.stride_h)));
+    const int oh_end =
+        min(g.out_height - 1, static_cast<int>(g.stride_h_divider.divide(i.row + g.pad_h)));
+    const int ow_begin = static_cast<int>(
+        g.stride_w_divider.divide(max(0, i.column + g.pad_w - g.kernel_w + g.stride_w)));
+    const int ow_end =
+        min(g.out_width - 1, static_cast<int>(g.stride_w_divider.divide(i.column + g.pad_w)));
+    const T* grad = dy + i.plane * g.out_plane;
     float sum = 0.0f;
     for (int oh = oh_begin; oh <= oh_end; ++oh) {
       for (int ow = ow_begin; ow <= ow_end; ++ow) {
@@ -69,17 +118,15 @@ __global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g) {
 }
 
 template <class T>
-__global__ void max_forward_kernel(const T* x, T* y, std::int32_t* argmax, Geometry g) {
-  const std::int64_t out_plane = std::int64_t{g.out_height} * g.out_width;
-  ALLOY_GRID_STRIDE(index, g.planes * out_plane) {
-    const std::int64_t plane = index / out_plane;
-    const int oh = static_cast<int>(index % out_plane) / g.out_width;
-    const int ow = static_cast<int>(index % out_plane) % g.out_width;
-    const int h0 = max(oh * g.stride_h - g.pad_h, 0);
-    const int h1 = min(oh * g.stride_h - g.pad_h + g.kernel_h, g.height);
-    const int w0 = max(ow * g.stride_w - g.pad_w, 0);
-    const int w1 = min(ow * g.stride_w - g.pad_w + g.kernel_w, g.width);
-    const T* in = x + plane * g.height * g.width;
+__global__ void max_forward_kernel(const T* x, T* y, std::int32_t* argmax, Geometry g,
+                                   unsigned int count) {
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
+    const int h0 = max(o.row * g.stride_h - g.pad_h, 0);
+    const int h1 = min(o.row * g.stride_h - g.pad_h + g.kernel_h, g.height);
+    const int w0 = max(o.column * g.stride_w - g.pad_w, 0);
+    const int w1 = min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width);
+    const T* in = x + o.plane * g.in_plane;
     int best_index = h0 * g.width + w0;
     float best = widen(in[best_index]);
     for (int h = h0; h < h1; ++h) {
@@ -98,15 +145,15 @@ __global__ void max_forward_kernel(const T* x, T* y, std::int32_t* argmax, Geome
 }
 
 __global__ void max_backward_scatter_kernel(const void* dy, DType dtype, const std::int32_t* argmax,
-                                            float* result, Geometry g) {
-  const std::int64_t out_plane = std::int64_t{g.out_height} * g.out_width;
-  const std::int64_t in_plane = std::int64_t{g.height} * g.width;
-  ALLOY_GRID_STRIDE(index, g.planes * out_plane) {
+                                            float* result, Geometry g, unsigned int count) {
+  const auto in_plane = static_cast<std::int32_t>(g.in_plane);
+  ALLOY_GRID_STRIDE_32(index, count) {
     const std::int32_t target = argmax[index];
     if (target < 0 || target >= in_plane) continue;
     // Overlapping windows may send two gradients to one input: fp32 atomics, so with overlap
     // the order of those additions (not their set) can vary between runs.
-    atomicAdd(result + (index / out_plane) * in_plane + target, load_any(dy, dtype, index));
+    atomicAdd(result + g.out_planes.divide(index) * g.in_plane + target,
+              load_any(dy, dtype, index));
   }
 }
 
@@ -114,58 +161,76 @@ __global__ void max_backward_scatter_kernel(const void* dy, DType dtype, const s
 
 void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
                         cudaStream_t stream) {
-  const Geometry g = device_geometry(geometry);
-  const std::int64_t count = g.planes * g.out_height * g.out_width;
-  if (count == 0) return;
+  if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<const T*>(x), static_cast<T*>(y), g);
+    for_each_plane_piece(
+        geometry, "avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t count = planes * g.out_plane;
+          ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const T*>(x) + first * g.in_plane, static_cast<T*>(y) + first * g.out_plane,
+           g, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
+        });
   });
-  ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
 }
 
 void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeometry& geometry,
                          cudaStream_t stream) {
-  const Geometry g = device_geometry(geometry);
-  const std::int64_t count = g.planes * g.height * g.width;
-  if (count == 0) return;
+  if (geometry.planes * geometry.height * geometry.width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_backward", [&](auto type) {
     using T = decltype(type);
-    ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<const T*>(dy), static_cast<T*>(dx), g);
+    for_each_plane_piece(
+        geometry, "avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t count = planes * g.in_plane;
+          ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const T*>(dy) + first * g.out_plane,
+           static_cast<T*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
+        });
   });
-  ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
 }
 
 void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
                         const Pool2dGeometry& geometry, cudaStream_t stream) {
-  const Geometry g = device_geometry(geometry);
-  const std::int64_t count = g.planes * g.out_height * g.out_width;
-  if (count == 0) return;
+  if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
   dispatch_floating(dtype, "max_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    ALLOY_LAUNCH(max_forward_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<const T*>(x), static_cast<T*>(y), argmax, g);
+    for_each_plane_piece(
+        geometry, "max_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t out_first = first * g.out_plane;
+          const std::int64_t count = planes * g.out_plane;
+          ALLOY_LAUNCH(max_forward_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const T*>(x) + first * g.in_plane, static_cast<T*>(y) + out_first,
+           argmax + out_first, g, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("max_forward_kernel on ", count, " outputs");
+        });
   });
-  ALLOY_CUDA_CHECK_LAUNCH("max_forward_kernel on ", count, " outputs");
 }
 
 void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, float* scratch,
                          DType dtype, const Pool2dGeometry& geometry, cudaStream_t stream) {
-  const Geometry g = device_geometry(geometry);
-  const std::int64_t inputs = g.planes * g.height * g.width;
-  const std::int64_t outputs = g.planes * g.out_height * g.out_width;
+  const std::int64_t inputs = geometry.planes * geometry.height * geometry.width;
   if (inputs == 0) return;
   float* result = dtype == DType::f32 ? static_cast<float*>(dx) : scratch;
   ALLOY_CHECK(result != nullptr, "max_pool2d_backward: half gradients need an fp32 scratch");
   ALLOY_CUDA_CHECK(
       cudaMemsetAsync(result, 0, static_cast<std::size_t>(inputs) * sizeof(float), stream),
       "clearing max_pool2d_backward's accumulator of ", inputs, " floats");
-  if (outputs > 0) {
-    ALLOY_LAUNCH(max_backward_scatter_kernel, grid_for(outputs), kThreads, 0, stream)
-    (dy, dtype, argmax, result, g);
-    ALLOY_CUDA_CHECK_LAUNCH("max_backward_scatter_kernel on ", outputs, " outputs");
+  if (geometry.out_height * geometry.out_width > 0) {
+    for_each_plane_piece(
+        geometry, "max_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t out_first = first * g.out_plane;
+          const std::int64_t count = planes * g.out_plane;
+          ALLOY_LAUNCH(max_backward_scatter_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const char*>(dy) + out_first * dtype_size(dtype), dtype, argmax + out_first,
+           result + first * g.in_plane, g, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("max_backward_scatter_kernel on ", count, " outputs");
+        });
   }
   if (result != dx) cast(result, DType::f32, dx, dtype, inputs, stream);
 }

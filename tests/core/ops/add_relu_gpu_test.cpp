@@ -39,4 +39,35 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_are_bit_exact) {
   }
 }
 
+// 16-byte packs where every operand is aligned to one (f16 and f32 operands: packs of 4), one
+// by one past the last pack and for views one element into a buffer.
+BOOST_AUTO_TEST_CASE(misaligned_views_and_partial_packs_are_bit_exact) {
+  Generator generator(32);
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    for (const DType other : {DType::f16, DType::f32}) {
+      for (const std::int64_t count : {3, 8, 8 * 29 + 7}) {
+        for (const bool shifted : {false, true}) {
+          const auto view = [&](const Tensor& buffer) {
+            const std::size_t offset = shifted ? dtype_size(buffer.dtype()) : 0;
+            return buffer.view(offset, {count}, buffer.dtype());
+          };
+          const Tensor a = random_tensor({count + 1}, dtype, generator);
+          const Tensor b = random_tensor({count + 1}, other, generator);
+          const Tensor dy = random_tensor({count + 1}, other, generator);
+          const Tensor d_main = random_tensor({count + 1}, dtype, generator);
+          const std::string what = std::string(dtype_name(dtype)) + "/" + dtype_name(other) +
+                                   " count " + std::to_string(count) +
+                                   (shifted ? " one element in" : "");
+          const Tensor y = add_relu_forward(view(a), view(b));
+          const Tensor y_gpu = add_relu_forward(view(to_cuda(a)), view(to_cuda(b)));
+          check_gpu_equal(y_gpu, y, "add_relu_forward " + what);
+          check_gpu_equal(add_relu_backward(y_gpu, view(to_cuda(dy)), view(to_cuda(d_main))),
+                          add_relu_backward(y, view(dy), view(d_main)),
+                          "add_relu_backward " + what);
+        }
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

@@ -94,6 +94,12 @@ BOOST_AUTO_TEST_CASE(the_bias_lands_on_every_channel_in_every_dtype) {
   } cases[] = {
       {{3, 2, 9, 9}, {5, 2, 3, 3}, {1, 1, 1, 1}},
       {{7, 3, 6, 5}, {11, 3, 1, 1}, {2, 2, 0, 0}},
+      // The kernel adds in 16-byte packs: 8x8 planes hold whole packs of every dtype, 9x9 and
+      // 3x3 ones (above and here) have packs running into the next plane, the last into the
+      // next image; 2x2 planes are narrower than a pack of halves, which go one by one.
+      {{5, 2, 8, 8}, {3, 2, 3, 3}, {1, 1, 1, 1}},
+      {{5, 2, 6, 6}, {3, 2, 3, 3}, {2, 2, 1, 1}},
+      {{3, 2, 4, 4}, {5, 2, 3, 3}, {2, 2, 1, 1}},
   };
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const auto& c : cases) {

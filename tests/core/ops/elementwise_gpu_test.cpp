@@ -76,4 +76,36 @@ BOOST_AUTO_TEST_CASE(normalize_images_is_bit_exact) {
   }
 }
 
+// 16-byte packs where every operand is aligned to one, one by one past the last pack and for
+// views one element into a buffer (a cast and an add of mixed types, in place scale, axpby).
+BOOST_AUTO_TEST_CASE(misaligned_views_and_partial_packs_are_bit_exact) {
+  Generator generator(13);
+  for (const std::int64_t count : {5, 16, 8 * 41 + 3}) {
+    for (const bool shifted : {false, true}) {
+      const auto view = [&](const Tensor& buffer) {
+        const std::size_t offset = shifted ? dtype_size(buffer.dtype()) : 0;
+        return buffer.view(offset, {count}, buffer.dtype());
+      };
+      const std::string what =
+          " count " + std::to_string(count) + (shifted ? " one element in" : "");
+      const Tensor h = random_tensor({count + 1}, DType::f16, generator);
+      const Tensor f = random_tensor({count + 1}, DType::f32, generator);
+      check_gpu_equal(cast(view(to_cuda(h)), DType::f32), cast(view(h), DType::f32),
+                      "cast f16->f32" + what);
+      check_gpu_equal(add(view(to_cuda(h)), view(to_cuda(f))), add(view(h), view(f)),
+                      "add f16+f32" + what);
+      Tensor x_cpu = f.clone(), x_gpu = to_cuda(f);
+      Tensor xv_cpu = view(x_cpu), xv_gpu = view(x_gpu);
+      scale(xv_cpu, 1.0f / 3.0f);
+      scale(xv_gpu, 1.0f / 3.0f);
+      check_gpu_equal(x_gpu, x_cpu, "scale f32 (and the element outside the view)" + what);
+      Tensor y_cpu = h.clone(), y_gpu = to_cuda(h);
+      Tensor yv_cpu = view(y_cpu), yv_gpu = view(y_gpu);
+      axpby(0.75f, view(f), -1.5f, yv_cpu);
+      axpby(0.75f, view(to_cuda(f)), -1.5f, yv_gpu);
+      check_gpu_close(y_gpu, y_cpu, "axpby f32 into f16" + what, gpu_tolerance(DType::f16), 1e-6);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

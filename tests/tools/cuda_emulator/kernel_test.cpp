@@ -499,6 +499,45 @@ BOOST_AUTO_TEST_CASE(launch_configuration_limits) {
   BOOST_CHECK(!ok(dim3(1), dim3(32), 16));
 }
 
+__global__ void __launch_bounds__(64) bounded_kernel(int* out) {
+  out[threadIdx.x] = static_cast<int>(threadIdx.x);
+}
+
+BOOST_AUTO_TEST_CASE(launch_bounds_compile_and_run) {
+  std::vector<int> out(64, -1);
+  run_grid("bounded_kernel", dim3(1), dim3(64), [&] { bounded_kernel(out.data()); });
+  for (int i = 0; i < 64; ++i)
+    BOOST_CHECK_EQUAL(out[i], i);
+}
+
+// map_elements over 16-byte packs and the elements after the last one, or element by element:
+// every output written once, with f of its own inputs.
+BOOST_AUTO_TEST_CASE(map_elements_in_packs_and_singly) {
+  constexpr std::int64_t kCount = 8 * 100 + 5;  // packs of 8 halves, 4 floats: a tail for both
+  const std::vector<float> a = random_floats(kCount, 5);
+  std::vector<__half> b(kCount);
+  for (std::int64_t i = 0; i < kCount; ++i)
+    b[i] = __float2half_rn(static_cast<float>(i % 77));
+  alignas(16) static float out[kCount + 4];
+  for (const bool packed : {true, false}) {
+    std::fill(std::begin(out), std::end(out), -1.0f);
+    const auto add = [](float x, __half y) { return x + __half2float(y); };
+    run_grid("map", dim3(3), dim3(32),
+             [&] { alloy::cuda::map_elements(add, kCount, packed, out, a.data(), b.data()); });
+    for (std::int64_t i = 0; i < kCount; ++i)
+      BOOST_REQUIRE_EQUAL(out[i], a[i] + static_cast<float>(i % 77));
+    BOOST_CHECK_EQUAL(out[kCount], -1.0f);  // nothing past the end
+  }
+  static_assert(alloy::cuda::kPackSize<float, __half> == 4);
+  static_assert(alloy::cuda::kPackSize<__half, std::uint8_t> == 8);
+  BOOST_CHECK(alloy::cuda::packs_aligned(out, b.data()));
+  BOOST_CHECK(!alloy::cuda::packs_aligned(out + 1, b.data()));
+  BOOST_CHECK(!alloy::cuda::packs_aligned(out, b.data() + 1));
+  const alloy::cuda::MapLaunch launch = alloy::cuda::map_launch(kCount, out + 1, a.data());
+  BOOST_CHECK(!launch.packed);
+  BOOST_CHECK_EQUAL(launch.grid, alloy::cuda::grid_for(kCount));
+}
+
 BOOST_AUTO_TEST_CASE(a_million_thread_grid_stride_launch) {
   constexpr std::int64_t kCount = 1 << 20;
   const unsigned int blocks = alloy::cuda::grid_for(kCount);
