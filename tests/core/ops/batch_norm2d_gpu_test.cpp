@@ -44,8 +44,9 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   const BatchNormParams params{0.1f, 1e-5f};
   // One block per channel (16 x 9 x 7 values), a small plane over a large batch (256 x 7 x 7:
   // 4 chunks per channel) and a large plane (64 x 28 x 28: 13 chunks) whose chunks the grid's
-  // last block merges.
-  const Shape shapes[] = {{16, 12, 9, 7}, {256, 6, 7, 7}, {64, 3, 28, 28}};
+  // last block merges. The planes of 63 and 49 values are read one value at a time, 28 x 28
+  // eight halves or four floats at a time, and 10 x 10 (3 chunks) four values at a time.
+  const Shape shapes[] = {{16, 12, 9, 7}, {256, 6, 7, 7}, {64, 3, 28, 28}, {96, 3, 10, 10}};
   for (const DType dtype : types) {
     for (const DType param_type : {DType::f32, dtype}) {
       for (const Shape& shape : shapes) {
