@@ -1,15 +1,15 @@
 // Per-channel kernels over a [batch, channels, plane] tensor (NCHW with plane = H*W): the
 // convolution's bias gradient, batch norm's statistics and its elementwise maps. A channel's
 // batch*plane values are cut into chunks, one block per (chunk, channel), so that many or few
-// channels, small or large planes all fill the device: resnet18's 64 channels of 256x28x28
-// values become 1024 blocks, LeNet's 6 channels of 256x28x28 values 294, its 16 of 256x10x10
-// 112, resnet18's 512 channels of 256x4x4 values 512. Threads walk their chunk's flat index
-// (across the images' planes), so a 4x4 plane keeps every thread busy, where a loop over images
-// with the plane inside left most of a block idle; the walk advances by additions, with no
-// division per value, and moves V values per access (plane_vectors.cuh).
-// When a channel needs more than one chunk, a reduction's blocks store their partials and the
-// grid's last block (last_block.h) combines every channel's partials in chunk order:
-// deterministic, and still one launch.
+// channels, small or large planes all fill the device: for a reduction, resnet18's 64
+// channels of 256x28x28 values become 1024 blocks, LeNet's 6 channels of 256x28x28 values 294,
+// its 16 of 256x10x10 112, resnet18's 512 channels of 256x4x4 values 512. Threads walk their
+// chunk's flat index (across the images' planes), so a 4x4 plane keeps every thread busy, where a
+// loop over images with the plane inside left most of a block idle; the walk advances by additions,
+// with no division per value, and moves V values per access (plane_vectors.cuh). When a channel
+// needs more than one chunk, a reduction's blocks store their partials and the grid's last block
+// (last_block.h) combines every channel's partials in chunk order: deterministic, and still one
+// launch.
 #pragma once
 
 #include <algorithm>
@@ -26,9 +26,9 @@ struct ChannelSplit {
   unsigned int chunks;  // chunks per channel: the grid's x; the channel is its y
 };
 
-// Chunks of at least `min_chunk` values (but one), at most `max_chunks` of them; a chunk is a
-// multiple of 8 values, so that a plane of a multiple of V values (V <= 8) is a multiple of
-// vectors in every chunk.
+// ceil(values / min_chunk) chunks per channel, at most max_chunks, of one size (the last may be
+// shorter) rounded up to a multiple of 8 values, so that where V (<= 8) divides the plane, every
+// chunk is a whole number of V-value vectors.
 inline ChannelSplit split_channels(std::int64_t batch, std::int64_t channels, std::int64_t plane,
                                    std::int64_t min_chunk, std::int64_t max_chunks,
                                    const char* op) {
@@ -47,8 +47,8 @@ inline ChannelSplit split_channels(std::int64_t batch, std::int64_t channels, st
 }
 
 // For a per-channel reduction: chunks of at least 16 values per thread, and about 1024 blocks
-// in all where the channels' values allow it (about one wave of the device, which keeps the
-// last block's merge of each channel's chunks short: 16 steps for 64 channels).
+// in all where the channels' values allow it (one or two waves of an H100 or H200, and a short
+// merge of each channel's chunks by the last block: 16 steps for 64 channels).
 inline ChannelSplit split_for_reduction(std::int64_t batch, std::int64_t channels,
                                         std::int64_t plane, const char* op) {
   constexpr std::int64_t kMinChunk = std::int64_t{kThreads} * 16;
