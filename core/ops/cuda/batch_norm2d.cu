@@ -45,13 +45,13 @@ __device__ void finish_statistics(const TrainOutputs& o, std::int64_t c, float c
 template <class T, int V>
 __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs o, float* partials,
                                         unsigned int* arrivals, Width<V>) {
-  constexpr int U = kBatch<V>;
+  constexpr int U = kWideBatch<V>;
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   const float count = static_cast<float>(chunk_count(s, chunk));
   __shared__ float mean_shared;
   float total = 0.0f;
-  for_chunk_vectors<V>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float v[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], v[u]);
@@ -65,7 +65,7 @@ __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs
   __syncthreads();
   const float mean = mean_shared;
   float squares = 0.0f;
-  for_chunk_vectors<V>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float v[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], v[u]);
@@ -124,7 +124,7 @@ __global__ void affine_kernel(const T* x, T* y, ChannelSplit s, const float* sca
   const std::int64_t c = blockIdx.y;
   const float a = scale[c];
   const float b = shift[c];
-  for_chunk_vectors<V>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float v[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], v[u]);
@@ -182,7 +182,7 @@ __global__ void backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, C
   const std::int64_t c = blockIdx.y;
   const float m = mean[c];
   float total_dy = 0.0f, total_dy_xmu = 0.0f;
-  for_chunk_vectors<V>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float xv[U][V], g[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], xv[u]);
@@ -227,7 +227,7 @@ __global__ void backward_dx_kernel(const X* x, const D* dy, ReluMask mask, X* dx
   const float mean_dy = sum_dy[c] / count;
   const float a = invstd[c] * load_any(weight.data, weight.dtype, c);
   const float m = mean[c];
-  for_chunk_vectors<V>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float xv[U][V], g[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], xv[u]);

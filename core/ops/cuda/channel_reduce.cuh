@@ -62,6 +62,9 @@ inline ChannelSplit split_for_reduction(std::int64_t batch, std::int64_t channel
 // registers for three or more blocks of the backward kernels (x, dy and a mask) per SM.
 template <int V>
 constexpr int kBatch = V == 1 ? 8 : 16 / V;
+// The same for a reduction of one tensor: twice the loads in flight, in about the registers.
+template <int V>
+constexpr int kWideBatch = 2 * kBatch<V>;
 
 // For a per-channel elementwise map: one batch per thread (kBatch<width> vectors) in each block:
 // many blocks of few values each, so that the last wave is short.
@@ -82,15 +85,14 @@ __device__ __forceinline__ unsigned int chunk_count(const ChannelSplit& s, unsig
   return min(begin + s.chunk, per_channel) - begin;
 }
 
-// This thread's vectors of V values in chunk `chunk` of channel c, kBatch<V> at a time: thread
-// t takes the chunk's vectors t, t + blockDim.x, t + 2 blockDim.x, ... in that order and calls
-// visit(at, count), with at[u] the tensor index (element index / V) of the next kBatch<V> of
-// them, of which the first `count` are in the chunk; the others repeat the last one, so that
-// a batch's loads, all issued before its values are used, need no guard. V divides the plane.
-template <int V, class Visit>
+// This thread's vectors of V values in chunk `chunk` of channel c, U at a time: thread t takes
+// the chunk's vectors t, t + blockDim.x, t + 2 blockDim.x, ... in that order and calls
+// visit(at, count), with at[u] the tensor index (element index / V) of the next U of them, of which
+// the first `count` are in the chunk; the others repeat the last one, so that a batch's loads, all
+// issued before its values are used, need no guard. V divides the plane.
+template <int V, int U, class Visit>
 __device__ __forceinline__ void for_chunk_vectors(const ChannelSplit& s, unsigned int chunk,
                                                   std::int64_t c, Visit visit) {
-  constexpr int U = kBatch<V>;
   const unsigned int plane = static_cast<unsigned int>(s.plane) / V;
   const unsigned int first = chunk * (s.chunk / V) + threadIdx.x;
   const unsigned int end = (chunk * s.chunk + chunk_count(s, chunk)) / V;

@@ -320,11 +320,11 @@ void add_bias(void* y, const void* b, DType dtype, std::int64_t batch, std::int6
 template <class T, int V>
 __global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, void* db,
                                  DType db_dtype, unsigned int* arrivals, Width<V>) {
-  constexpr int U = kBatch<V>;
+  constexpr int U = kWideBatch<V>;
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   float sum = 0.0f;
-  for_chunk_vectors<V>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
     float v[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(dy, at[u], v[u]);
