@@ -7,10 +7,6 @@ namespace alloy::cuda {
 
 namespace {
 
-struct Shape3 {
-  std::int64_t batch, channels, plane;
-};
-
 struct TrainOutputs {
   ChannelData weight, bias, running_mean, running_var;
   float momentum, eps;
@@ -42,25 +38,45 @@ __device__ void finish_statistics(const TrainOutputs& o, std::int64_t c, float c
 }
 
 // One block per (chunk, channel) (channel_reduce.cuh): the chunk's mean and sum of squared
-// deviations from it, in two passes like the CPU twin. A channel of one chunk is finished by
-// its block; otherwise the grid's last block merges each channel's chunks in chunk order
-// (Chan et al.'s pairwise update), so the statistics stay deterministic.
-template <class T>
+// deviations from it, in two passes like the CPU twin (the second reads the chunk again, from
+// the cache). A channel of one chunk is finished by its block; otherwise the grid's last block
+// merges each channel's chunks in chunk order (Chan et al.'s pairwise update), so the
+// statistics stay deterministic.
+template <class T, int V>
 __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs o, float* partials,
-                                        unsigned int* arrivals) {
+                                        unsigned int* arrivals, Width<V>) {
+  constexpr int U = kWideBatch<V>;
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   const float count = static_cast<float>(chunk_count(s, chunk));
   __shared__ float mean_shared;
-  const float total = chunk_sum(
-      s, chunk, [&](unsigned int n, unsigned int p) { return widen(x[channel_at(s, n, c, p)]); });
+  float total = 0.0f;
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        total += v[u][k];
+    }
+  });
+  total = block_sum(total);
   if (threadIdx.x == 0) mean_shared = total / count;
   __syncthreads();
   const float mean = mean_shared;
-  const float squares = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
-    const float d = widen(x[channel_at(s, n, c, p)]) - mean;
-    return d * d;
+  float squares = 0.0f;
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        const float d = v[u][k] - mean;
+        squares += d * d;
+      }
+    }
   });
+  squares = block_sum(squares);
   if (gridDim.x == 1) {
     if (threadIdx.x == 0) finish_statistics(o, c, count, mean, squares);
     return;
@@ -72,16 +88,16 @@ __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs
   if (!arrive_last(arrivals)) return;
   for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
     float n_a = 0.0f, mean_a = 0.0f, squares_a = 0.0f;
-    for (unsigned int k = 0; k < gridDim.x; ++k) {
+    for_channel_partials<2>(partials, channel, [&](unsigned int k, const float(&partial)[2]) {
       const float n_b = static_cast<float>(chunk_count(s, k));
-      const float mean_b = __ldcg(partials + 2 * (channel * gridDim.x + k));
-      const float squares_b = __ldcg(partials + 2 * (channel * gridDim.x + k) + 1);
+      const float mean_b = partial[0];
+      const float squares_b = partial[1];
       const float n = n_a + n_b;
       const float delta = mean_b - mean_a;
       mean_a += delta * (n_b / n);
       squares_a += squares_b + delta * delta * (n_a * n_b / n);
       n_a = n;
-    }
+    });
     finish_statistics(o, channel, n_a, mean_a, squares_a);
   }
 }
@@ -99,21 +115,44 @@ __global__ void eval_coefficients_kernel(std::int64_t channels, ChannelData weig
   }
 }
 
-// With relu, max(0, .) before the one rounding: the bits relu_forward gives after it.
-template <class T>
-__global__ void affine_kernel(const T* x, T* y, Shape3 s, const float* scale, const float* shift,
-                              bool relu) {
-  ALLOY_GRID_STRIDE(i, s.batch * s.channels * s.plane) {
-    const std::int64_t c = (i / s.plane) % s.channels;
-    const float v = widen(x[i]) * scale[c] + shift[c];
-    y[i] = narrow<T>(relu && v <= 0.0f ? 0.0f : v);
-  }
+// One block per (chunk, channel), which reads its channel's scale and shift once. With relu,
+// max(0, .) before the one rounding: the bits relu_forward gives after it.
+template <class T, int V>
+__global__ void affine_kernel(const T* x, T* y, ChannelSplit s, const float* scale,
+                              const float* shift, bool relu, Width<V>) {
+  constexpr int U = kBatch<V>;
+  const std::int64_t c = blockIdx.y;
+  const float a = scale[c];
+  const float b = shift[c];
+  for_chunk_vectors<V, U>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        const float r = v[u][k] * a + b;
+        v[u][k] = relu && r <= 0.0f ? 0.0f : r;
+      }
+      store_pack<V>(y, at[u], v[u]);
+    }
+  });
 }
 
-// dy[i] where the mask is positive (or there is none), else 0: what relu_backward passes on.
-template <class D>
-__device__ __forceinline__ float masked_grad(const D* dy, ReluMask mask, std::int64_t i) {
-  return mask.data == nullptr || load_any(mask.data, mask.dtype, i) > 0.0f ? widen(dy[i]) : 0.0f;
+// dy's vectors at[u], zero where the mask is not positive (NaN included), if there is one: what
+// relu_backward passes on. The mask's loads follow dy's, before any is used.
+template <int V, int U, class D>
+__device__ __forceinline__ void load_grads(const D* dy, ReluMask mask, const std::int64_t (&at)[U],
+                                           float (&g)[U][V]) {
+  for (int u = 0; u < U; ++u)
+    load_pack<V>(dy, at[u], g[u]);
+  if (mask.data == nullptr) return;
+  float m[U][V];
+  for (int u = 0; u < U; ++u)
+    load_pack_any<V>(mask.data, mask.dtype, at[u], m[u]);
+  for (int u = 0; u < U; ++u) {
+    for (int k = 0; k < V; ++k)
+      g[u][k] = m[u][k] > 0.0f ? g[u][k] : 0.0f;
+  }
 }
 
 struct BackwardOutputs {
@@ -132,22 +171,31 @@ __device__ void finish_backward(const BackwardOutputs& o, std::int64_t c, float 
   store_any(o.dbias.data, o.dbias.dtype, c, load_any(o.dbias.data, o.dbias.dtype, c) + total_dy);
 }
 
-// Per channel: sum dy and sum dy (x - mean), one block per (chunk, channel); several chunks are
-// summed in chunk order by the grid's last block.
-template <class X, class D>
+// Per channel: sum dy and sum dy (x - mean), both in one pass, one block per (chunk, channel);
+// several chunks are summed in chunk order by the grid's last block.
+template <class X, class D, int V>
 __global__ void backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, ChannelSplit s,
                                        const float* mean, BackwardOutputs o, float* partials,
-                                       unsigned int* arrivals) {
+                                       unsigned int* arrivals, Width<V>) {
+  constexpr int U = kBatch<V>;
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   const float m = mean[c];
-  const float total_dy = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
-    return masked_grad(dy, mask, channel_at(s, n, c, p));
+  float total_dy = 0.0f, total_dy_xmu = 0.0f;
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float xv[U][V], g[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], xv[u]);
+    load_grads<V>(dy, mask, at, g);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        total_dy += g[u][k];
+        total_dy_xmu += g[u][k] * (xv[u][k] - m);
+      }
+    }
   });
-  const float total_dy_xmu = chunk_sum(s, chunk, [&](unsigned int n, unsigned int p) {
-    const std::int64_t at = channel_at(s, n, c, p);
-    return masked_grad(dy, mask, at) * (widen(x[at]) - m);
-  });
+  total_dy = block_sum(total_dy);
+  total_dy_xmu = block_sum(total_dy_xmu);
   if (gridDim.x == 1) {
     if (threadIdx.x == 0) finish_backward(o, c, total_dy, total_dy_xmu);
     return;
@@ -159,34 +207,41 @@ __global__ void backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, C
   if (!arrive_last(arrivals)) return;
   for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
     float sum_dy = 0.0f, sum_dy_xmu = 0.0f;
-    for (unsigned int k = 0; k < gridDim.x; ++k) {
-      sum_dy += __ldcg(partials + 2 * (channel * gridDim.x + k));
-      sum_dy_xmu += __ldcg(partials + 2 * (channel * gridDim.x + k) + 1);
-    }
+    for_channel_partials<2>(partials, channel, [&](unsigned int, const float(&partial)[2]) {
+      sum_dy += partial[0];
+      sum_dy_xmu += partial[1];
+    });
     finish_backward(o, channel, sum_dy, sum_dy_xmu);
   }
 }
 
-template <class X, class D>
-__global__ void backward_dx_kernel(const X* x, const D* dy, ReluMask mask, X* dx, Shape3 s,
+// One block per (chunk, channel), which works out its channel's coefficients once.
+template <class X, class D, int V>
+__global__ void backward_dx_kernel(const X* x, const D* dy, ReluMask mask, X* dx, ChannelSplit s,
                                    const float* mean, const float* invstd, ChannelData weight,
-                                   const float* sum_dy, const float* sum_dy_xmu) {
+                                   const float* sum_dy, const float* sum_dy_xmu, Width<V>) {
+  constexpr int U = kBatch<V>;
+  const std::int64_t c = blockIdx.y;
   const float count = static_cast<float>(s.batch * s.plane);
-  ALLOY_GRID_STRIDE(i, s.batch * s.channels * s.plane) {
-    const std::int64_t c = (i / s.plane) % s.channels;
-    const float k = sum_dy_xmu[c] * invstd[c] * invstd[c] / count;
-    const float mean_dy = sum_dy[c] / count;
-    const float a = invstd[c] * load_any(weight.data, weight.dtype, c);
-    dx[i] = narrow<X>((masked_grad(dy, mask, i) - mean_dy - (widen(x[i]) - mean[c]) * k) * a);
-  }
-}
-
-Shape3 shape_of(const BatchNormGeometry& g) {
-  return {g.batch, g.channels, g.plane};
+  const float k_c = sum_dy_xmu[c] * invstd[c] * invstd[c] / count;
+  const float mean_dy = sum_dy[c] / count;
+  const float a = invstd[c] * load_any(weight.data, weight.dtype, c);
+  const float m = mean[c];
+  for_chunk_vectors<V, U>(s, blockIdx.x, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float xv[U][V], g[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], xv[u]);
+    load_grads<V>(dy, mask, at, g);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        xv[u][k] = (g[u][k] - mean_dy - (xv[u][k] - m) * k_c) * a;
+      store_pack<V>(dx, at[u], xv[u]);
+    }
+  });
 }
 
 ChannelSplit split_of(const BatchNormGeometry& g) {
-  return split_channels(g.batch, g.channels, g.plane, "batch_norm2d");
+  return split_for_reduction(g.batch, g.channels, g.plane, "batch_norm2d");
 }
 
 // Partials for a split of more than one chunk: two floats per (chunk, channel).
@@ -200,13 +255,17 @@ unsigned int* arrivals_for(const ChannelSplit& s, cudaStream_t stream) {
 }
 
 template <class T>
-void launch_affine(const void* x, void* y, const Shape3& s, const float* scale, const float* shift,
-                   bool relu, cudaStream_t stream) {
-  const std::int64_t count = s.batch * s.channels * s.plane;
-  if (count == 0) return;
-  ALLOY_LAUNCH(affine_kernel, grid_for(count), kThreads, 0, stream)
-  (static_cast<const T*>(x), static_cast<T*>(y), s, scale, shift, relu);
-  ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d affine_kernel on ", count, " elements");
+void launch_affine(const void* x, void* y, const BatchNormGeometry& g, const float* scale,
+                   const float* shift, bool relu, cudaStream_t stream) {
+  if (g.batch * g.channels * g.plane == 0) return;
+  const int width = plane_vector_width(g.plane, 16 / sizeof(T), {{x, sizeof(T)}, {y, sizeof(T)}});
+  const ChannelSplit split = split_for_map(g.batch, g.channels, g.plane, width, "batch_norm2d");
+  dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
+    ALLOY_LAUNCH(affine_kernel, channel_grid(split), kThreads, 0, stream)
+    (static_cast<const T*>(x), static_cast<T*>(y), split, scale, shift, relu, v);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d affine_kernel over ", g.channels, " channels in ",
+                          split.chunks, " chunks of ", width, "-value vectors");
 }
 
 }  // namespace
@@ -216,7 +275,6 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
                                 ChannelData running_var, const BatchNormParams& params,
                                 float* saved_mean, float* saved_invstd, float* scratch, void* y,
                                 cudaStream_t stream) {
-  const Shape3 s = shape_of(g);
   const ChannelSplit split = split_of(g);
   const TrainOutputs outputs{weight,
                              bias,
@@ -233,11 +291,14 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
   unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
     using T = decltype(type);
-    ALLOY_LAUNCH(train_statistics_kernel, channel_grid(split), kThreads, 0, stream)
-    (static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals);
+    const int width = plane_vector_width(g.plane, 16 / sizeof(T), {{x, sizeof(T)}});
+    dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
+      ALLOY_LAUNCH(train_statistics_kernel, channel_grid(split), kThreads, 0, stream)
+      (static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals, v);
+    });
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d train_statistics_kernel over ", g.channels,
-                            " channels in ", split.chunks, " chunks");
-    launch_affine<T>(x, y, s, outputs.scale, outputs.shift, params.relu, stream);
+                            " channels in ", split.chunks, " chunks of ", width, "-value vectors");
+    launch_affine<T>(x, y, g, outputs.scale, outputs.shift, params.relu, stream);
   });
 }
 
@@ -245,7 +306,6 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
                                ChannelData weight, ChannelData bias, ChannelData running_mean,
                                ChannelData running_var, const BatchNormParams& params,
                                float* scratch, void* y, cudaStream_t stream) {
-  const Shape3 s = shape_of(g);
   float* scale = scratch;
   float* shift = scratch + g.channels;
   ALLOY_LAUNCH(eval_coefficients_kernel, grid_for(g.channels), kThreads, 0, stream)
@@ -253,7 +313,7 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
   ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d eval_coefficients_kernel over ", g.channels, " channels");
   dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
     using T = decltype(type);
-    launch_affine<T>(x, y, s, scale, shift, params.relu, stream);
+    launch_affine<T>(x, y, g, scale, shift, params.relu, stream);
   });
 }
 
@@ -261,27 +321,38 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
                            ReluMask mask, const BatchNormGeometry& g, ChannelData weight,
                            const float* saved_mean, const float* saved_invstd, ChannelData dweight,
                            ChannelData dbias, float* scratch, void* dx, cudaStream_t stream) {
-  const Shape3 s = shape_of(g);
   float* sum_dy = scratch;
   float* sum_dy_xmu = scratch + g.channels;
-  const std::int64_t count = s.batch * s.channels * s.plane;
   const ChannelSplit split = split_of(g);
   const DeviceBuffer partials = partials_for(split);
   unsigned int* arrivals = arrivals_for(split, stream);
   dispatch_floating_pair(dtype, dy_dtype, "batch_norm2d_backward", [&](auto x_type, auto d_type) {
     using X = decltype(x_type);
     using D = decltype(d_type);
-    ALLOY_LAUNCH(backward_reduce_kernel, channel_grid(split), kThreads, 0, stream)
-    (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
-     BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
-     arrivals);
+    // dx is x's dtype: x's element size sets the widest vector.
+    const int width =
+        plane_vector_width(g.plane, 16 / sizeof(X),
+                           {{x, sizeof(X)},
+                            {dy, sizeof(D)},
+                            {dx, sizeof(X)},
+                            {mask.data, mask.data == nullptr ? 1 : dtype_size(mask.dtype)}});
+    dispatch_width<16 / sizeof(X)>(width, [&](auto v) {
+      ALLOY_LAUNCH(backward_reduce_kernel, channel_grid(split), kThreads, 0, stream)
+      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
+       BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
+       arrivals, v);
+    });
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_reduce_kernel over ", g.channels,
-                            " channels in ", split.chunks, " chunks");
-    if (count == 0) return;
-    ALLOY_LAUNCH(backward_dx_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), s, saved_mean,
-     saved_invstd, weight, sum_dy, sum_dy_xmu);
-    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel on ", count, " elements");
+                            " channels in ", split.chunks, " chunks of ", width, "-value vectors");
+    if (g.batch * g.channels * g.plane == 0) return;
+    const ChannelSplit map = split_for_map(g.batch, g.channels, g.plane, width, "batch_norm2d");
+    dispatch_width<16 / sizeof(X)>(width, [&](auto v) {
+      ALLOY_LAUNCH(backward_dx_kernel, channel_grid(map), kThreads, 0, stream)
+      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), map,
+       saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu, v);
+    });
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d backward_dx_kernel over ", g.channels, " channels in ",
+                            map.chunks, " chunks of ", width, "-value vectors");
   });
 }
 

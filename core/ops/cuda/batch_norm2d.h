@@ -1,7 +1,7 @@
 // Batch normalisation on the GPU with the project's own kernels (cuDNN 9 keeps its batch-norm
-// calls only in the deprecated legacy API): one block per channel reduces in fp32 (statistics
-// in two passes, like the CPU twin), then elementwise kernels apply the per-channel affine
-// map. Results match the CPU within fp32 reduction-order differences.
+// calls only in the deprecated legacy API): blocks per (chunk, channel) reduce in fp32
+// (statistics in two passes, like the CPU twin; channel_reduce.cuh), then per-channel kernels
+// apply the affine map. Results match the CPU within fp32 reduction-order differences.
 #pragma once
 
 #include <cuda_runtime_api.h>

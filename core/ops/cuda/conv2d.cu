@@ -349,13 +349,23 @@ void add_bias(void* y, const void* b, DType dtype, std::int64_t batch, std::int6
 // The fp32 sum of dy over (n, p, q) per output channel, added into db: one block per (chunk,
 // channel) (channel_reduce.cuh); with several chunks, the partials are summed in chunk order by
 // the grid's last block.
-template <class T>
+template <class T, int V>
 __global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, void* db,
-                                 DType db_dtype, unsigned int* arrivals) {
+                                 DType db_dtype, unsigned int* arrivals, Width<V>) {
+  constexpr int U = kWideBatch<V>;
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
-  const float sum = chunk_sum(
-      s, chunk, [&](unsigned int n, unsigned int p) { return widen(dy[channel_at(s, n, c, p)]); });
+  float sum = 0.0f;
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(dy, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        sum += v[u][k];
+    }
+  });
+  sum = block_sum(sum);
   if (gridDim.x == 1) {
     if (threadIdx.x == 0) store_any(db, db_dtype, c, load_any(db, db_dtype, c) + sum);
     return;
@@ -364,8 +374,8 @@ __global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, v
   if (!arrive_last(arrivals)) return;
   for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
     float total = 0.0f;
-    for (unsigned int k = 0; k < gridDim.x; ++k)
-      total += __ldcg(partials + channel * gridDim.x + k);
+    for_channel_partials<1>(partials, channel,
+                            [&](unsigned int, const float(&partial)[1]) { total += partial[0]; });
     store_any(db, db_dtype, channel, load_any(db, db_dtype, channel) + total);
   }
 }
@@ -459,20 +469,24 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   }
 
   if (db != nullptr) {
-    const ChannelSplit split =
-        split_channels(g.batch, g.filters, std::int64_t{g.out_h} * g.out_w, "conv2d_backward");
+    const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
+    const ChannelSplit split = split_for_reduction(g.batch, g.filters, plane, "conv2d_backward");
     const DeviceBuffer partials =
         split.chunks > 1 ? reduction_workspace(sizeof(float) * split.chunks * g.filters)
                          : DeviceBuffer();
     unsigned int* arrivals =
         split.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
+    int width = 1;
     dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
       using T = decltype(type);
-      ALLOY_LAUNCH(bias_grad_kernel, channel_grid(split), kThreads, 0, stream)
-      (static_cast<const T*>(dy), split, partials.as<float>(), db, db_dtype, arrivals);
+      width = plane_vector_width(plane, 16 / sizeof(T), {{dy, sizeof(T)}});
+      dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
+        ALLOY_LAUNCH(bias_grad_kernel, channel_grid(split), kThreads, 0, stream)
+        (static_cast<const T*>(dy), split, partials.as<float>(), db, db_dtype, arrivals, v);
+      });
     });
     ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_grad_kernel over ", g.filters, " channels in ",
-                            split.chunks, " chunks");
+                            split.chunks, " chunks of ", width, "-value vectors");
   }
 
   if (dx != nullptr) {

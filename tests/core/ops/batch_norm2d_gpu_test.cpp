@@ -3,6 +3,8 @@
 // the fused ReLU (forward relu, backward masked by a ReLU output).
 #include <boost/test/unit_test.hpp>
 
+#include <vector>
+
 #include "core/ops/batch_norm2d.h"
 #include "core/ops/elementwise.h"
 #include "tests/support/gpu.h"
@@ -44,8 +46,9 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   const BatchNormParams params{0.1f, 1e-5f};
   // One block per channel (16 x 9 x 7 values), a small plane over a large batch (256 x 7 x 7:
   // 4 chunks per channel) and a large plane (64 x 28 x 28: 13 chunks) whose chunks the grid's
-  // last block merges.
-  const Shape shapes[] = {{16, 12, 9, 7}, {256, 6, 7, 7}, {64, 3, 28, 28}};
+  // last block merges. The planes of 63 and 49 values are read one value at a time, 28 x 28
+  // eight halves or four floats at a time, and 10 x 10 (3 chunks) four values at a time.
+  const Shape shapes[] = {{16, 12, 9, 7}, {256, 6, 7, 7}, {64, 3, 28, 28}, {96, 3, 10, 10}};
   for (const DType dtype : types) {
     for (const DType param_type : {DType::f32, dtype}) {
       for (const Shape& shape : shapes) {
@@ -162,6 +165,56 @@ BOOST_AUTO_TEST_CASE(fused_relu_matches_the_cpu) {
         check_gpu_close(dbias_gpu, dbias, "relu dbias " + grads, gpu_tolerance(DType::f32), 1e-3);
       }
     }
+  }
+}
+
+// x, dy and the relu mask as views one element into larger buffers: an 8x8 plane whose vectors
+// of 8 halves or 4 floats would be misaligned, so the kernels read one value at a time; the
+// results are still the CPU's.
+BOOST_AUTO_TEST_CASE(misaligned_operands_give_the_cpus_result) {
+  Generator generator(84);
+  const Shape shape{32, 2, 8, 8};
+  const std::int64_t count = shape_numel(shape);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string what = std::string(dtype_name(dtype)) + " misaligned x, dy and mask";
+    const std::size_t element = dtype_size(dtype);
+    const double tol = gpu_tolerance(dtype);
+    const Tensor x_buffer = random_tensor({count + 1}, dtype, generator, -2.0f, 3.0f);
+    const Tensor dy_buffer = random_tensor({count + 1}, dtype, generator);
+    const Tensor x = x_buffer.view(element, shape, dtype);
+    const Tensor dy = dy_buffer.view(element, shape, dtype);
+    const Tensor x_gpu = to_cuda(x_buffer).view(element, shape, dtype);
+    const Tensor dy_gpu = to_cuda(dy_buffer).view(element, shape, dtype);
+    const Tensor weight = random_tensor({shape[1]}, DType::f32, generator, 0.5f, 1.5f);
+    const Tensor bias = random_tensor({shape[1]}, DType::f32, generator);
+    Tensor mean_cpu = random_tensor({shape[1]}, DType::f32, generator);
+    Tensor var_cpu = random_tensor({shape[1]}, DType::f32, generator, 0.5f, 2.0f);
+    Tensor mean_gpu = to_cuda(mean_cpu), var_gpu = to_cuda(var_cpu);
+    BatchNormParams params;
+    params.relu = true;
+    const BatchNormTrainResult cpu =
+        batch_norm2d_train_forward(x, weight, bias, mean_cpu, var_cpu, params);
+    const BatchNormTrainResult gpu = batch_norm2d_train_forward(
+        x_gpu, to_cuda(weight), to_cuda(bias), mean_gpu, var_gpu, params);
+    check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
+    check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
+    check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
+
+    // The mask: the CPU's output (exact in its dtype), one element into a buffer of its own.
+    std::vector<float> mask_values = cpu.y.to_floats();
+    mask_values.insert(mask_values.begin(), 0.0f);
+    const Tensor mask_buffer = Tensor::from_floats({count + 1}, mask_values, dtype);
+    const Tensor mask = mask_buffer.view(element, shape, dtype);
+    const Tensor mask_gpu = to_cuda(mask_buffer).view(element, shape, dtype);
+    Tensor dweight = Tensor::zeros({shape[1]}, DType::f32);
+    Tensor dbias = Tensor::zeros({shape[1]}, DType::f32);
+    Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
+    const Tensor dx = batch_norm2d_backward(x, weight, dy, cpu.saved, dweight, dbias, mask);
+    const Tensor dx_gpu = batch_norm2d_backward(x_gpu, to_cuda(weight), dy_gpu, gpu.saved,
+                                                dweight_gpu, dbias_gpu, mask_gpu);
+    check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
+    check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(DType::f32), 1e-3);
+    check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(DType::f32), 1e-3);
   }
 }
 

@@ -29,6 +29,9 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
       {{8, 1, 28, 28}, {6, 1, 5, 5}, {1, 1, 2, 2}},     // LeNet's first layer
       {{8, 6, 14, 14}, {16, 6, 5, 5}, {1, 1, 0, 0}},    // and its second
       {{4, 16, 15, 15}, {32, 16, 3, 3}, {2, 2, 1, 1}},  // a strided resnet layer
+      // A 5x5 output, whose bias gradient reads one value at a time (the others' planes, four
+      // or eight: core/ops/cuda/plane_vectors.cuh).
+      {{6, 3, 7, 7}, {5, 3, 3, 3}, {1, 1, 0, 0}},
       // The real LeNet's first layer at batch 256: the bias gradient's 173k values per channel
       // take 43 chunks, merged by the grid's last block (the cases above take 1 or 2).
       {{256, 1, 28, 28}, {20, 1, 3, 3}, {1, 1, 0, 0}},
