@@ -119,8 +119,8 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
   Verdict verdict{};
   verdict.found_inf = found_inf;
   verdict.first_overflow = first_overflow;
-  verdict.arrivals = alloy::cuda::arrival_counter(ArrivalSlot::unscale, stream);
-  verdict.mark = alloy::cuda::arrival_counter(ArrivalSlot::unscale_mark, stream);
+  verdict.arrivals = alloy::cuda::arrival_counter(ArrivalSlot::unscale);
+  verdict.mark = alloy::cuda::arrival_counter(ArrivalSlot::unscale_mark);
   if (update != nullptr) {
     verdict.update = true;
     verdict.step = *update;

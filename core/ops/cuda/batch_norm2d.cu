@@ -251,7 +251,7 @@ DeviceBuffer partials_for(const ChannelSplit& s) {
 }
 
 unsigned int* arrivals_for(const ChannelSplit& s, cudaStream_t stream) {
-  return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
+  return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
 }
 
 template <class T>

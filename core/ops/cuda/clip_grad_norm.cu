@@ -108,7 +108,7 @@ void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* n
   // Released when the launches are queued: the next user of the memory runs after them on the
   // same stream.
   const DeviceBuffer workspace = reduction_workspace(sizeof(double) * partials);
-  Finish finish{arrival_counter(ArrivalSlot::clip_grad_norm, stream),
+  Finish finish{arrival_counter(ArrivalSlot::clip_grad_norm),
                 false,
                 partials,
                 max_norm,

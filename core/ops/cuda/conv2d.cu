@@ -475,7 +475,7 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
         split.chunks > 1 ? reduction_workspace(sizeof(float) * split.chunks * g.filters)
                          : DeviceBuffer();
     unsigned int* arrivals =
-        split.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums, stream) : nullptr;
+        split.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
     int width = 1;
     dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
       using T = decltype(type);

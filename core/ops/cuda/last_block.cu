@@ -14,8 +14,7 @@ int current_device() {
 }
 }  // namespace
 
-unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream) {
-  static_cast<void>(stream);  // the context's stream: one per device
+unsigned int* arrival_counter(ArrivalSlot slot) {
   static_assert(static_cast<std::size_t>(ArrivalSlot::count) <= kArrivalCounters,
                 "core/cuda/context.h keeps too few arrival counters");
   return context(Device::cuda(current_device())).arrival_counters.as<unsigned int>() +

@@ -28,10 +28,10 @@ enum class ArrivalSlot : int {
   count,  // the number of slots
 };
 
-// The slot's counter on the current device, for a launch on `stream` (that device's one
-// stream). The counters are the device context's (core/cuda/context.h): built and zeroed with
-// it, they live for the process, so asking inside a CUDA-graph capture is fine.
-unsigned int* arrival_counter(ArrivalSlot slot, cudaStream_t stream);
+// The slot's counter on the current device. The counters are the device context's
+// (core/cuda/context.h): built and zeroed with it, they live for the process, so asking inside
+// a CUDA-graph capture is fine.
+unsigned int* arrival_counter(ArrivalSlot slot);
 
 // Device memory on the current device for a grid's per-block partials (category workspace).
 // It may be released as soon as the kernel using it is launched: the next user of the block

@@ -193,7 +193,7 @@ void layer_norm_backward(const void* dy, DType dy_dtype, const void* x, DType x_
                                 static_cast<std::size_t>(g.features))
           : DeviceBuffer();
   unsigned int* arrivals =
-      used_chunks > 1 ? arrival_counter(ArrivalSlot::layer_norm_params, stream) : nullptr;
+      used_chunks > 1 ? arrival_counter(ArrivalSlot::layer_norm_params) : nullptr;
   const dim3 param_grid(static_cast<unsigned int>((g.features + kTileColumns - 1) / kTileColumns),
                         static_cast<unsigned int>(used_chunks));
   dispatch_floating_pair(dy_dtype, x_dtype, "layer_norm_backward", [&](auto d_type, auto x_type) {

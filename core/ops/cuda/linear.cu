@@ -257,8 +257,7 @@ void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* b
       used_chunks > 1
           ? reduction_workspace(sizeof(float) * static_cast<std::size_t>(used_chunks) * columns)
           : DeviceBuffer();
-  unsigned int* arrivals =
-      used_chunks > 1 ? arrival_counter(ArrivalSlot::column_sums, stream) : nullptr;
+  unsigned int* arrivals = used_chunks > 1 ? arrival_counter(ArrivalSlot::column_sums) : nullptr;
   const dim3 grid((columns + kTileColumns - 1) / kTileColumns,
                   static_cast<unsigned int>(used_chunks));
   dispatch_floating(dtype, "linear_backward", [&](auto type) {

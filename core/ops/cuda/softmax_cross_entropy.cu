@@ -197,7 +197,7 @@ void softmax_cross_entropy_forward(const void* logits, DType dtype, const std::i
                                    cudaStream_t stream) {
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_forward: ", rows,
               " rows do not fit one grid");
-  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
+  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss);
   dispatch_floating(dtype, "softmax_cross_entropy_forward", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(forward_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)
@@ -231,7 +231,7 @@ void softmax_cross_entropy_step(const void* logits, DType dtype, const std::int3
   ALLOY_CHECK(rows > 0 && rows <= 0x7fffffff, "softmax_cross_entropy_step: ", rows,
               " rows do not fit one grid");
   // The loss's counter: this kernel and forward_kernel never overlap (one stream).
-  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss, stream);
+  unsigned int* arrivals = arrival_counter(ArrivalSlot::softmax_loss);
   dispatch_floating(dtype, "softmax_cross_entropy_step", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(step_kernel, static_cast<unsigned int>(rows), threads_for(classes), 0, stream)

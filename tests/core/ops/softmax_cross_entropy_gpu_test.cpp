@@ -259,7 +259,7 @@ BOOST_AUTO_TEST_CASE(arrival_counters_are_zero_between_launches) {
   softmax_cross_entropy_step(logits, labels, to_cuda(Tensor::from_floats({1}, {1024.0f})), tally);
   const cudaStream_t stream = cuda::stream_of(Device::cuda(0));
   // The slots lie side by side in one buffer.
-  const unsigned int* first = cuda::arrival_counter(cuda::ArrivalSlot::softmax_loss, stream) -
+  const unsigned int* first = cuda::arrival_counter(cuda::ArrivalSlot::softmax_loss) -
                               static_cast<int>(cuda::ArrivalSlot::softmax_loss);
   const int slots = static_cast<int>(cuda::ArrivalSlot::count);
   std::vector<unsigned int> counters(static_cast<std::size_t>(slots), 1u);
