@@ -17,18 +17,12 @@ namespace alloy::cuda {
 template <int V>
 using Width = std::integral_constant<int, V>;
 
-// V values of T, aligned to their size so that a load or store of one is one vector access.
-template <class T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T values[V];
-};
-
 // Vector `at` (the element index divided by V) of data, widened to fp32.
 template <int V, class T>
 __device__ __forceinline__ void load_pack(const T* data, std::int64_t at, float (&out)[V]) {
   const Pack<T, V> pack = reinterpret_cast<const Pack<T, V>*>(data)[at];
   for (int k = 0; k < V; ++k)
-    out[k] = widen(pack.values[k]);
+    out[k] = widen(pack.v[k]);
 }
 
 // The same for data of a floating dtype known at run time.
@@ -50,7 +44,7 @@ template <int V, class T>
 __device__ __forceinline__ void store_pack(T* data, std::int64_t at, const float (&in)[V]) {
   Pack<T, V> pack;
   for (int k = 0; k < V; ++k)
-    pack.values[k] = narrow<T>(in[k]);
+    pack.v[k] = narrow<T>(in[k]);
   reinterpret_cast<Pack<T, V>*>(data)[at] = pack;
 }
 
