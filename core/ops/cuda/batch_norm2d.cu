@@ -250,7 +250,7 @@ DeviceBuffer partials_for(const ChannelSplit& s) {
                       : DeviceBuffer();
 }
 
-unsigned int* arrivals_for(const ChannelSplit& s, cudaStream_t stream) {
+unsigned int* arrivals_for(const ChannelSplit& s) {
   return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
 }
 
@@ -288,7 +288,7 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
                              scratch,
                              scratch + g.channels};
   const DeviceBuffer partials = partials_for(split);
-  unsigned int* arrivals = arrivals_for(split, stream);
+  unsigned int* arrivals = arrivals_for(split);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
     using T = decltype(type);
     const int width = plane_vector_width(g.plane, 16 / sizeof(T), {{x, sizeof(T)}});
@@ -325,7 +325,7 @@ void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_
   float* sum_dy_xmu = scratch + g.channels;
   const ChannelSplit split = split_of(g);
   const DeviceBuffer partials = partials_for(split);
-  unsigned int* arrivals = arrivals_for(split, stream);
+  unsigned int* arrivals = arrivals_for(split);
   dispatch_floating_pair(dtype, dy_dtype, "batch_norm2d_backward", [&](auto x_type, auto d_type) {
     using X = decltype(x_type);
     using D = decltype(d_type);

@@ -68,6 +68,18 @@ __device__ __forceinline__ PlaneIndex split_index(unsigned int index, const IntD
   return {p.quotient, static_cast<int>(rc.quotient), static_cast<int>(rc.remainder)};
 }
 
+// Output element o's window, clipped to the input: rows [h0, h1), columns [w0, w1).
+struct Window {
+  int h0, h1, w0, w1;
+};
+
+__device__ __forceinline__ Window window_of(const Geometry& g, const PlaneIndex& o) {
+  return {max(o.row * g.stride_h - g.pad_h, 0),
+          min(o.row * g.stride_h - g.pad_h + g.kernel_h, g.height),
+          max(o.column * g.stride_w - g.pad_w, 0),
+          min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width)};
+}
+
 // One thread per output element; the window clipped to the input, summed in row-major order
 // like the CPU kernel, divided by the full window (count_include_pad).
 template <class T>
@@ -75,14 +87,11 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int co
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
-    const int h0 = max(o.row * g.stride_h - g.pad_h, 0);
-    const int h1 = min(o.row * g.stride_h - g.pad_h + g.kernel_h, g.height);
-    const int w0 = max(o.column * g.stride_w - g.pad_w, 0);
-    const int w1 = min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width);
+    const Window win = window_of(g, o);
     const T* in = x + o.plane * g.in_plane;
     float sum = 0.0f;
-    for (int h = h0; h < h1; ++h) {
-      for (int w = w0; w < w1; ++w)
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w)
         sum += widen(in[h * g.width + w]);
     }
     y[index] = narrow<T>(sum / divisor);
@@ -122,15 +131,12 @@ __global__ void max_forward_kernel(const T* x, T* y, std::int32_t* argmax, Geome
                                    unsigned int count) {
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
-    const int h0 = max(o.row * g.stride_h - g.pad_h, 0);
-    const int h1 = min(o.row * g.stride_h - g.pad_h + g.kernel_h, g.height);
-    const int w0 = max(o.column * g.stride_w - g.pad_w, 0);
-    const int w1 = min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width);
+    const Window win = window_of(g, o);
     const T* in = x + o.plane * g.in_plane;
-    int best_index = h0 * g.width + w0;
+    int best_index = win.h0 * g.width + win.w0;
     float best = widen(in[best_index]);
-    for (int h = h0; h < h1; ++h) {
-      for (int w = w0; w < w1; ++w) {
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w) {
         const float value = widen(in[h * g.width + w]);
         // Strictly greater keeps the first maximum; the first NaN replaces any number.
         if (value > best || (value != value && best == best)) {
