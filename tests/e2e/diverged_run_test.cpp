@@ -34,6 +34,21 @@ BOOST_AUTO_TEST_CASE(overflowing_steps_in_a_row_at_any_scale_stop_the_run) {
   BOOST_TEST(events(run.log, "end").empty());
 }
 
+// Two data-parallel ranks read each poll at the same step (apps/overflow_monitor.h), so both
+// stop with the divergence and neither first finds its peer gone from a collective.
+BOOST_AUTO_TEST_CASE(data_parallel_ranks_stop_together) {
+  TempDir dir;
+  const TrainRun run =
+      run_logged(dir, "ddp", overflowing({"--gpus", "2", "--max-consecutive-skips", "10"}),
+                 /*expected=*/1);
+  const std::string& errors = run.process.errors;
+  BOOST_TEST(
+      errors.find("training diverged: the last 10 steps all overflowed") != std::string::npos,
+      errors);
+  BOOST_TEST(errors.find("was lost") == std::string::npos, errors);
+  BOOST_TEST(events(run.log, "end").empty());
+}
+
 BOOST_AUTO_TEST_CASE(zero_never_stops) {
   TempDir dir;
   const TrainRun run = run_logged(dir, "off", overflowing({"--max-consecutive-skips", "0"}));
