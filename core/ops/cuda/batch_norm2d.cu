@@ -51,30 +51,15 @@ __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs
   const float count = static_cast<float>(chunk_count(s, chunk));
   __shared__ float mean_shared;
   float total = 0.0f;
-  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
-    float v[U][V];
-    for (int u = 0; u < U; ++u)
-      load_pack<V>(x, at[u], v[u]);
-    for (unsigned int u = 0; u < used; ++u) {
-      for (int k = 0; k < V; ++k)
-        total += v[u][k];
-    }
-  });
+  for_chunk_values<V, U>(x, s, chunk, c, [&](float value) { total += value; });
   total = block_sum(total);
   if (threadIdx.x == 0) mean_shared = total / count;
   __syncthreads();
   const float mean = mean_shared;
   float squares = 0.0f;
-  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
-    float v[U][V];
-    for (int u = 0; u < U; ++u)
-      load_pack<V>(x, at[u], v[u]);
-    for (unsigned int u = 0; u < used; ++u) {
-      for (int k = 0; k < V; ++k) {
-        const float d = v[u][k] - mean;
-        squares += d * d;
-      }
-    }
+  for_chunk_values<V, U>(x, s, chunk, c, [&](float value) {
+    const float d = value - mean;
+    squares += d * d;
   });
   squares = block_sum(squares);
   if (gridDim.x == 1) {

@@ -123,6 +123,23 @@ __device__ __forceinline__ void for_chunk_vectors(const ChannelSplit& s, unsigne
   }
 }
 
+// for_chunk_vectors over one tensor's values: f(value) for each value of this thread's vectors
+// in chunk `chunk` of channel c, widened to fp32, in the walk's order (each batch loaded before
+// any of its values is used).
+template <int V, int U, class T, class F>
+__device__ __forceinline__ void for_chunk_values(const T* data, const ChannelSplit& s,
+                                                 unsigned int chunk, std::int64_t c, F f) {
+  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(data, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        f(v[u][k]);
+    }
+  });
+}
+
 // For the grid's last block: calls merge(k, partial) for k = 0 .. gridDim.x - 1 in order, with
 // chunk k's P partials of `channel` (stored at partials[P * (channel * gridDim.x + k)]), loaded
 // eight chunks at a time so that the loads overlap.

@@ -356,15 +356,7 @@ __global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, v
   const unsigned int chunk = blockIdx.x;
   const std::int64_t c = blockIdx.y;
   float sum = 0.0f;
-  for_chunk_vectors<V, U>(s, chunk, c, [&](const std::int64_t(&at)[U], unsigned int used) {
-    float v[U][V];
-    for (int u = 0; u < U; ++u)
-      load_pack<V>(dy, at[u], v[u]);
-    for (unsigned int u = 0; u < used; ++u) {
-      for (int k = 0; k < V; ++k)
-        sum += v[u][k];
-    }
-  });
+  for_chunk_values<V, U>(dy, s, chunk, c, [&](float value) { sum += value; });
   sum = block_sum(sum);
   if (gridDim.x == 1) {
     if (threadIdx.x == 0) store_any(db, db_dtype, c, load_any(db, db_dtype, c) + sum);
