@@ -6,7 +6,7 @@
 #
 #   ALLOY=path/to/alloy tools/gpu/profiles.sh DIR [NAME...]
 #
-# NAME: lenet-O0, ffn-O2, resnet18-O0, resnet18-O2 (default: all). On a lent GPU machine:
+# NAME: lenet-O0, resnet18-O2, resnet18-O0, ffn-O2 (default: all, in this order). On a lent GPU machine:
 #   bash .gpu/on-device.sh bash tools/gpu/profiles.sh "$OUT"
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -15,7 +15,7 @@ shift
 alloy=${ALLOY:-build/bin/alloy}
 mkdir -p "$out" /tmp/profiles
 names=("$@")
-((${#names[@]})) || names=(lenet-O0 ffn-O2 resnet18-O0 resnet18-O2)
+((${#names[@]})) || names=(lenet-O0 resnet18-O2 resnet18-O0 ffn-O2)
 status=0
 for name in "${names[@]}"; do
   # Windows: about 6 steps after 60 (LeNet, 42 launches a step), 3 after 36 (ffn, 83), 2 after

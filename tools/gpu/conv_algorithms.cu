@@ -1,0 +1,234 @@
+// Which cuDNN convolution algorithm is fastest for the shapes Alloy's models run, against the
+// one conv2d chooses from cuDNN's heuristics (core/ops/cuda/conv2d_algorithms.h): for each
+// shape, dtype, layout and direction it times every algorithm with cudnnFind*AlgorithmEx (the
+// best of three finds) and prints one line. A measurement tool for a GPU machine, not a test.
+//
+//   conv_algorithms [--batch N]
+//
+// Columns: the heuristic choice and its time, the fastest deterministic algorithm and the
+// fastest of all, in milliseconds. NHWC rows time the same fp16 convolutions in channels-last
+// layout, which cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
+#include <cudnn.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/ops/cuda/conv2d_algorithms.h"
+
+namespace {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess)
+    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+void check(cudnnStatus_t status, const char* what) {
+  if (status != CUDNN_STATUS_SUCCESS)
+    throw std::runtime_error(std::string(what) + ": " + cudnnGetErrorString(status));
+}
+
+struct CudaFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+using Buffer = std::unique_ptr<void, CudaFree>;
+
+Buffer device_buffer(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+  check(cudaMemset(p, 0, bytes == 0 ? 1 : bytes), "cudaMemset");
+  return Buffer(p);
+}
+
+template <class T, cudnnStatus_t (*Destroy)(T)>
+struct Handle {
+  T raw = nullptr;
+  Handle() = default;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() {
+    if (raw != nullptr) Destroy(raw);
+  }
+};
+
+struct Shape {
+  const char* model;
+  int n, c, h, w, k, r, stride, pad;
+};
+
+struct Timing {
+  std::string heuristic;
+  float heuristic_ms = -1;
+  std::string fastest_deterministic;
+  float fastest_deterministic_ms = std::numeric_limits<float>::infinity();
+  std::string fastest;
+  float fastest_ms = std::numeric_limits<float>::infinity();
+};
+
+struct Pick {
+  int algo = -1;
+  int math = 0;
+};
+
+template <class Perf>
+void fold(Timing& timing, const Perf* perf, int count, const char* const* names, Pick pick) {
+  timing.heuristic = pick.algo < 0 ? "-" : names[pick.algo];
+  for (int i = 0; i < count; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
+    if (static_cast<int>(perf[i].algo) == pick.algo &&
+        static_cast<int>(perf[i].mathType) == pick.math &&
+        (timing.heuristic_ms < 0 || perf[i].time < timing.heuristic_ms)) {
+      timing.heuristic_ms = perf[i].time;
+    }
+    const std::string name = std::string(names[perf[i].algo]) +
+                             (perf[i].mathType == CUDNN_TENSOR_OP_MATH ? "/tc" : "");
+    if (perf[i].time < timing.fastest_ms) {
+      timing.fastest_ms = perf[i].time;
+      timing.fastest = name;
+    }
+    if (perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].time < timing.fastest_deterministic_ms) {
+      timing.fastest_deterministic_ms = perf[i].time;
+      timing.fastest_deterministic = name;
+    }
+  }
+}
+
+// conv2d's pick: its candidate order's first (the first that runs, nearly always the first).
+template <class Perf>
+Pick heuristic_pick(const Perf* perf, int count, bool prefer_deterministic) {
+  std::vector<alloy::cuda::AlgorithmOffer> offers;
+  for (int i = 0; i < count; ++i) {
+    offers.push_back({static_cast<int>(perf[i].algo), static_cast<int>(perf[i].mathType), "",
+                      perf[i].status == CUDNN_STATUS_SUCCESS, perf[i].memory,
+                      perf[i].determinism == CUDNN_DETERMINISTIC});
+  }
+  const auto candidates =
+      alloy::cuda::algorithm_candidates(offers, prefer_deterministic, std::size_t{1} << 30);
+  if (candidates.empty()) return {};
+  return {candidates.front().algo, candidates.front().math_type};
+}
+
+constexpr const char* kForwardNames[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
+                                         "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
+                                         "WINOGRAD_NONFUSED"};
+constexpr const char* kDataNames[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                      "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+constexpr const char* kFilterNames[] = {"ALGO_0",   "ALGO_1",           "FFT",       "ALGO_3",
+                                        "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+
+void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTensorFormat_t format,
+             const char* label) {
+  const int out_h = (s.h + 2 * s.pad - s.r) / s.stride + 1;
+  const int out_w = (s.w + 2 * s.pad - s.r) / s.stride + 1;
+  const std::size_t size = type == CUDNN_DATA_FLOAT ? 4 : 2;
+  Handle<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x, y;
+  Handle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w;
+  Handle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv;
+  check(cudnnCreateTensorDescriptor(&x.raw), "tensor descriptor");
+  check(cudnnCreateTensorDescriptor(&y.raw), "tensor descriptor");
+  check(cudnnCreateFilterDescriptor(&w.raw), "filter descriptor");
+  check(cudnnCreateConvolutionDescriptor(&conv.raw), "convolution descriptor");
+  check(cudnnSetTensor4dDescriptor(x.raw, format, type, s.n, s.c, s.h, s.w), "x");
+  check(cudnnSetTensor4dDescriptor(y.raw, format, type, s.n, s.k, out_h, out_w), "y");
+  check(cudnnSetFilter4dDescriptor(w.raw, type, format, s.k, s.c, s.r, s.r), "w");
+  check(cudnnSetConvolution2dDescriptor(conv.raw, s.pad, s.pad, s.stride, s.stride, 1, 1,
+                                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+        "convolution");
+  check(cudnnSetConvolutionMathType(
+            conv.raw, type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH),
+        "math type");
+  const Buffer xb = device_buffer(size * s.n * s.c * s.h * s.w);
+  const Buffer yb = device_buffer(size * s.n * s.k * out_h * out_w);
+  const Buffer wb = device_buffer(size * s.k * s.c * s.r * s.r);
+  constexpr std::size_t kWorkspace = std::size_t{1} << 30;
+  const Buffer workspace = device_buffer(kWorkspace);
+
+  constexpr int kMax = 16;
+  int count = 0;
+  cudnnConvolutionFwdAlgoPerf_t fp[kMax];
+  cudnnConvolutionBwdDataAlgoPerf_t dp[kMax];
+  cudnnConvolutionBwdFilterAlgoPerf_t wp[kMax];
+  check(cudnnGetConvolutionForwardAlgorithm_v7(handle, x.raw, w.raw, conv.raw, y.raw, kMax, &count,
+                                               fp),
+        "heuristic forward");
+  const Pick forward_pick = heuristic_pick(fp, count, false);
+  check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w.raw, y.raw, conv.raw, x.raw, kMax,
+                                                    &count, dp),
+        "heuristic backward data");
+  const Pick data_pick = heuristic_pick(dp, count, true);
+  check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, x.raw, y.raw, conv.raw, w.raw, kMax,
+                                                      &count, wp),
+        "heuristic backward filter");
+  const Pick filter_pick = heuristic_pick(wp, count, true);
+
+  Timing forward, data, filter;
+  for (int round = 0; round < 3; ++round) {
+    check(cudnnFindConvolutionForwardAlgorithmEx(handle, x.raw, xb.get(), w.raw, wb.get(),
+                                                 conv.raw, y.raw, yb.get(), kMax, &count, fp,
+                                                 workspace.get(), kWorkspace),
+          "find forward");
+    fold(forward, fp, count, kForwardNames, forward_pick);
+    check(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w.raw, wb.get(), y.raw, yb.get(),
+                                                      conv.raw, x.raw, xb.get(), kMax, &count, dp,
+                                                      workspace.get(), kWorkspace),
+          "find backward data");
+    fold(data, dp, count, kDataNames, data_pick);
+    check(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x.raw, xb.get(), y.raw, yb.get(),
+                                                        conv.raw, w.raw, wb.get(), kMax, &count,
+                                                        wp, workspace.get(), kWorkspace),
+          "find backward filter");
+    fold(filter, wp, count, kFilterNames, filter_pick);
+  }
+  for (const auto& [direction, t] : {std::pair<const char*, const Timing*>{"forward", &forward},
+                                     {"data", &data},
+                                     {"filter", &filter}}) {
+    std::printf("%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
+                "fastest det. %-22s %8.4f | fastest %-22s %8.4f\n",
+                s.model, label, format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", s.n, s.c, s.h, s.w,
+                s.k, s.r, s.r, s.stride, s.pad, direction, t->heuristic.c_str(), t->heuristic_ms,
+                t->fastest_deterministic.c_str(), t->fastest_deterministic_ms, t->fastest.c_str(),
+                t->fastest_ms);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int batch = 256;
+  if (argc == 3 && std::strcmp(argv[1], "--batch") == 0) {
+    batch = std::atoi(argv[2]);
+  } else if (argc != 1) {
+    std::fprintf(stderr, "usage: conv_algorithms [--batch N]\n");
+    return 2;
+  }
+  try {
+    Handle<cudnnHandle_t, cudnnDestroy> handle;
+    check(cudnnCreate(&handle.raw), "cudnnCreate");
+    const Shape lenet[] = {{"lenet", batch, 1, 28, 28, 20, 3, 1, 0},
+                           {"lenet", batch, 20, 13, 13, 50, 5, 1, 0}};
+    const Shape resnet[] = {
+        {"resnet18", batch, 1, 28, 28, 64, 3, 1, 1},    {"resnet18", batch, 64, 28, 28, 64, 3, 1, 1},
+        {"resnet18", batch, 64, 28, 28, 128, 3, 2, 1},  {"resnet18", batch, 64, 28, 28, 128, 1, 2, 0},
+        {"resnet18", batch, 128, 14, 14, 128, 3, 1, 1}, {"resnet18", batch, 128, 14, 14, 256, 3, 2, 1},
+        {"resnet18", batch, 256, 7, 7, 256, 3, 1, 1},   {"resnet18", batch, 256, 7, 7, 512, 3, 2, 1},
+        {"resnet18", batch, 512, 4, 4, 512, 3, 1, 1}};
+    for (const Shape& s : lenet) measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
+    for (const Shape& s : resnet) {
+      measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, "f16");
+      measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, "f16");
+      measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "conv_algorithms: %s\n", error.what());
+    return 1;
+  }
+  return 0;
+}
