@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/ops/conv2d.h"
 #include "core/ops/permute.h"
 #include "tests/support/gpu.h"
@@ -111,6 +112,39 @@ BOOST_AUTO_TEST_CASE(the_bias_lands_on_every_channel_in_every_dtype) {
       BOOST_TEST(wrong == 0, what << ": " << wrong << " values are not their channel's bias");
     }
   }
+}
+
+// After a warm-up step (which settles cuDNN's algorithms), the channels-last forward and
+// backward, with their filter copies, transposing add and bias kernels, capture into a CUDA
+// graph whose replay gives the eager step's bits.
+BOOST_AUTO_TEST_CASE(a_captured_step_replays_like_an_eager_one) {
+  Generator generator(94);
+  const Device device = Device::cuda(0);
+  const Conv2dParams params{1, 1, 1, 1};
+  const DType dtype = DType::f16;
+  // x [N, H, W, C] = [2, 6, 5, 5], y [2, 6, 5, 3].
+  const Tensor x = to_cuda(random_tensor({2, 6, 5, 5}, dtype, generator));
+  const Tensor w = to_cuda(random_tensor({3, 5, 3, 3}, dtype, generator));
+  const Tensor b = to_cuda(random_tensor({3}, dtype, generator));
+  const Tensor dy = to_cuda(random_tensor({2, 6, 5, 3}, dtype, generator));
+  const Tensor dw0 = random_tensor({3, 5, 3, 3}, DType::f32, generator);
+  const Tensor db0 = random_tensor({3}, DType::f32, generator);
+  Tensor dw_eager = to_cuda(dw0), db_eager = to_cuda(db0);
+  const Tensor y_eager = conv2d_forward(x, w, b, params, Layout::nhwc);
+  const Tensor dx_eager =
+      conv2d_backward(x, w, dy, dw_eager, db_eager, params, true, Layout::nhwc).dx;
+
+  Tensor dw = to_cuda(dw0), db = to_cuda(db0), y, dx;
+  const std::unique_ptr<CapturedWork> graph = capture_cuda_work(device, [&] {
+    y = conv2d_forward(x, w, b, params, Layout::nhwc);
+    dx = conv2d_backward(x, w, dy, dw, db, params, true, Layout::nhwc).dx;
+  });
+  check_gpu_equal(dw, dw0, "dw, captured and not yet run");
+  graph->replay();
+  check_gpu_equal(y, to_host(y_eager), "y replayed");
+  check_gpu_equal(dx, to_host(dx_eager), "dx replayed");
+  check_gpu_equal(dw, to_host(dw_eager), "dw replayed");
+  check_gpu_equal(db, to_host(db_eager), "db replayed");
 }
 
 #ifdef ALLOY_HAVE_CUDA

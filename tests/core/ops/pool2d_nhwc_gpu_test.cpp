@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend.h"
 #include "core/ops/permute.h"
 #include "core/ops/pool2d.h"
 #include "tests/support/gpu.h"
@@ -78,6 +79,34 @@ BOOST_AUTO_TEST_CASE(max_pooling_matches_the_cpu) {
       }
     }
   }
+}
+
+// Both pools' kernels (and the max-pool backward's memset and rounding of its fp32 sums)
+// capture into a CUDA graph whose replay gives the eager calls' bits.
+BOOST_AUTO_TEST_CASE(captured_pools_replay_like_eager_calls) {
+  Generator generator(53);
+  const Pool2dParams params{3, 3, 2, 2, 1, 1};
+  const Tensor x = to_cuda(random_tensor({2, 9, 7, 5}, DType::bf16, generator));
+  const Shape y_shape = pool2d_output_shape(x.shape(), params, Layout::nhwc);
+  const Tensor dy = to_cuda(random_tensor(y_shape, DType::bf16, generator));
+  const MaxPoolResult max_eager = max_pool2d_forward(x, params, Layout::nhwc);
+  const Tensor max_dx_eager = max_pool2d_backward(dy, max_eager.argmax, x.shape(), Layout::nhwc);
+  const Tensor avg_eager = avg_pool2d_forward(x, params, Layout::nhwc);
+  const Tensor avg_dx_eager = avg_pool2d_backward(dy, x.shape(), params, Layout::nhwc);
+  MaxPoolResult max;
+  Tensor max_dx, avg, avg_dx;
+  const std::unique_ptr<CapturedWork> graph = capture_cuda_work(Device::cuda(0), [&] {
+    max = max_pool2d_forward(x, params, Layout::nhwc);
+    max_dx = max_pool2d_backward(dy, max.argmax, x.shape(), Layout::nhwc);
+    avg = avg_pool2d_forward(x, params, Layout::nhwc);
+    avg_dx = avg_pool2d_backward(dy, x.shape(), params, Layout::nhwc);
+  });
+  graph->replay();
+  check_gpu_equal(max.y, to_host(max_eager.y), "max y replayed");
+  check_gpu_equal(max.argmax, to_host(max_eager.argmax), "argmax replayed");
+  check_gpu_equal(max_dx, to_host(max_dx_eager), "max dx replayed");
+  check_gpu_equal(avg, to_host(avg_eager), "avg y replayed");
+  check_gpu_equal(avg_dx, to_host(avg_dx_eager), "avg dx replayed");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
