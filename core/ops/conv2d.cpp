@@ -5,6 +5,7 @@
 
 #include "core/ops/cpu/float_buffer.h"
 #include "core/ops/dispatch.h"
+#include "core/ops/permute.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/ops/cuda/conv2d.h"
@@ -36,38 +37,63 @@ Shape output_shape(const char* op, const Shape& x, const Shape& w, const Conv2dP
   return {x[0], w[0], span_h / params.stride_h + 1, span_w / params.stride_w + 1};
 }
 
+// x's NCHW sizes as a shape, for the checks and the geometry.
+Shape nchw_shape(const char* op, const Shape& x, Layout layout) {
+  const Nchw s = nchw_sizes(x, layout, op);
+  return {s.n, s.c, s.h, s.w};
+}
+
+// Both shapes NCHW-ordered; the geometry carries `layout` to the CUDA kernels.
 cpu::Conv2dGeometry geometry(const char* op, const Shape& x, const Shape& w, const Shape& y,
-                             const Conv2dParams& params) {
+                             const Conv2dParams& params, Layout layout) {
   constexpr std::int64_t limit = std::numeric_limits<int>::max();
   // The kernels hand these products to BLAS as ints.
   ALLOY_CHECK(x[1] * w[2] * w[3] <= limit && x[0] * y[2] * y[3] <= limit, op, ": x ", shape_str(x),
               " with w ", shape_str(w), " exceeds the BLAS int range");
-  return {static_cast<int>(x[0]), static_cast<int>(x[1]),
-          static_cast<int>(x[2]), static_cast<int>(x[3]),
-          static_cast<int>(w[0]), static_cast<int>(w[2]),
-          static_cast<int>(w[3]), static_cast<int>(y[2]),
-          static_cast<int>(y[3]), params};
+  return {static_cast<int>(x[0]),
+          static_cast<int>(x[1]),
+          static_cast<int>(x[2]),
+          static_cast<int>(x[3]),
+          static_cast<int>(w[0]),
+          static_cast<int>(w[2]),
+          static_cast<int>(w[3]),
+          static_cast<int>(y[2]),
+          static_cast<int>(y[3]),
+          params,
+          layout};
+}
+
+// The physical shape of an NCHW-ordered shape in `layout`.
+Shape physical(const Shape& nchw, Layout layout) {
+  return shape_in(layout, nchw[0], nchw[1], nchw[2], nchw[3]);
 }
 
 }  // namespace
 
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& params) {
-  return output_shape("conv2d", x, w, params);
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& params,
+                          Layout layout) {
+  constexpr const char* op = "conv2d";
+  return physical(output_shape(op, nchw_shape(op, x, layout), w, params), layout);
 }
 
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                      const Conv2dParams& params) {
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& params,
+                      Layout layout) {
   constexpr const char* op = "conv2d_forward";
   const Device device = common_device(op, {&x, &w, &b});
   check_floating(op, "x", x);
   check_dtype(op, "w", w, x.dtype());
-  const Shape y_shape = output_shape(op, x.shape(), w.shape(), params);
+  const Shape x_nchw = nchw_shape(op, x.shape(), layout);
+  const Shape y_nchw = output_shape(op, x_nchw, w.shape(), params);
   if (b.defined()) {
     check_dtype(op, "b", b, x.dtype());
     check_shape(op, "b", b, {w.dim(0)});
   }
-  const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
-  Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  const cpu::Conv2dGeometry g = geometry(op, x_nchw, w.shape(), y_nchw, params, layout);
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    return to_channels_last(conv2d_forward(to_channels_first(x), w, b, params));
+  }
+  Tensor y =
+      Tensor::empty(physical(y_nchw, layout), x.dtype(), device, MemoryCategory::activations);
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
       cuda::conv2d_forward(device, g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
@@ -83,21 +109,28 @@ Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
 }
 
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
-                            Tensor& db, const Conv2dParams& params, bool need_dx) {
+                            Tensor& db, const Conv2dParams& params, bool need_dx, Layout layout) {
   constexpr const char* op = "conv2d_backward";
   const Device device = common_device(op, {&x, &w, &dy, &dw, &db});
   check_floating(op, "x", x);
   check_dtype(op, "w", w, x.dtype());
-  const Shape y_shape = output_shape(op, x.shape(), w.shape(), params);
+  const Shape x_nchw = nchw_shape(op, x.shape(), layout);
+  const Shape y_nchw = output_shape(op, x_nchw, w.shape(), params);
   check_dtype(op, "dy", dy, x.dtype());
-  check_shape(op, "dy", dy, y_shape);
+  check_shape(op, "dy", dy, physical(y_nchw, layout));
   check_accumulator_dtype(op, "dw", dw, x.dtype());
   check_shape(op, "dw", dw, w.shape());
   if (db.defined()) {
     check_accumulator_dtype(op, "db", db, x.dtype());
     check_shape(op, "db", db, {w.dim(0)});
   }
-  const cpu::Conv2dGeometry g = geometry(op, x.shape(), w.shape(), y_shape, params);
+  const cpu::Conv2dGeometry g = geometry(op, x_nchw, w.shape(), y_nchw, params, layout);
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    Conv2dGrads grads =
+        conv2d_backward(to_channels_first(x), w, to_channels_first(dy), dw, db, params, need_dx);
+    if (need_dx) grads.dx = to_channels_last(grads.dx);
+    return grads;
+  }
   Conv2dGrads grads;
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {

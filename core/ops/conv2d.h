@@ -1,8 +1,11 @@
-// 2-D convolution (cross-correlation, as in every framework), NCHW.
+// 2-D convolution (cross-correlation, as in every framework), NCHW or channels-last.
 // x: [N, C, H, W], w: [K, C, R, S], b: [K] or undefined; one floating dtype; y: [N, K, P, Q]
 // with P = (H + 2 pad_h - R) / stride_h + 1. Accumulates in fp32; output rounded once.
+// Layout::nhwc: x [N, H, W, C], y [N, P, Q, K] (dx and dy likewise); w and dw stay KCRS. The
+// CPU runs it as the NCHW convolution of the permuted tensors (the same bits); CUDA natively.
 #pragma once
 
+#include "core/layout.h"
 #include "core/tensor.h"
 
 namespace alloy {
@@ -12,10 +15,11 @@ struct Conv2dParams {
   int pad_h = 0, pad_w = 0;
 };
 
-Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& params);
+Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& params,
+                          Layout layout = Layout::nchw);
 
-Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b,
-                      const Conv2dParams& params);
+Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& params,
+                      Layout layout = Layout::nchw);
 
 struct Conv2dGrads {
   Tensor dx;  // x's shape and dtype; undefined unless need_dx
@@ -23,7 +27,8 @@ struct Conv2dGrads {
 
 // Accumulates dw += dL/dw and db += dL/db (db may be undefined).
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& dy, Tensor& dw,
-                            Tensor& db, const Conv2dParams& params, bool need_dx);
+                            Tensor& db, const Conv2dParams& params, bool need_dx,
+                            Layout layout = Layout::nchw);
 
 namespace cpu {
 
@@ -33,6 +38,8 @@ struct Conv2dGeometry {
   int filters, kernel_h, kernel_w;     // w
   int out_h, out_w;                    // y
   Conv2dParams params;
+  // The memory order of x, y, dx and dy for the CUDA kernels; the CPU kernels take NCHW only.
+  Layout layout = Layout::nchw;
 };
 
 // Kernels over NCHW arrays, parallel over the batch, computing in fp32. x, y, dy and dx are

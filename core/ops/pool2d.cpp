@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "core/ops/dispatch.h"
+#include "core/ops/permute.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
@@ -45,77 +46,129 @@ cpu::Pool2dGeometry geometry(const Shape& x, const Shape& y, const Pool2dParams&
   return g;
 }
 
-}  // namespace
-
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& params) {
-  return output_shape("pool2d", x, params);
+// x's NCHW sizes as a shape (for the checks and the geometry), and back.
+Shape nchw_shape(const char* op, const Shape& x, Layout layout) {
+  const Nchw s = nchw_sizes(x, layout, op);
+  return {s.n, s.c, s.h, s.w};
+}
+Shape physical(const Shape& nchw, Layout layout) {
+  return shape_in(layout, nchw[0], nchw[1], nchw[2], nchw[3]);
 }
 
-Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
+}  // namespace
+
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& params, Layout layout) {
+  constexpr const char* op = "pool2d";
+  return physical(output_shape(op, nchw_shape(op, x, layout), params), layout);
+}
+
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params, Layout layout) {
   constexpr const char* op = "avg_pool2d_forward";
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
-  const Shape y_shape = output_shape(op, x.shape(), params);
-  Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  const Shape x_nchw = nchw_shape(op, x.shape(), layout);
+  const Shape y_shape = output_shape(op, x_nchw, params);
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    return to_channels_last(avg_pool2d_forward(to_channels_first(x), params));
+  }
+  Tensor y =
+      Tensor::empty(physical(y_shape, layout), x.dtype(), device, MemoryCategory::activations);
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      cuda::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params),
-                               cuda::stream_of(device));
+      const cpu::Pool2dGeometry g = geometry(x_nchw, y_shape, params);
+      if (layout == Layout::nhwc) {
+        cuda::avg_pool2d_forward_channels_last(x.raw(), y.raw(), x.dtype(), g, x_nchw[1],
+                                               cuda::stream_of(device));
+      } else {
+        cuda::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), g, cuda::stream_of(device));
+      }
       return y;
     });
-  cpu::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x.shape(), y_shape, params));
+  cpu::avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), geometry(x_nchw, y_shape, params));
   return y;
 }
 
-Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params) {
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params,
+                           Layout layout) {
   constexpr const char* op = "avg_pool2d_backward";
   const Device device = common_device(op, {&dy});
   check_floating(op, "dy", dy);
-  const Shape y_shape = output_shape(op, x_shape, params);
-  check_shape(op, "dy", dy, y_shape);
+  const Shape x_nchw = nchw_shape(op, x_shape, layout);
+  const Shape y_shape = output_shape(op, x_nchw, params);
+  check_shape(op, "dy", dy, physical(y_shape, layout));
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    return to_channels_last(avg_pool2d_backward(to_channels_first(dy), x_nchw, params));
+  }
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      cuda::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params),
-                                cuda::stream_of(device));
+      const cpu::Pool2dGeometry g = geometry(x_nchw, y_shape, params);
+      if (layout == Layout::nhwc) {
+        cuda::avg_pool2d_backward_channels_last(dy.raw(), dx.raw(), dy.dtype(), g, x_nchw[1],
+                                                cuda::stream_of(device));
+      } else {
+        cuda::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), g, cuda::stream_of(device));
+      }
       return dx;
     });
-  cpu::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_shape, y_shape, params));
+  cpu::avg_pool2d_backward(dy.raw(), dx.raw(), dy.dtype(), geometry(x_nchw, y_shape, params));
   return dx;
 }
 
-MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
+MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Layout layout) {
   constexpr const char* op = "max_pool2d_forward";
   const Device device = common_device(op, {&x});
   check_floating(op, "x", x);
-  const Shape y_shape = output_shape(op, x.shape(), params);
+  const Shape x_nchw = nchw_shape(op, x.shape(), layout);
+  const Shape y_shape = output_shape(op, x_nchw, params);
   MaxPoolResult result;
-  result.y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
-  result.argmax = Tensor::empty(y_shape, DType::i32, device, MemoryCategory::activations);
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    const MaxPoolResult nchw = max_pool2d_forward(to_channels_first(x), params);
+    result.y = to_channels_last(nchw.y);
+    result.argmax = to_channels_last(nchw.argmax);
+    return result;
+  }
+  result.y =
+      Tensor::empty(physical(y_shape, layout), x.dtype(), device, MemoryCategory::activations);
+  result.argmax = Tensor::empty(result.y.shape(), DType::i32, device, MemoryCategory::activations);
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      cuda::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(),
-                               x.dtype(), geometry(x.shape(), y_shape, params),
-                               cuda::stream_of(device));
+      const cpu::Pool2dGeometry g = geometry(x_nchw, y_shape, params);
+      if (layout == Layout::nhwc) {
+        cuda::max_pool2d_forward_channels_last(x.raw(), result.y.raw(),
+                                               result.argmax.data<std::int32_t>(), x.dtype(), g,
+                                               x_nchw[1], cuda::stream_of(device));
+      } else {
+        cuda::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(),
+                                 x.dtype(), g, cuda::stream_of(device));
+      }
       return result;
     });
   cpu::max_pool2d_forward(x.raw(), result.y.raw(), result.argmax.data<std::int32_t>(), x.dtype(),
-                          geometry(x.shape(), y_shape, params));
+                          geometry(x_nchw, y_shape, params));
   return result;
 }
 
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape) {
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
+                           Layout layout) {
   constexpr const char* op = "max_pool2d_backward";
   const Device device = common_device(op, {&dy, &argmax});
   check_floating(op, "dy", dy);
   check_rank(op, "dy", dy, 4);
   check_dtype(op, "argmax", argmax, DType::i32);
   check_shape(op, "argmax", argmax, dy.shape());
-  ALLOY_CHECK(x_shape.size() == 4 && x_shape[0] == dy.dim(0) && x_shape[1] == dy.dim(1), op,
-              ": input shape ", shape_str(x_shape), " does not match dy ", dy.str());
-  ALLOY_CHECK(x_shape[2] * x_shape[3] <= std::numeric_limits<std::int32_t>::max(), op,
+  const Shape y_nchw = nchw_shape(op, dy.shape(), layout);
+  const Shape x_nchw = nchw_shape(op, x_shape, layout);
+  ALLOY_CHECK(x_nchw[0] == y_nchw[0] && x_nchw[1] == y_nchw[1], op, ": input shape ",
+              shape_str(x_shape), " does not match dy ", dy.str(), " (", layout_name(layout), ")");
+  ALLOY_CHECK(x_nchw[2] * x_nchw[3] <= std::numeric_limits<std::int32_t>::max(), op,
               ": input plane of ", shape_str(x_shape), " is too large");
+  if (layout == Layout::nhwc && !device.is_cuda()) {
+    return to_channels_last(
+        max_pool2d_backward(to_channels_first(dy), to_channels_first(argmax), x_nchw));
+  }
   Tensor dx = Tensor::empty(x_shape, dy.dtype(), device, MemoryCategory::activations);
+  const cpu::Pool2dGeometry g = geometry(x_nchw, y_nchw, Pool2dParams{});
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
       // Half gradients accumulate in fp32 scratch and are rounded once, as on the CPU.
@@ -123,14 +176,18 @@ Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& 
       if (dy.dtype() != DType::f32) {
         scratch = Tensor::empty(x_shape, DType::f32, device, MemoryCategory::workspace);
       }
-      cuda::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(),
-                                scratch.defined() ? scratch.data<float>() : nullptr, dy.dtype(),
-                                geometry(x_shape, dy.shape(), Pool2dParams{}),
-                                cuda::stream_of(device));
+      float* const accumulator = scratch.defined() ? scratch.data<float>() : nullptr;
+      if (layout == Layout::nhwc) {
+        cuda::max_pool2d_backward_channels_last(dy.raw(), argmax.data<std::int32_t>(), dx.raw(),
+                                                accumulator, dy.dtype(), g, x_nchw[1],
+                                                cuda::stream_of(device));
+      } else {
+        cuda::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(), accumulator,
+                                  dy.dtype(), g, cuda::stream_of(device));
+      }
       return dx;
     });
-  cpu::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(), dy.dtype(),
-                           geometry(x_shape, dy.shape(), Pool2dParams{}));
+  cpu::max_pool2d_backward(dy.raw(), argmax.data<std::int32_t>(), dx.raw(), dy.dtype(), g);
   return dx;
 }
 

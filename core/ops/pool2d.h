@@ -1,11 +1,14 @@
 // Average and max pooling, NCHW, with kernel, stride and zero padding (at most half the
 // kernel, as PyTorch requires). Average pooling divides by the full window (padding counts, as
 // PyTorch's count_include_pad default). Output dtype is the input's; averages are summed in fp32
-// and rounded once.
+// and rounded once. Layout::nhwc: x, y, dx and dy channels-last ([N, H, W, C]), the same values
+// as NCHW pooling of the permuted tensors, bit for bit (the CPU permutes around its NCHW
+// kernels; CUDA has native kernels summing in the same order).
 #pragma once
 
 #include <cstdint>
 
+#include "core/layout.h"
 #include "core/tensor.h"
 
 namespace alloy {
@@ -16,19 +19,26 @@ struct Pool2dParams {
   int pad_h = 0, pad_w = 0;
 };
 
-Shape pool2d_output_shape(const Shape& x, const Pool2dParams& params);
+Shape pool2d_output_shape(const Shape& x, const Pool2dParams& params, Layout layout = Layout::nchw);
 
-Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params);
-Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params);
+Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params,
+                          Layout layout = Layout::nchw);
+// x_shape is x's physical shape (in `layout`).
+Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params,
+                           Layout layout = Layout::nchw);
 
 struct MaxPoolResult {
   Tensor y;
-  Tensor argmax;  // i32, y's shape: flat index within each (n, c) input plane
+  // i32, y's (physical) shape: flat index h * W + w within each (n, c) input plane, whatever
+  // the layout.
+  Tensor argmax;
 };
 
 // Ties pick the first maximum in row-major window order; NaN propagates (the first NaN wins).
-MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params);
-Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape);
+MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params,
+                                 Layout layout = Layout::nchw);
+Tensor max_pool2d_backward(const Tensor& dy, const Tensor& argmax, const Shape& x_shape,
+                           Layout layout = Layout::nchw);
 
 namespace cpu {
 

@@ -15,6 +15,7 @@
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"
 #include "core/ops/cuda/last_block.h"
+#include "core/ops/cuda/permute.h"
 
 namespace alloy::cuda {
 
@@ -40,13 +41,20 @@ cudnnDataType_t cudnn_type(DType dtype) {
   }
 }
 
-TensorDesc tensor_desc(DType dtype, int n, int c, int h, int w) {
+// cuDNN's memory format of a layout: for filters NHWC means KRSC.
+cudnnTensorFormat_t cudnn_format(Layout layout) {
+  return layout == Layout::nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+}
+
+// An [n, c, h, w] tensor stored in `layout`.
+TensorDesc tensor_desc(DType dtype, Layout layout, int n, int c, int h, int w) {
   cudnnTensorDescriptor_t raw = nullptr;
   ALLOY_CUDA_CHECK(cudnnCreateTensorDescriptor(&raw), "conv2d: creating a tensor descriptor");
   TensorDesc desc(raw);
   ALLOY_CUDA_CHECK(
-      cudnnSetTensor4dDescriptor(raw, CUDNN_TENSOR_NCHW, cudnn_type(dtype), n, c, h, w),
-      "conv2d: describing a ", dtype_name(dtype), "[", n, ", ", c, ", ", h, ", ", w, "] tensor");
+      cudnnSetTensor4dDescriptor(raw, cudnn_format(layout), cudnn_type(dtype), n, c, h, w),
+      "conv2d: describing a ", dtype_name(dtype), "[", n, ", ", c, ", ", h, ", ", w, "] ",
+      layout_name(layout), " tensor");
   return desc;
 }
 
@@ -54,10 +62,12 @@ FilterDesc filter_desc(DType dtype, const Conv2dGeometry& g) {
   cudnnFilterDescriptor_t raw = nullptr;
   ALLOY_CUDA_CHECK(cudnnCreateFilterDescriptor(&raw), "conv2d: creating a filter descriptor");
   FilterDesc desc(raw);
-  ALLOY_CUDA_CHECK(cudnnSetFilter4dDescriptor(raw, cudnn_type(dtype), CUDNN_TENSOR_NCHW, g.filters,
-                                              g.channels, g.kernel_h, g.kernel_w),
+  // Channels-last convolutions take KRSC filters: cuDNN's NHWC kernels want both operands so.
+  ALLOY_CUDA_CHECK(cudnnSetFilter4dDescriptor(raw, cudnn_type(dtype), cudnn_format(g.layout),
+                                              g.filters, g.channels, g.kernel_h, g.kernel_w),
                    "conv2d: describing a ", dtype_name(dtype), "[", g.filters, ", ", g.channels,
-                   ", ", g.kernel_h, ", ", g.kernel_w, "] filter");
+                   ", ", g.kernel_h, ", ", g.kernel_w, "] ",
+                   g.layout == Layout::nhwc ? "KRSC" : "KCRS", " filter");
   return desc;
 }
 
@@ -147,8 +157,8 @@ struct Plan {
 Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
     : dtype(data_type),
       geometry(g),
-      x(tensor_desc(data_type, g.batch, g.channels, g.height, g.width)),
-      y(tensor_desc(data_type, g.batch, g.filters, g.out_h, g.out_w)),
+      x(tensor_desc(data_type, g.layout, g.batch, g.channels, g.height, g.width)),
+      y(tensor_desc(data_type, g.layout, g.batch, g.filters, g.out_h, g.out_w)),
       w(filter_desc(data_type, g)) {
   // Tensor cores for half data; true fp32 (FMA, no TF32) for f32 data.
   const cudnnMathType_t allowed = dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
@@ -180,12 +190,14 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
   filter.candidates = algorithm_candidates(offers_of(filter_perf, found), true, kWorkspaceLimit);
 }
 
-// "forward of f16 x [8, 1, 28, 28] with 6 filters 5x5, stride 1x1, padding 2x2".
+// "forward of f16 x [8, 1, 28, 28] with 6 filters 5x5, stride 1x1, padding 2x2" (NCHW sizes),
+// then ", channels-last" for an NHWC one.
 std::string describe(const char* direction, DType dtype, const Conv2dGeometry& g) {
   return detail::concat(direction, " of ", dtype_name(dtype), " x [", g.batch, ", ", g.channels,
                         ", ", g.height, ", ", g.width, "] with ", g.filters, " filters ",
                         g.kernel_h, "x", g.kernel_w, ", stride ", g.params.stride_h, "x",
-                        g.params.stride_w, ", padding ", g.params.pad_h, "x", g.params.pad_w);
+                        g.params.stride_w, ", padding ", g.params.pad_h, "x", g.params.pad_w,
+                        g.layout == Layout::nhwc ? ", channels-last" : "");
 }
 
 // What one cuDNN call of a direction needs: the algorithm, its convolution descriptor and a
@@ -258,7 +270,8 @@ void execute(Direction& direction, const Plan& plan, const char* name, Device de
       what(), " (algorithm ", direction.algo, ")");
 }
 
-using PlanKey = std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+using PlanKey =
+    std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
 
 struct PlanCache {
   std::mutex mutex;
@@ -274,13 +287,21 @@ PlanCache& plan_cache() {
 // op of a device is issued from the thread that drives its stream), so a plan's first
 // execution, which settles its algorithms, needs no lock of its own.
 Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g) {
-  const PlanKey key{device.index,      static_cast<int>(dtype),
-                    g.batch,           g.channels,
-                    g.height,          g.width,
-                    g.filters,         g.kernel_h,
-                    g.kernel_w,        g.params.stride_h,
-                    g.params.stride_w, g.params.pad_h,
-                    g.params.pad_w,    g.out_h};
+  const PlanKey key{device.index,
+                    static_cast<int>(dtype),
+                    g.batch,
+                    g.channels,
+                    g.height,
+                    g.width,
+                    g.filters,
+                    g.kernel_h,
+                    g.kernel_w,
+                    g.params.stride_h,
+                    g.params.stride_w,
+                    g.params.pad_h,
+                    g.params.pad_w,
+                    g.out_h,
+                    static_cast<int>(g.layout)};
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto& slot = cache.plans[key];
@@ -372,6 +393,89 @@ __global__ void bias_grad_kernel(const T* dy, ChannelSplit s, float* partials, v
   }
 }
 
+// The channels-last bias: y[r, c] = y[r, c] + b[c] over rows of `channels` values, added in fp32
+// and rounded once like bias_add_kernel. Packs of 16 bytes when `packed` (y aligned to one);
+// a pack's channels run on from its first, wrapping at the end of a row.
+template <class T>
+__global__ void bias_add_rows_kernel(T* y, const T* b, IntDivider channels, unsigned int count,
+                                     bool packed) {
+  constexpr unsigned int n = kPackSize<T>;
+  unsigned int first = 0;
+  if (packed) {
+    ALLOY_GRID_STRIDE_32(p, count / n) {
+      unsigned int c = channels.divmod(p * n).remainder;
+      Pack<T, n> values = reinterpret_cast<const Pack<T, n>*>(y)[p];
+      for (unsigned int j = 0; j < n; ++j) {
+        values.v[j] = narrow<T>(__fadd_rn(widen(values.v[j]), widen(b[c])));
+        if (++c == channels.divisor()) c = 0;
+      }
+      reinterpret_cast<Pack<T, n>*>(y)[p] = values;
+    }
+    first = count / n * n;
+  }
+  ALLOY_GRID_STRIDE_32(k, count - first) {
+    const unsigned int i = first + k;
+    y[i] = narrow<T>(__fadd_rn(widen(y[i]), widen(b[channels.divmod(i).remainder])));
+  }
+}
+
+void add_bias_rows(void* y, const void* b, DType dtype, std::int64_t rows, std::int64_t channels,
+                   cudaStream_t stream) {
+  if (rows * channels == 0) return;
+  dispatch_floating(dtype, "conv2d_forward", [&](auto type) {
+    using T = decltype(type);
+    constexpr int n = kPackSize<T>;
+    for_each_piece(rows, channels, "conv2d_forward", [&](std::int64_t first, std::int64_t count) {
+      T* const out = static_cast<T*>(y) + first * channels;
+      const std::int64_t elements = count * channels;
+      const bool packed = packs_aligned(out);
+      ALLOY_LAUNCH(bias_add_rows_kernel,
+                   grid_for(packed ? std::max(elements / n, elements % n) : elements), kThreads, 0,
+                   stream)
+      (out, static_cast<const T*>(b), IntDivider(static_cast<std::uint32_t>(channels)),
+       static_cast<unsigned int>(elements), packed);
+      ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_add_rows_kernel over ", count, " rows of ", channels,
+                              " channels");
+    });
+  });
+}
+
+constexpr int kColumnTile = 32;  // channels per block of bias_grad_rows_kernel
+constexpr int kRowLanes = 32;    // threads of a block that split the rows
+
+// The channels-last bias gradient: db[c] += the fp32 sum of dy[r, c] over all rows. A block
+// takes 32 channels (consecutive threads read consecutive channels of a row); its 32 lanes per
+// channel sum every 32nd row, and the lanes' sums are added in lane order: deterministic. Simple
+// rather than fast: convolution biases are rare in the channels-last models.
+template <class T>
+__global__ void bias_grad_rows_kernel(const T* dy, std::int64_t rows, int channels, void* db,
+                                      DType db_dtype) {
+  __shared__ float partial[kRowLanes][kColumnTile + 1];
+  const int c = blockIdx.x * kColumnTile + threadIdx.x;
+  float sum = 0.0f;
+  if (c < channels) {
+    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes)
+      sum += widen(dy[r * channels + c]);
+  }
+  partial[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= channels) return;
+  float total = 0.0f;
+  for (int lane = 0; lane < kRowLanes; ++lane)
+    total += partial[lane][threadIdx.x];
+  store_any(db, db_dtype, c, load_any(db, db_dtype, c) + total);
+}
+
+// A KRSC copy of the KCRS filter w, in a workspace: K images of [C, RS] transposed.
+DeviceBuffer krsc_copy(const void* w, DType dtype, const Conv2dGeometry& g, Device device,
+                       cudaStream_t stream) {
+  const std::int64_t taps = std::int64_t{g.kernel_h} * g.kernel_w;
+  DeviceBuffer copy(static_cast<std::size_t>(g.filters * g.channels * taps) * dtype_size(dtype),
+                    device, MemoryCategory::workspace);
+  transpose_images(w, copy.get(), dtype_size(dtype), g.filters, g.channels, taps, stream);
+  return copy;
+}
+
 }  // namespace
 
 int conv2d_plan_count(Device device) {
@@ -408,13 +512,21 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
   const cudaStream_t stream = ctx.stream.get();
   Plan& plan = plan_for(device, ctx.cudnn.get(), dtype, g);
   const float one = 1.0f, zero = 0.0f;
+  const bool nhwc = g.layout == Layout::nhwc;
+  const DeviceBuffer w_krsc = nhwc ? krsc_copy(w, dtype, g, device, stream) : DeviceBuffer();
+  const void* filter = nhwc ? w_krsc.get() : w;
   execute(plan.forward, plan, "forward", device, stream, false, [&](const Choice& c) {
-    return cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), w, c.conv,
-                                   static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), c.workspace,
-                                   c.workspace_bytes, &zero, plan.y.get(), y);
+    return cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), filter,
+                                   c.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+                                   c.workspace, c.workspace_bytes, &zero, plan.y.get(), y);
   });
-  if (b != nullptr)
-    add_bias(y, b, dtype, g.batch, g.filters, std::int64_t{g.out_h} * g.out_w, stream);
+  if (b == nullptr) return;
+  const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
+  if (nhwc) {
+    add_bias_rows(y, b, dtype, g.batch * plane, g.filters, stream);
+  } else {
+    add_bias(y, b, dtype, g.batch, g.filters, plane, stream);
+  }
 }
 
 void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,
@@ -424,13 +536,28 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   const cudnnHandle_t handle = ctx.cudnn.get();
   const cudaStream_t stream = ctx.stream.get();
   const float one = 1.0f, zero = 0.0f;
+  const bool nhwc = g.layout == Layout::nhwc;
+  const std::int64_t taps = std::int64_t{g.kernel_h} * g.kernel_w;
 
   // dw += dL/dw (beta = 1). The first execution tries its algorithms on a scratch output, since a
   // failed attempt may have written part of it; dw is then written once, by the one chosen.
+  // Channels-last: cuDNN writes a KRSC gradient (beta = 0, so every attempt may write it) into
+  // a workspace, added into the KCRS dw by a transposing add.
   const auto filter_gradient = [&](Plan& plan, const void* x_data, const void* dy_data,
                                    const char* what) {
     const std::size_t dw_bytes = static_cast<std::size_t>(g.filters) * g.channels * g.kernel_h *
                                  g.kernel_w * dtype_size(plan.dtype);
+    if (nhwc) {
+      const DeviceBuffer krsc(dw_bytes, device, MemoryCategory::workspace);
+      execute(plan.filter, plan, what, device, stream, false, [&](const Choice& c) {
+        return cudnnConvolutionBackwardFilter(
+            handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
+            &zero, plan.w.get(), krsc.get());
+      });
+      transpose_images_add(krsc.get(), dw, plan.dtype, g.filters, taps, g.channels, stream);
+      return;
+    }
     DeviceBuffer scratch;
     execute(plan.filter, plan, what, device, stream, true, [&](const Choice& c) {
       if (c.trial && scratch.get() == nullptr) {
@@ -460,7 +587,17 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
                     "fp32 filter gradient of half data");
   }
 
-  if (db != nullptr) {
+  if (db != nullptr && nhwc) {
+    const std::int64_t rows = std::int64_t{g.batch} * g.out_h * g.out_w;
+    dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
+      using T = decltype(type);
+      ALLOY_LAUNCH(bias_grad_rows_kernel, (g.filters + kColumnTile - 1) / kColumnTile,
+                   dim3(kColumnTile, kRowLanes), 0, stream)
+      (static_cast<const T*>(dy), rows, g.filters, db, db_dtype);
+    });
+    ALLOY_CUDA_CHECK_LAUNCH("conv2d bias_grad_rows_kernel over ", rows, " rows of ", g.filters,
+                            " channels");
+  } else if (db != nullptr) {
     const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
     const ChannelSplit split = split_for_reduction(g.batch, g.filters, plane, "conv2d_backward");
     const DeviceBuffer partials =
@@ -483,8 +620,11 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
 
   if (dx != nullptr) {
     Plan& plan = plan_for(device, handle, dtype, g);
+    const DeviceBuffer w_krsc = nhwc ? krsc_copy(w, dtype, g, device, stream) : DeviceBuffer();
+    const void* filter = nhwc ? w_krsc.get() : w;
     execute(plan.data, plan, "input gradient", device, stream, false, [&](const Choice& c) {
-      return cudnnConvolutionBackwardData(handle, &one, plan.w.get(), w, plan.y.get(), dy, c.conv,
+      return cudnnConvolutionBackwardData(handle, &one, plan.w.get(), filter, plan.y.get(), dy,
+                                          c.conv,
                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
                                           c.workspace, c.workspace_bytes, &zero, plan.x.get(), dx);
     });

@@ -7,6 +7,9 @@
 // caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
 // Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
 // data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
+// Channels-last (g.layout == nhwc): NHWC tensor descriptors and KRSC filters, cuDNN's native
+// tensor-core format. w and dw stay KCRS: the forward and the input gradient read a KRSC copy of
+// w made in a workspace, and cuDNN's KRSC filter gradient is added into dw by a transposing add.
 #pragma once
 
 #include <string>

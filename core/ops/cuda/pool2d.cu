@@ -163,6 +163,134 @@ __global__ void max_backward_scatter_kernel(const void* dy, DType dtype, const s
   }
 }
 
+// Channels-last: images of [rows, columns, channels]; a flat index splits into (image, row,
+// column, channel) with three dividers. Consecutive threads take consecutive channels of one
+// pixel, so every load and store of a warp is coalesced.
+struct RowsGeometry {
+  Geometry g;  // its planes are the image's H x W pixels
+  unsigned int channels;
+  IntDivider channel_divider, in_rows, out_rows;
+};
+
+RowsGeometry rows_geometry(const Pool2dGeometry& geometry, std::int64_t channels) {
+  return {device_geometry(geometry), static_cast<unsigned int>(channels),
+          divider(static_cast<int>(channels)), divider(geometry.height),
+          divider(geometry.out_height)};
+}
+
+// (image, row, column, channel) of a flat channels-last index.
+struct PixelIndex {
+  unsigned int image;
+  int row, column;
+  unsigned int channel;
+};
+__device__ __forceinline__ PixelIndex split_pixel(unsigned int index, const IntDivider& channels,
+                                                  const IntDivider& columns,
+                                                  const IntDivider& rows) {
+  const IntDivider::QuotientRemainder c = channels.divmod(index);
+  const IntDivider::QuotientRemainder w = columns.divmod(c.quotient);
+  const IntDivider::QuotientRemainder h = rows.divmod(w.quotient);
+  return {h.quotient, static_cast<int>(h.remainder), static_cast<int>(w.remainder), c.remainder};
+}
+
+// The NCHW kernels' sums, in their order, over channels-last tensors: the same bits.
+template <class T>
+__global__ void avg_forward_rows_kernel(const T* x, T* y, RowsGeometry r, unsigned int count) {
+  const Geometry& g = r.g;
+  const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PixelIndex o = split_pixel(index, r.channel_divider, g.out_columns, r.out_rows);
+    const Window win = window_of(g, {o.image, o.row, o.column});
+    const T* in = x + o.image * g.in_plane * r.channels + o.channel;
+    float sum = 0.0f;
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w)
+        sum += widen(in[(h * g.width + w) * r.channels]);
+    }
+    y[index] = narrow<T>(sum / divisor);
+  }
+}
+
+template <class T>
+__global__ void avg_backward_rows_kernel(const T* dy, T* dx, RowsGeometry r, unsigned int count) {
+  const Geometry& g = r.g;
+  const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PixelIndex i = split_pixel(index, r.channel_divider, g.in_columns, r.in_rows);
+    // The windows covering (row, column), as in avg_backward_kernel.
+    const int oh_begin = static_cast<int>(
+        g.stride_h_divider.divide(max(0, i.row + g.pad_h - g.kernel_h + g.stride_h)));
+    const int oh_end =
+        min(g.out_height - 1, static_cast<int>(g.stride_h_divider.divide(i.row + g.pad_h)));
+    const int ow_begin = static_cast<int>(
+        g.stride_w_divider.divide(max(0, i.column + g.pad_w - g.kernel_w + g.stride_w)));
+    const int ow_end =
+        min(g.out_width - 1, static_cast<int>(g.stride_w_divider.divide(i.column + g.pad_w)));
+    const T* grad = dy + i.image * g.out_plane * r.channels + i.channel;
+    float sum = 0.0f;
+    for (int oh = oh_begin; oh <= oh_end; ++oh) {
+      for (int ow = ow_begin; ow <= ow_end; ++ow) {
+        sum += widen(grad[(oh * g.out_width + ow) * r.channels]) / divisor;
+      }
+    }
+    dx[index] = narrow<T>(sum);
+  }
+}
+
+template <class T>
+__global__ void max_forward_rows_kernel(const T* x, T* y, std::int32_t* argmax, RowsGeometry r,
+                                        unsigned int count) {
+  const Geometry& g = r.g;
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PixelIndex o = split_pixel(index, r.channel_divider, g.out_columns, r.out_rows);
+    const Window win = window_of(g, {o.image, o.row, o.column});
+    const T* in = x + o.image * g.in_plane * r.channels + o.channel;
+    int best_index = win.h0 * g.width + win.w0;
+    float best = widen(in[best_index * r.channels]);
+    for (int h = win.h0; h < win.h1; ++h) {
+      for (int w = win.w0; w < win.w1; ++w) {
+        const float value = widen(in[(h * g.width + w) * r.channels]);
+        if (value > best || (value != value && best == best)) {
+          best = value;
+          best_index = h * g.width + w;
+        }
+      }
+    }
+    y[index] = in[best_index * r.channels];
+    argmax[index] = best_index;  // within the (image, channel) plane, as for NCHW
+  }
+}
+
+// One thread per (image, channel) adds its outputs' gradients in output order into the fp32
+// `result`: the CPU's sums in the CPU's order, without atomics (overlapping windows may send
+// several gradients to one input).
+__global__ void max_backward_rows_kernel(const void* dy, DType dtype, const std::int32_t* argmax,
+                                         float* result, RowsGeometry r, unsigned int count) {
+  const Geometry& g = r.g;
+  const auto in_plane = static_cast<std::int32_t>(g.in_plane);
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const IntDivider::QuotientRemainder ic = r.channel_divider.divmod(index);
+    const unsigned int out_first = ic.quotient * g.out_plane * r.channels + ic.remainder;
+    float* out = result + ic.quotient * g.in_plane * r.channels + ic.remainder;
+    for (unsigned int o = 0; o < g.out_plane; ++o) {
+      const unsigned int at = out_first + o * r.channels;
+      const std::int32_t target = argmax[at];
+      if (target < 0 || target >= in_plane) continue;
+      out[static_cast<unsigned int>(target) * r.channels] += load_any(dy, dtype, at);
+    }
+  }
+}
+
+// Calls launch(first image, images) over pieces of whole images, each under 2^31 inputs and
+// outputs.
+template <class Launch>
+void for_each_image_piece(const Pool2dGeometry& g, std::int64_t channels, const char* op,
+                          Launch&& launch) {
+  const std::int64_t in_image = std::int64_t{g.height} * g.width * channels;
+  const std::int64_t out_image = std::int64_t{g.out_height} * g.out_width * channels;
+  for_each_piece(g.planes / channels, std::max(in_image, out_image), op, launch);
+}
+
 }  // namespace
 
 void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
@@ -236,6 +364,91 @@ void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, f
           (static_cast<const char*>(dy) + out_first * dtype_size(dtype), dtype, argmax + out_first,
            result + first * g.in_plane, g, static_cast<unsigned int>(count));
           ALLOY_CUDA_CHECK_LAUNCH("max_backward_scatter_kernel on ", count, " outputs");
+        });
+  }
+  if (result != dx) cast(result, DType::f32, dx, dtype, inputs, stream);
+}
+
+void avg_pool2d_forward_channels_last(const void* x, void* y, DType dtype,
+                                      const Pool2dGeometry& geometry, std::int64_t channels,
+                                      cudaStream_t stream) {
+  if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
+  constexpr const char* op = "avg_pool2d_forward";
+  dispatch_floating(dtype, op, [&](auto type) {
+    using T = decltype(type);
+    for_each_image_piece(geometry, channels, op, [&](std::int64_t first, std::int64_t images) {
+      const RowsGeometry r = rows_geometry(geometry, channels);
+      const std::int64_t in_image = std::int64_t{r.g.in_plane} * channels;
+      const std::int64_t out_image = std::int64_t{r.g.out_plane} * channels;
+      const std::int64_t count = images * out_image;
+      ALLOY_LAUNCH(avg_forward_rows_kernel, grid_for(count), kThreads, 0, stream)
+      (static_cast<const T*>(x) + first * in_image, static_cast<T*>(y) + first * out_image, r,
+       static_cast<unsigned int>(count));
+      ALLOY_CUDA_CHECK_LAUNCH("avg_forward_rows_kernel on ", count, " outputs");
+    });
+  });
+}
+
+void avg_pool2d_backward_channels_last(const void* dy, void* dx, DType dtype,
+                                       const Pool2dGeometry& geometry, std::int64_t channels,
+                                       cudaStream_t stream) {
+  if (geometry.planes * geometry.height * geometry.width == 0) return;
+  constexpr const char* op = "avg_pool2d_backward";
+  dispatch_floating(dtype, op, [&](auto type) {
+    using T = decltype(type);
+    for_each_image_piece(geometry, channels, op, [&](std::int64_t first, std::int64_t images) {
+      const RowsGeometry r = rows_geometry(geometry, channels);
+      const std::int64_t in_image = std::int64_t{r.g.in_plane} * channels;
+      const std::int64_t out_image = std::int64_t{r.g.out_plane} * channels;
+      const std::int64_t count = images * in_image;
+      ALLOY_LAUNCH(avg_backward_rows_kernel, grid_for(count), kThreads, 0, stream)
+      (static_cast<const T*>(dy) + first * out_image, static_cast<T*>(dx) + first * in_image, r,
+       static_cast<unsigned int>(count));
+      ALLOY_CUDA_CHECK_LAUNCH("avg_backward_rows_kernel on ", count, " inputs");
+    });
+  });
+}
+
+void max_pool2d_forward_channels_last(const void* x, void* y, std::int32_t* argmax, DType dtype,
+                                      const Pool2dGeometry& geometry, std::int64_t channels,
+                                      cudaStream_t stream) {
+  if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
+  constexpr const char* op = "max_pool2d_forward";
+  dispatch_floating(dtype, op, [&](auto type) {
+    using T = decltype(type);
+    for_each_image_piece(geometry, channels, op, [&](std::int64_t first, std::int64_t images) {
+      const RowsGeometry r = rows_geometry(geometry, channels);
+      const std::int64_t in_image = std::int64_t{r.g.in_plane} * channels;
+      const std::int64_t out_image = std::int64_t{r.g.out_plane} * channels;
+      const std::int64_t count = images * out_image;
+      ALLOY_LAUNCH(max_forward_rows_kernel, grid_for(count), kThreads, 0, stream)
+      (static_cast<const T*>(x) + first * in_image, static_cast<T*>(y) + first * out_image,
+       argmax + first * out_image, r, static_cast<unsigned int>(count));
+      ALLOY_CUDA_CHECK_LAUNCH("max_forward_rows_kernel on ", count, " outputs");
+    });
+  });
+}
+
+void max_pool2d_backward_channels_last(const void* dy, const std::int32_t* argmax, void* dx,
+                                       float* scratch, DType dtype, const Pool2dGeometry& geometry,
+                                       std::int64_t channels, cudaStream_t stream) {
+  const std::int64_t inputs = geometry.planes * geometry.height * geometry.width;
+  if (inputs == 0) return;
+  float* result = dtype == DType::f32 ? static_cast<float*>(dx) : scratch;
+  ALLOY_CHECK(result != nullptr, "max_pool2d_backward: half gradients need an fp32 scratch");
+  ALLOY_CUDA_CHECK(
+      cudaMemsetAsync(result, 0, static_cast<std::size_t>(inputs) * sizeof(float), stream),
+      "clearing max_pool2d_backward's accumulator of ", inputs, " floats");
+  if (geometry.out_height * geometry.out_width > 0) {
+    for_each_image_piece(
+        geometry, channels, "max_pool2d_backward", [&](std::int64_t first, std::int64_t images) {
+          const RowsGeometry r = rows_geometry(geometry, channels);
+          const std::int64_t out_first = first * r.g.out_plane * channels;
+          const std::int64_t count = images * channels;
+          ALLOY_LAUNCH(max_backward_rows_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const char*>(dy) + out_first * dtype_size(dtype), dtype, argmax + out_first,
+           result + first * r.g.in_plane * channels, r, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("max_backward_rows_kernel on ", count, " planes");
         });
   }
   if (result != dx) cast(result, DType::f32, dx, dtype, inputs, stream);

@@ -24,4 +24,22 @@ void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtyp
 void max_pool2d_backward(const void* dy, const std::int32_t* argmax, void* dx, float* scratch,
                          DType dtype, const Pool2dGeometry& geometry, cudaStream_t stream);
 
+// The same over channels-last tensors ([N, H, W, C], `channels` = C, geometry.planes = N * C),
+// with the same sums in the same order: bit-identical to the CPU kernels on permuted tensors.
+// argmax keeps its NCHW meaning (h * W + w within the (n, c) plane) and y's physical shape. The
+// max-pool backward adds each (n, c) plane's gradients in output order (no atomics), so
+// overlapping windows give the CPU's sums exactly.
+void avg_pool2d_forward_channels_last(const void* x, void* y, DType dtype,
+                                      const Pool2dGeometry& geometry, std::int64_t channels,
+                                      cudaStream_t stream);
+void avg_pool2d_backward_channels_last(const void* dy, void* dx, DType dtype,
+                                       const Pool2dGeometry& geometry, std::int64_t channels,
+                                       cudaStream_t stream);
+void max_pool2d_forward_channels_last(const void* x, void* y, std::int32_t* argmax, DType dtype,
+                                      const Pool2dGeometry& geometry, std::int64_t channels,
+                                      cudaStream_t stream);
+void max_pool2d_backward_channels_last(const void* dy, const std::int32_t* argmax, void* dx,
+                                       float* scratch, DType dtype, const Pool2dGeometry& geometry,
+                                       std::int64_t channels, cudaStream_t stream);
+
 }  // namespace alloy::cuda
