@@ -110,6 +110,42 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(many_chunks_and_many_channels_merge_like_the_cpu) {
+  // 2000 rows of 64 channels: 16 chunks (f32) whose merge the last block splits into 8 runs of
+  // two chunks per channel; 150 rows of 600 channels: more channels than the last block's
+  // threads, merged in two passes over the channels, and rows of several channel tiles.
+  Generator generator(96);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const Shape& shape : {Shape{1, 40, 50, 64}, Shape{2, 5, 15, 600}}) {
+      const std::int64_t channels = shape[3];
+      const double tol = gpu_tolerance(dtype);
+      const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape);
+      auto in = random_inputs(shape, dtype, DType::f32, generator);
+      const BatchNormParams params = nhwc_params(true);
+      const BatchNormTrainResult cpu =
+          batch_norm2d_train_forward(in.x, in.weight, in.bias, in.mean_cpu, in.var_cpu, params);
+      const BatchNormTrainResult gpu = batch_norm2d_train_forward(
+          in.x_gpu, in.weight_gpu, in.bias_gpu, in.mean_gpu, in.var_gpu, params);
+      check_gpu_close(gpu.y, cpu.y, "train y " + what, tol, 1e-4);
+      check_gpu_close(gpu.saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
+      check_gpu_close(gpu.saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
+      check_gpu_close(in.var_gpu, in.var_cpu, "running var " + what, gpu_tolerance(DType::f32),
+                      1e-5);
+      const Tensor dy = random_tensor(shape, dtype, generator);
+      Tensor dweight = Tensor::zeros({channels}, DType::f32);
+      Tensor dbias = Tensor::zeros({channels}, DType::f32);
+      Tensor dweight_gpu = to_cuda(dweight), dbias_gpu = to_cuda(dbias);
+      const Tensor dx =
+          batch_norm2d_backward(in.x, in.weight, dy, cpu.saved, dweight, dbias, cpu.y);
+      const Tensor dx_gpu = batch_norm2d_backward(in.x_gpu, in.weight_gpu, to_cuda(dy), gpu.saved,
+                                                  dweight_gpu, dbias_gpu, to_cuda(cpu.y));
+      check_gpu_close(dx_gpu, dx, "dx " + what, tol, 1e-3);
+      check_gpu_close(dweight_gpu, dweight, "dweight " + what, gpu_tolerance(DType::f32), 1e-3);
+      check_gpu_close(dbias_gpu, dbias, "dbias " + what, gpu_tolerance(DType::f32), 1e-3);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(results_are_deterministic_and_the_running_update_optional) {
   // Two chunks merged by the last block (in runs for C = 64): the same bits on a second run of
   // each kernel; without the running update the same y and saved statistics, running
