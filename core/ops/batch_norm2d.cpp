@@ -9,24 +9,45 @@
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
 #include "core/ops/cuda/batch_norm2d.h"
+#include "core/ops/cuda/batch_norm2d_nhwc.h"
 #endif
 
 namespace alloy {
 
 namespace {
 
-cpu::BatchNormGeometry check_input(const char* op, const Tensor& x) {
+cpu::BatchNormGeometry check_input(const char* op, const Tensor& x, Layout layout) {
   check_floating(op, "x", x);
   check_rank(op, "x", x, 4);
-  return {x.dim(0), x.dim(1), x.dim(2) * x.dim(3)};
+  const Nchw sizes = nchw_sizes(x.shape(), layout, op);
+  return {sizes.n, sizes.c, sizes.h * sizes.w};
 }
 
 // A per-channel tensor: [C], f32 or x's dtype.
-void check_channel_tensor(const char* op, const char* what, const Tensor& tensor, const Tensor& x) {
+void check_channel_tensor(const char* op, const char* what, const Tensor& tensor, const Tensor& x,
+                          const cpu::BatchNormGeometry& g) {
   ALLOY_CHECK(tensor.defined(), op, ": ", what, " is an undefined tensor");
   ALLOY_CHECK(tensor.dtype() == DType::f32 || tensor.dtype() == x.dtype(), op, ": ", what,
               " must be f32 or x's dtype ", dtype_name(x.dtype()), ", got ", tensor.str());
-  check_shape(op, what, tensor, {x.dim(1)});
+  check_shape(op, what, tensor, {g.channels});
+}
+
+// A CPU tensor's twin in the other layout (`to`): [N, C, H, W] to [N, H, W, C] or back.
+Tensor transposed(const Tensor& t, Layout to, MemoryCategory category) {
+  const Shape& s = t.shape();
+  const bool to_nhwc = to == Layout::nhwc;
+  Tensor out =
+      Tensor::empty(to_nhwc ? Shape{s[0], s[2], s[3], s[1]} : Shape{s[0], s[3], s[1], s[2]},
+                    t.dtype(), t.device(), category);
+  const std::int64_t plane = to_nhwc ? s[2] * s[3] : s[1] * s[2];
+  const std::int64_t channels = to_nhwc ? s[1] : s[3];
+  cpu::batch_norm2d_transpose(t.raw(), out.raw(), dtype_size(t.dtype()), s[0],
+                              to_nhwc ? channels : plane, to_nhwc ? plane : channels);
+  return out;
+}
+
+Tensor to_nchw(const Tensor& t) {
+  return transposed(t, Layout::nchw, MemoryCategory::workspace);
 }
 
 Tensor channel_tensor(std::int64_t channels, Device device) {
@@ -66,27 +87,38 @@ BatchNormTrainResult batch_norm2d_train_forward(const Tensor& x, const Tensor& w
                                                 const BatchNormParams& params) {
   constexpr const char* op = "batch_norm2d_train_forward";
   const Device device = common_device(op, {&x, &weight, &bias, &running_mean, &running_var});
-  const cpu::BatchNormGeometry g = check_input(op, x);
-  check_channel_tensor(op, "weight", weight, x);
-  check_channel_tensor(op, "bias", bias, x);
-  check_channel_tensor(op, "running_mean", running_mean, x);
-  check_channel_tensor(op, "running_var", running_var, x);
+  const cpu::BatchNormGeometry g = check_input(op, x, params.layout);
+  check_channel_tensor(op, "weight", weight, x, g);
+  check_channel_tensor(op, "bias", bias, x, g);
+  check_channel_tensor(op, "running_mean", running_mean, x, g);
+  check_channel_tensor(op, "running_var", running_var, x, g);
   const std::int64_t count = g.batch * g.plane;
   ALLOY_CHECK(count > 1, op, ": training needs more than one value per channel, got ", x.str());
   BatchNormTrainResult result;
   result.saved.mean = channel_tensor(g.channels, device);
   result.saved.invstd = channel_tensor(g.channels, device);
+  result.saved.layout = params.layout;
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
       result.y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
-      cuda::batch_norm2d_train_forward(
-          x.raw(), x.dtype(), g, channel_data(weight), channel_data(bias),
-          channel_data(running_mean), channel_data(running_var), params,
-          result.saved.mean.data<float>(), result.saved.invstd.data<float>(), scratch.data<float>(),
-          result.y.raw(), cuda::stream_of(device));
+      const auto forward = params.layout == Layout::nhwc ? cuda::batch_norm2d_nhwc_train_forward
+                                                         : cuda::batch_norm2d_train_forward;
+      forward(x.raw(), x.dtype(), g, channel_data(weight), channel_data(bias),
+              channel_data(running_mean), channel_data(running_var), params,
+              result.saved.mean.data<float>(), result.saved.invstd.data<float>(),
+              scratch.data<float>(), result.y.raw(), cuda::stream_of(device));
       return result;
     });
+  if (params.layout == Layout::nhwc) {
+    BatchNormParams nchw = params;
+    nchw.layout = Layout::nchw;
+    BatchNormTrainResult twin =
+        batch_norm2d_train_forward(to_nchw(x), weight, bias, running_mean, running_var, nchw);
+    twin.y = transposed(twin.y, Layout::nhwc, MemoryCategory::activations);
+    twin.saved.layout = Layout::nhwc;
+    return twin;
+  }
   float* mean = result.saved.mean.data<float>();
   float* invstd = result.saved.invstd.data<float>();
   std::vector<float> variance(static_cast<std::size_t>(g.channels));
@@ -118,21 +150,29 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
                                  const BatchNormParams& params) {
   constexpr const char* op = "batch_norm2d_eval_forward";
   const Device device = common_device(op, {&x, &weight, &bias, &running_mean, &running_var});
-  const cpu::BatchNormGeometry g = check_input(op, x);
-  check_channel_tensor(op, "weight", weight, x);
-  check_channel_tensor(op, "bias", bias, x);
-  check_channel_tensor(op, "running_mean", running_mean, x);
-  check_channel_tensor(op, "running_var", running_var, x);
+  const cpu::BatchNormGeometry g = check_input(op, x, params.layout);
+  check_channel_tensor(op, "weight", weight, x, g);
+  check_channel_tensor(op, "bias", bias, x, g);
+  check_channel_tensor(op, "running_mean", running_mean, x, g);
+  check_channel_tensor(op, "running_var", running_var, x, g);
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
       Tensor y = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
-      cuda::batch_norm2d_eval_forward(x.raw(), x.dtype(), g, channel_data(weight),
-                                      channel_data(bias), channel_data(running_mean),
-                                      channel_data(running_var), params, scratch.data<float>(),
-                                      y.raw(), cuda::stream_of(device));
+      const auto forward = params.layout == Layout::nhwc ? cuda::batch_norm2d_nhwc_eval_forward
+                                                         : cuda::batch_norm2d_eval_forward;
+      forward(x.raw(), x.dtype(), g, channel_data(weight), channel_data(bias),
+              channel_data(running_mean), channel_data(running_var), params, scratch.data<float>(),
+              y.raw(), cuda::stream_of(device));
       return y;
     });
+  if (params.layout == Layout::nhwc) {
+    BatchNormParams nchw = params;
+    nchw.layout = Layout::nchw;
+    return transposed(
+        batch_norm2d_eval_forward(to_nchw(x), weight, bias, running_mean, running_var, nchw),
+        Layout::nhwc, MemoryCategory::activations);
+  }
 
   const cpu::FloatInput mean(running_mean);
   const cpu::FloatInput var(running_var);
@@ -151,7 +191,7 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
   constexpr const char* op = "batch_norm2d_backward";
   const Device device =
       common_device(op, {&x, &weight, &dy, &saved.mean, &saved.invstd, &dweight, &dbias});
-  const cpu::BatchNormGeometry g = check_input(op, x);
+  const cpu::BatchNormGeometry g = check_input(op, x, saved.layout);
   check_floating(op, "dy", dy);
   check_shape(op, "dy", dy, x.shape());
   cpu::ReluMask mask;
@@ -161,9 +201,9 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
     check_shape(op, "relu_output", relu_output, x.shape());
     mask = {relu_output.raw(), relu_output.dtype()};
   }
-  check_channel_tensor(op, "weight", weight, x);
-  check_channel_tensor(op, "dweight", dweight, x);
-  check_channel_tensor(op, "dbias", dbias, x);
+  check_channel_tensor(op, "weight", weight, x, g);
+  check_channel_tensor(op, "dweight", dweight, x, g);
+  check_channel_tensor(op, "dbias", dbias, x, g);
   ALLOY_CHECK(saved.mean.defined() && saved.invstd.defined(), op,
               ": saved statistics are undefined (was the training forward run?)");
   check_dtype(op, "saved mean", saved.mean, DType::f32);
@@ -174,12 +214,21 @@ Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor
     ALLOY_CUDA_PATH(op, device, {
       Tensor dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
       Tensor scratch = channel_scratch(g.channels, device);
-      cuda::batch_norm2d_backward(
-          x.raw(), x.dtype(), dy.raw(), dy.dtype(), mask, g, channel_data(weight),
-          saved.mean.data<float>(), saved.invstd.data<float>(), channel_data(dweight),
-          channel_data(dbias), scratch.data<float>(), dx.raw(), cuda::stream_of(device));
+      const auto backward = saved.layout == Layout::nhwc ? cuda::batch_norm2d_nhwc_backward
+                                                         : cuda::batch_norm2d_backward;
+      backward(x.raw(), x.dtype(), dy.raw(), dy.dtype(), mask, g, channel_data(weight),
+               saved.mean.data<float>(), saved.invstd.data<float>(), channel_data(dweight),
+               channel_data(dbias), scratch.data<float>(), dx.raw(), cuda::stream_of(device));
       return dx;
     });
+  if (saved.layout == Layout::nhwc) {
+    BatchNormSaved nchw = saved;
+    nchw.layout = Layout::nchw;
+    const Tensor dx =
+        batch_norm2d_backward(to_nchw(x), weight, to_nchw(dy), nchw, dweight, dbias,
+                              relu_output.defined() ? to_nchw(relu_output) : Tensor());
+    return transposed(dx, Layout::nhwc, MemoryCategory::activations);
+  }
 
   const float* mean = saved.mean.data<float>();
   const float* invstd = saved.invstd.data<float>();

@@ -1,4 +1,5 @@
-// Batch normalisation over (N, H, W) per channel of an NCHW tensor. Statistics, the affine
+// Batch normalisation over (N, H, W) per channel of an NCHW or NHWC (channels-last, physical
+// shape [N, H, W, C]) tensor; the parameters are [C] in either layout. Statistics, the affine
 // transform and every reduction run in fp32 whatever the storage dtype of x; weight, bias and
 // the running statistics are f32 or x's dtype; y and dx have x's dtype. Reductions keep one
 // partial per (n, c) plane and combine them in order, so results do not depend on threads.
@@ -6,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/layout.h"
 #include "core/tensor.h"
 
 namespace alloy {
@@ -19,11 +21,14 @@ struct BatchNormParams {
   // false: a training forward that leaves the running statistics as they are (the second
   // forward of a recomputed block, whose batch statistics the first forward already counted).
   bool update_running_statistics = true;
+  // x's (and so y's) memory order; both forwards read it.
+  Layout layout = Layout::nchw;
 };
 
 struct BatchNormSaved {
-  Tensor mean;    // f32 [C]: batch mean
-  Tensor invstd;  // f32 [C]: 1 / sqrt(biased batch variance + eps)
+  Tensor mean;                   // f32 [C]: batch mean
+  Tensor invstd;                 // f32 [C]: 1 / sqrt(biased batch variance + eps)
+  Layout layout = Layout::nchw;  // the training forward's x layout: the backward's x, dy and dx
 };
 
 struct BatchNormTrainResult {
@@ -43,10 +48,10 @@ Tensor batch_norm2d_eval_forward(const Tensor& x, const Tensor& weight, const Te
                                  const Tensor& running_mean, const Tensor& running_var,
                                  const BatchNormParams& params);
 
-// Backward of the training-mode forward. Accumulates dweight and dbias; returns dx. dy may
-// have any floating dtype. With relu_output defined (any floating dtype, x's shape: the fused
-// forward's y, or the output of a ReLU applied later), dy counts only where relu_output > 0,
-// as relu_backward would pass it, without materialising that masked gradient.
+// Backward of the training-mode forward, in the layout the forward saved. Accumulates dweight and
+// dbias; returns dx. dy may have any floating dtype. With relu_output defined (any floating dtype,
+// x's shape: the fused forward's y, or the output of a ReLU applied later), dy counts only where
+// relu_output > 0, as relu_backward would pass it, without materialising that masked gradient.
 Tensor batch_norm2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
                              const BatchNormSaved& saved, Tensor& dweight, Tensor& dbias,
                              const Tensor& relu_output = Tensor());
@@ -83,6 +88,12 @@ void batch_norm2d_backward_dx(const void* x, DType x_dtype, const void* dy, DTyp
                               ReluMask mask, void* dx, const BatchNormGeometry& geometry,
                               const float* mean, const float* invstd, const float* weight,
                               const float* sum_dy, const float* sum_dy_xmu);
+
+// Copies a contiguous [n, a, b] tensor of element_bytes-sized elements to [n, b, a]: NCHW to
+// NHWC with (a, b) = (C, H * W), back with (H * W, C). The CPU runs NHWC as the NCHW kernels on
+// the transposed tensor, so both layouts give the same bits.
+void batch_norm2d_transpose(const void* in, void* out, std::size_t element_bytes, std::int64_t n,
+                            std::int64_t a, std::int64_t b);
 
 }  // namespace cpu
 

@@ -1,6 +1,7 @@
 #include "core/ops/batch_norm2d.h"
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "core/ops/cpu/float_block.h"
@@ -162,6 +163,24 @@ void batch_norm2d_backward_dx(const void* x, DType x_dtype, const void* dy, DTyp
     for (std::int64_t i = 0; i < g.plane; ++i)
       out[i] = (gv[i] - mean_dy - (xv[i] - m) * k) * a;
     store_floats(out, dx, x_dtype, index * g.plane, g.plane);
+  });
+}
+
+void batch_norm2d_transpose(const void* in, void* out, std::size_t element_bytes, std::int64_t n,
+                            std::int64_t a, std::int64_t b) {
+  const auto* from = static_cast<const unsigned char*>(in);
+  auto* to = static_cast<unsigned char*>(out);
+  const auto size = static_cast<std::int64_t>(element_bytes);
+  // One output row [b] (a column of the input matrix) per item: writes stay sequential.
+  parallel_ranges(n * b, a, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t image = row / b;
+      const std::int64_t j = row % b;
+      for (std::int64_t i = 0; i < a; ++i) {
+        std::memcpy(to + ((image * b + j) * a + i) * size, from + ((image * a + i) * b + j) * size,
+                    element_bytes);
+      }
+    }
   });
 }
 

@@ -1,4 +1,5 @@
 #include "core/ops/cuda/batch_norm2d.h"
+#include "core/ops/cuda/batch_norm2d_common.cuh"
 #include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/last_block.h"
@@ -6,36 +7,6 @@
 namespace alloy::cuda {
 
 namespace {
-
-struct TrainOutputs {
-  ChannelData weight, bias, running_mean, running_var;
-  float momentum, eps;
-  bool update_running;
-  float* saved_mean;
-  float* saved_invstd;
-  float* scale;
-  float* shift;
-};
-
-// Channel c's saved statistics, the running statistics' update and the affine map's scale and
-// shift, from its mean and its sum of squared deviations.
-__device__ void finish_statistics(const TrainOutputs& o, std::int64_t c, float count, float mean,
-                                  float squares) {
-  const float variance = squares / count;
-  const float invstd = 1.0f / sqrtf(variance + o.eps);
-  o.saved_mean[c] = mean;
-  o.saved_invstd[c] = invstd;
-  const float a = load_any(o.weight.data, o.weight.dtype, c) * invstd;
-  o.scale[c] = a;
-  o.shift[c] = load_any(o.bias.data, o.bias.dtype, c) - mean * a;
-  if (!o.update_running) return;
-  const float keep = 1.0f - o.momentum;
-  const float unbiased = variance * (count / (count - 1.0f));
-  store_any(o.running_mean.data, o.running_mean.dtype, c,
-            keep * load_any(o.running_mean.data, o.running_mean.dtype, c) + o.momentum * mean);
-  store_any(o.running_var.data, o.running_var.dtype, c,
-            keep * load_any(o.running_var.data, o.running_var.dtype, c) + o.momentum * unbiased);
-}
 
 // One block per (chunk, channel) (channel_reduce.cuh): the chunk's mean and sum of squared
 // deviations from it, in two passes like the CPU twin (the second reads the chunk again, from
@@ -72,31 +43,12 @@ __global__ void train_statistics_kernel(const T* x, ChannelSplit s, TrainOutputs
   }
   if (!arrive_last(arrivals)) return;
   for (std::int64_t channel = threadIdx.x; channel < s.channels; channel += blockDim.x) {
-    float n_a = 0.0f, mean_a = 0.0f, squares_a = 0.0f;
+    Moments merged{0.0f, 0.0f, 0.0f};
     for_channel_partials<2>(partials, channel, [&](unsigned int k, const float(&partial)[2]) {
-      const float n_b = static_cast<float>(chunk_count(s, k));
-      const float mean_b = partial[0];
-      const float squares_b = partial[1];
-      const float n = n_a + n_b;
-      const float delta = mean_b - mean_a;
-      mean_a += delta * (n_b / n);
-      squares_a += squares_b + delta * delta * (n_a * n_b / n);
-      n_a = n;
+      merged =
+          merge_moments(merged, {static_cast<float>(chunk_count(s, k)), partial[0], partial[1]});
     });
-    finish_statistics(o, channel, n_a, mean_a, squares_a);
-  }
-}
-
-__global__ void eval_coefficients_kernel(std::int64_t channels, ChannelData weight,
-                                         ChannelData bias, ChannelData running_mean,
-                                         ChannelData running_var, float eps, float* scale,
-                                         float* shift) {
-  ALLOY_GRID_STRIDE(c, channels) {
-    const float invstd = 1.0f / sqrtf(load_any(running_var.data, running_var.dtype, c) + eps);
-    const float a = load_any(weight.data, weight.dtype, c) * invstd;
-    scale[c] = a;
-    shift[c] =
-        load_any(bias.data, bias.dtype, c) - load_any(running_mean.data, running_mean.dtype, c) * a;
+    finish_statistics(o, channel, merged.count, merged.mean, merged.squares);
   }
 }
 
@@ -121,39 +73,6 @@ __global__ void affine_kernel(const T* x, T* y, ChannelSplit s, const float* sca
       store_pack<V>(y, at[u], v[u]);
     }
   });
-}
-
-// dy's vectors at[u], zero where the mask is not positive (NaN included), if there is one: what
-// relu_backward passes on. The mask's loads follow dy's, before any is used.
-template <int V, int U, class D>
-__device__ __forceinline__ void load_grads(const D* dy, ReluMask mask, const std::int64_t (&at)[U],
-                                           float (&g)[U][V]) {
-  for (int u = 0; u < U; ++u)
-    load_pack<V>(dy, at[u], g[u]);
-  if (mask.data == nullptr) return;
-  float m[U][V];
-  for (int u = 0; u < U; ++u)
-    load_pack_any<V>(mask.data, mask.dtype, at[u], m[u]);
-  for (int u = 0; u < U; ++u) {
-    for (int k = 0; k < V; ++k)
-      g[u][k] = m[u][k] > 0.0f ? g[u][k] : 0.0f;
-  }
-}
-
-struct BackwardOutputs {
-  const float* invstd;
-  ChannelData dweight, dbias;
-  float* sum_dy;
-  float* sum_dy_xmu;
-};
-
-__device__ void finish_backward(const BackwardOutputs& o, std::int64_t c, float total_dy,
-                                float total_dy_xmu) {
-  o.sum_dy[c] = total_dy;
-  o.sum_dy_xmu[c] = total_dy_xmu;
-  store_any(o.dweight.data, o.dweight.dtype, c,
-            load_any(o.dweight.data, o.dweight.dtype, c) + total_dy_xmu * o.invstd[c]);
-  store_any(o.dbias.data, o.dbias.dtype, c, load_any(o.dbias.data, o.dbias.dtype, c) + total_dy);
 }
 
 // Per channel: sum dy and sum dy (x - mean), both in one pass, one block per (chunk, channel);
@@ -239,6 +158,19 @@ unsigned int* arrivals_for(const ChannelSplit& s) {
   return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
 }
 
+__global__ void eval_coefficients_kernel(std::int64_t channels, ChannelData weight,
+                                         ChannelData bias, ChannelData running_mean,
+                                         ChannelData running_var, float eps, float* scale,
+                                         float* shift) {
+  ALLOY_GRID_STRIDE(c, channels) {
+    const float invstd = 1.0f / sqrtf(load_any(running_var.data, running_var.dtype, c) + eps);
+    const float a = load_any(weight.data, weight.dtype, c) * invstd;
+    scale[c] = a;
+    shift[c] =
+        load_any(bias.data, bias.dtype, c) - load_any(running_mean.data, running_mean.dtype, c) * a;
+  }
+}
+
 template <class T>
 void launch_affine(const void* x, void* y, const BatchNormGeometry& g, const float* scale,
                    const float* shift, bool relu, cudaStream_t stream) {
@@ -261,17 +193,8 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
                                 float* saved_mean, float* saved_invstd, float* scratch, void* y,
                                 cudaStream_t stream) {
   const ChannelSplit split = split_of(g);
-  const TrainOutputs outputs{weight,
-                             bias,
-                             running_mean,
-                             running_var,
-                             params.momentum,
-                             params.eps,
-                             params.update_running_statistics,
-                             saved_mean,
-                             saved_invstd,
-                             scratch,
-                             scratch + g.channels};
+  const TrainOutputs outputs = train_outputs(g, weight, bias, running_mean, running_var, params,
+                                             saved_mean, saved_invstd, scratch);
   const DeviceBuffer partials = partials_for(split);
   unsigned int* arrivals = arrivals_for(split);
   dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
@@ -287,15 +210,22 @@ void batch_norm2d_train_forward(const void* x, DType dtype, const BatchNormGeome
   });
 }
 
+void batch_norm2d_eval_coefficients(std::int64_t channels, ChannelData weight, ChannelData bias,
+                                    ChannelData running_mean, ChannelData running_var, float eps,
+                                    float* scale, float* shift, cudaStream_t stream) {
+  ALLOY_LAUNCH(eval_coefficients_kernel, grid_for(channels), kThreads, 0, stream)
+  (channels, weight, bias, running_mean, running_var, eps, scale, shift);
+  ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d eval_coefficients_kernel over ", channels, " channels");
+}
+
 void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeometry& g,
                                ChannelData weight, ChannelData bias, ChannelData running_mean,
                                ChannelData running_var, const BatchNormParams& params,
                                float* scratch, void* y, cudaStream_t stream) {
   float* scale = scratch;
   float* shift = scratch + g.channels;
-  ALLOY_LAUNCH(eval_coefficients_kernel, grid_for(g.channels), kThreads, 0, stream)
-  (g.channels, weight, bias, running_mean, running_var, params.eps, scale, shift);
-  ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d eval_coefficients_kernel over ", g.channels, " channels");
+  batch_norm2d_eval_coefficients(g.channels, weight, bias, running_mean, running_var, params.eps,
+                                 scale, shift, stream);
   dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
     using T = decltype(type);
     launch_affine<T>(x, y, g, scale, shift, params.relu, stream);

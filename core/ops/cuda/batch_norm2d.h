@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 #include "core/ops/batch_norm2d.h"
 
 namespace alloy::cuda {
@@ -31,6 +33,11 @@ void batch_norm2d_eval_forward(const void* x, DType dtype, const BatchNormGeomet
                                ChannelData weight, ChannelData bias, ChannelData running_mean,
                                ChannelData running_var, const BatchNormParams& params,
                                float* scratch, void* y, cudaStream_t stream);
+// scale = weight / sqrt(running_var + eps), shift = bias - running_mean * scale (f32 [C] each):
+// the evaluation forward's affine map, in either layout.
+void batch_norm2d_eval_coefficients(std::int64_t channels, ChannelData weight, ChannelData bias,
+                                    ChannelData running_mean, ChannelData running_var, float eps,
+                                    float* scale, float* shift, cudaStream_t stream);
 // dweight += sum dy (x - mean) invstd, dbias += sum dy; dx in x's dtype; dy counts only where
 // the mask (if any) is positive. scratch: f32 [2C].
 void batch_norm2d_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,

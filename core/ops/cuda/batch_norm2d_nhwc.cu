@@ -1,0 +1,330 @@
+#include "core/ops/cuda/batch_norm2d_nhwc.h"
+
+#include "core/ops/cuda/batch_norm2d_common.cuh"
+#include "core/ops/cuda/channel_reduce.cuh"
+#include "core/ops/cuda/common.cuh"
+#include "core/ops/cuda/last_block.h"
+#include "core/ops/cuda/nhwc_rows.cuh"
+#include "core/ops/cuda/plane_vectors.cuh"
+
+namespace alloy::cuda {
+
+namespace {
+
+// A reduction's partials for the last block to merge: at most this many (chunk, channel) pairs,
+// 64 per thread of the last block (4 rounds of its 16 loads in flight).
+constexpr std::int64_t kMaxPartials = 64 * kRowReduceThreads;
+// About two waves of an H100's or H200's 132 SMs at two or more 512-thread blocks each.
+constexpr std::int64_t kReduceBlocks = 1024;
+
+// Per (chunk, channel): the chunk's mean and sum of squared deviations from it, in two passes
+// like the NCHW kernel (the second reads the block's rows again, from the cache); chunks merged
+// by the last block with Chan et al.'s update, in a fixed order.
+template <class T, int V>
+__global__ void __launch_bounds__(kRowReduceThreads)
+    nhwc_statistics_kernel(const T* x, RowSplit s, TrainOutputs o, float* partials,
+                           unsigned int* arrivals, Width<V>) {
+  constexpr int U = kWideBatch<V>;
+  __shared__ float buffer[kRowReduceThreads * V];
+  const unsigned int chunk = blockIdx.x;
+  const unsigned int group = row_group();
+  const float count = static_cast<float>(chunk_rows(s, chunk));
+  float mean[V] = {};
+  for_row_vectors<V, U>(s, chunk, group, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        mean[k] += v[u][k];
+    }
+  });
+  sum_over_row_lanes<V>(mean, buffer);
+  for (int k = 0; k < V; ++k)
+    mean[k] = mean[k] / count;
+  float squares[V] = {};
+  for_row_vectors<V, U>(s, chunk, group, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        const float d = v[u][k] - mean[k];
+        squares[k] += d * d;
+      }
+    }
+  });
+  sum_over_row_lanes<V>(squares, buffer);
+  const bool owner = threadIdx.y == 0 && group < s.groups;
+  if (gridDim.x == 1) {
+    if (owner) {
+      for (int k = 0; k < V; ++k)
+        finish_statistics(o, std::int64_t{group} * V + k, count, mean[k], squares[k]);
+    }
+    return;
+  }
+  if (owner) {
+    for (int k = 0; k < V; ++k) {
+      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + group * V + k);
+      partial[0] = mean[k];
+      partial[1] = squares[k];
+    }
+  }
+  if (!arrive_last(arrivals)) return;
+  merge_chunk_partials<2>(
+      partials, s.channels, Moments{0.0f, 0.0f, 0.0f},
+      [&](unsigned int k, const float(&partial)[2]) {
+        return Moments{static_cast<float>(chunk_rows(s, k)), partial[0], partial[1]};
+      },
+      merge_moments,
+      [&](std::int64_t c, const Moments& m) {
+        finish_statistics(o, c, m.count, m.mean, m.squares);
+      });
+}
+
+// y = x * scale + shift per channel, with relu max(0, .) before the one rounding (the bits
+// relu_forward gives after it).
+template <class T, int V>
+__global__ void nhwc_affine_kernel(const T* x, T* y, RowSplit s, const float* scale,
+                                   const float* shift, bool relu, Width<V>) {
+  constexpr int U = kBatch<V>;
+  const unsigned int group = row_group();
+  if (group >= s.groups) return;
+  float a[V], b[V];
+  for (int k = 0; k < V; ++k) {
+    a[k] = scale[group * V + k];
+    b[k] = shift[group * V + k];
+  }
+  for_row_vectors<V, U>(s, blockIdx.x, group, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float v[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], v[u]);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        const float r = v[u][k] * a[k] + b[k];
+        v[u][k] = relu && r <= 0.0f ? 0.0f : r;
+      }
+      store_pack<V>(y, at[u], v[u]);
+    }
+  });
+}
+
+// sum dy and sum dy (x - mean) of a chunk or several.
+struct GradSums {
+  float dy, dy_xmu;
+};
+
+__device__ __forceinline__ GradSums add_sums(const GradSums& a, const GradSums& b) {
+  return {a.dy + b.dy, a.dy_xmu + b.dy_xmu};
+}
+
+// Per (chunk, channel): sum dy and sum dy (x - mean) in one pass, dy masked; chunks summed by
+// the last block in a fixed order, which also accumulates dweight and dbias.
+template <class X, class D, int V>
+__global__ void __launch_bounds__(kRowReduceThreads)
+    nhwc_backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, RowSplit s,
+                                const float* mean, BackwardOutputs o, float* partials,
+                                unsigned int* arrivals, Width<V>) {
+  constexpr int U = kBatch<V>;
+  __shared__ float buffer[kRowReduceThreads * V];
+  const unsigned int chunk = blockIdx.x;
+  const unsigned int group = row_group();
+  float m[V];
+  for (int k = 0; k < V; ++k)
+    m[k] = group < s.groups ? mean[group * V + k] : 0.0f;
+  float total_dy[V] = {}, total_dy_xmu[V] = {};
+  for_row_vectors<V, U>(s, chunk, group, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float xv[U][V], g[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], xv[u]);
+    load_grads<V>(dy, mask, at, g);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k) {
+        total_dy[k] += g[u][k];
+        total_dy_xmu[k] += g[u][k] * (xv[u][k] - m[k]);
+      }
+    }
+  });
+  sum_over_row_lanes<V>(total_dy, buffer);
+  sum_over_row_lanes<V>(total_dy_xmu, buffer);
+  const bool owner = threadIdx.y == 0 && group < s.groups;
+  if (gridDim.x == 1) {
+    if (owner) {
+      for (int k = 0; k < V; ++k)
+        finish_backward(o, std::int64_t{group} * V + k, total_dy[k], total_dy_xmu[k]);
+    }
+    return;
+  }
+  if (owner) {
+    for (int k = 0; k < V; ++k) {
+      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + group * V + k);
+      partial[0] = total_dy[k];
+      partial[1] = total_dy_xmu[k];
+    }
+  }
+  if (!arrive_last(arrivals)) return;
+  merge_chunk_partials<2>(
+      partials, s.channels, GradSums{0.0f, 0.0f},
+      [](unsigned int, const float(&partial)[2]) {
+        return GradSums{partial[0], partial[1]};
+      },
+      add_sums,
+      [&](std::int64_t c, const GradSums& sums) { finish_backward(o, c, sums.dy, sums.dy_xmu); });
+}
+
+// dx = (dy - sum_dy / M - (x - mean) * sum_dy_xmu * invstd^2 / M) * invstd * weight, dy masked,
+// with each thread's channel coefficients worked out once.
+template <class X, class D, int V>
+__global__ void nhwc_backward_dx_kernel(const X* x, const D* dy, ReluMask mask, X* dx, RowSplit s,
+                                        const float* mean, const float* invstd, ChannelData weight,
+                                        const float* sum_dy, const float* sum_dy_xmu, Width<V>) {
+  constexpr int U = kBatch<V>;
+  const unsigned int group = row_group();
+  if (group >= s.groups) return;
+  const float count = static_cast<float>(s.rows);
+  float k_c[V], mean_dy[V], a[V], m[V];
+  for (int k = 0; k < V; ++k) {
+    const std::int64_t c = std::int64_t{group} * V + k;
+    k_c[k] = sum_dy_xmu[c] * invstd[c] * invstd[c] / count;
+    mean_dy[k] = sum_dy[c] / count;
+    a[k] = invstd[c] * load_any(weight.data, weight.dtype, c);
+    m[k] = mean[c];
+  }
+  for_row_vectors<V, U>(s, blockIdx.x, group, [&](const std::int64_t(&at)[U], unsigned int used) {
+    float xv[U][V], g[U][V];
+    for (int u = 0; u < U; ++u)
+      load_pack<V>(x, at[u], xv[u]);
+    load_grads<V>(dy, mask, at, g);
+    for (unsigned int u = 0; u < used; ++u) {
+      for (int k = 0; k < V; ++k)
+        xv[u][k] = (g[u][k] - mean_dy[k] - (xv[u][k] - m[k]) * k_c[k]) * a[k];
+      store_pack<V>(dx, at[u], xv[u]);
+    }
+  });
+}
+
+std::int64_t rows_of(const BatchNormGeometry& g) {
+  return g.batch * g.plane;
+}
+
+RowSplit reduction_split(const BatchNormGeometry& g, int width) {
+  return split_rows(rows_of(g), g.channels, width, kRowReduceThreads, 4,
+                    std::max<std::int64_t>(kMaxPartials / g.channels, 1), kReduceBlocks,
+                    "batch_norm2d (nhwc)");
+}
+
+// One batch of U = kBatch<width> rows per thread: many short blocks, so the last wave is short.
+RowSplit map_split(const BatchNormGeometry& g, int width) {
+  const int rows_per_thread = width == 8 ? kBatch<8> : width == 4 ? kBatch<4> : kBatch<1>;
+  constexpr std::int64_t kUnbounded = std::int64_t{1} << 31;  // rows < 2^31 bound the chunks
+  return split_rows(rows_of(g), g.channels, width, kThreads, rows_per_thread, kUnbounded,
+                    kUnbounded, "batch_norm2d (nhwc)");
+}
+
+// Partials for a split of more than one chunk: two floats per (chunk, channel).
+DeviceBuffer partials_for(const RowSplit& s) {
+  return s.chunks > 1 ? reduction_workspace(2 * sizeof(float) * s.chunks * s.channels)
+                      : DeviceBuffer();
+}
+
+unsigned int* arrivals_for(const RowSplit& s) {
+  return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
+}
+
+template <class T>
+void launch_affine(const void* x, void* y, const BatchNormGeometry& g, const float* scale,
+                   const float* shift, bool relu, cudaStream_t stream) {
+  if (rows_of(g) == 0) return;
+  const int width =
+      plane_vector_width(g.channels, 16 / sizeof(T), {{x, sizeof(T)}, {y, sizeof(T)}});
+  const RowSplit split = map_split(g, width);
+  dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
+    ALLOY_LAUNCH(nhwc_affine_kernel, row_grid(split), row_block(split), 0, stream)
+    (static_cast<const T*>(x), static_cast<T*>(y), split, scale, shift, relu, v);
+  });
+  ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_affine_kernel over ", split.rows, " rows of ",
+                          g.channels, " channels in ", width, "-value vectors");
+}
+
+}  // namespace
+
+void batch_norm2d_nhwc_train_forward(const void* x, DType dtype, const BatchNormGeometry& g,
+                                     ChannelData weight, ChannelData bias, ChannelData running_mean,
+                                     ChannelData running_var, const BatchNormParams& params,
+                                     float* saved_mean, float* saved_invstd, float* scratch,
+                                     void* y, cudaStream_t stream) {
+  const TrainOutputs outputs = train_outputs(g, weight, bias, running_mean, running_var, params,
+                                             saved_mean, saved_invstd, scratch);
+  dispatch_floating(dtype, "batch_norm2d_train_forward", [&](auto type) {
+    using T = decltype(type);
+    const int width = plane_vector_width(g.channels, 16 / sizeof(T), {{x, sizeof(T)}});
+    const RowSplit split = reduction_split(g, width);
+    const DeviceBuffer partials = partials_for(split);
+    unsigned int* arrivals = arrivals_for(split);
+    dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
+      ALLOY_LAUNCH(nhwc_statistics_kernel, row_grid(split), row_block(split), 0, stream)
+      (static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals, v);
+    });
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_statistics_kernel over ", split.rows, " rows of ",
+                            g.channels, " channels in ", split.chunks, " chunks of ", width,
+                            "-value vectors");
+    launch_affine<T>(x, y, g, outputs.scale, outputs.shift, params.relu, stream);
+  });
+}
+
+void batch_norm2d_nhwc_eval_forward(const void* x, DType dtype, const BatchNormGeometry& g,
+                                    ChannelData weight, ChannelData bias, ChannelData running_mean,
+                                    ChannelData running_var, const BatchNormParams& params,
+                                    float* scratch, void* y, cudaStream_t stream) {
+  float* scale = scratch;
+  float* shift = scratch + g.channels;
+  batch_norm2d_eval_coefficients(g.channels, weight, bias, running_mean, running_var, params.eps,
+                                 scale, shift, stream);
+  dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
+    using T = decltype(type);
+    launch_affine<T>(x, y, g, scale, shift, params.relu, stream);
+  });
+}
+
+void batch_norm2d_nhwc_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,
+                                ReluMask mask, const BatchNormGeometry& g, ChannelData weight,
+                                const float* saved_mean, const float* saved_invstd,
+                                ChannelData dweight, ChannelData dbias, float* scratch, void* dx,
+                                cudaStream_t stream) {
+  float* sum_dy = scratch;
+  float* sum_dy_xmu = scratch + g.channels;
+  dispatch_floating_pair(dtype, dy_dtype, "batch_norm2d_backward", [&](auto x_type, auto d_type) {
+    using X = decltype(x_type);
+    using D = decltype(d_type);
+    // dx is x's dtype: x's element size sets the widest vector.
+    const int width =
+        plane_vector_width(g.channels, 16 / sizeof(X),
+                           {{x, sizeof(X)},
+                            {dy, sizeof(D)},
+                            {dx, sizeof(X)},
+                            {mask.data, mask.data == nullptr ? 1 : dtype_size(mask.dtype)}});
+    const RowSplit split = reduction_split(g, width);
+    const DeviceBuffer partials = partials_for(split);
+    unsigned int* arrivals = arrivals_for(split);
+    dispatch_width<16 / sizeof(X)>(width, [&](auto v) {
+      ALLOY_LAUNCH(nhwc_backward_reduce_kernel, row_grid(split), row_block(split), 0, stream)
+      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
+       BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
+       arrivals, v);
+    });
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_backward_reduce_kernel over ", split.rows,
+                            " rows of ", g.channels, " channels in ", split.chunks, " chunks of ",
+                            width, "-value vectors");
+    if (rows_of(g) == 0) return;
+    const RowSplit map = map_split(g, width);
+    dispatch_width<16 / sizeof(X)>(width, [&](auto v) {
+      ALLOY_LAUNCH(nhwc_backward_dx_kernel, row_grid(map), row_block(map), 0, stream)
+      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, static_cast<X*>(dx), map,
+       saved_mean, saved_invstd, weight, sum_dy, sum_dy_xmu, v);
+    });
+    ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_backward_dx_kernel over ", map.rows, " rows of ",
+                            g.channels, " channels in ", width, "-value vectors");
+  });
+}
+
+}  // namespace alloy::cuda
