@@ -14,6 +14,7 @@
 #include "amp/mixed_precision.h"
 #include "apps/cli.h"
 #include "apps/json_log.h"
+#include "apps/layout_choice.h"
 #include "apps/micro_batches.h"
 #include "apps/recompute.h"
 #include "apps/train_step.h"
@@ -398,6 +399,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     std::unique_ptr<nn::Module> model = models::make_model(config.model, generator, 10);
     model->to_device(config.device);
     model->set_needs_input_grad(false);
+    model->set_layout(
+        choose_layout(config.layout, config.model, *model, config.device.is_cuda(), properties));
     apply_recompute(*model, config.model, config.recompute);
     for (const nn::Parameter* p : model->parameters())
       report.parameter_count += p->value.numel();

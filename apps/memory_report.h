@@ -65,6 +65,7 @@ struct MeasureConfig {
   std::int64_t accumulation_steps = 1;
   float clip_grad_norm = 0;        // > 0: the step clips the gradient norm, as --clip-grad-norm
   std::string recompute = "none";  // activation recomputation, as --recompute
+  std::string layout = "auto";     // the activations' order, as alloy train --layout
   float ema_decay = 0;             // > 0: the step updates weight averages, as --ema-decay
   std::int64_t seed = 1;
   Device device = Device::cpu();

@@ -8,6 +8,7 @@
 
 #include "apps/cli.h"
 #include "apps/config_file.h"
+#include "apps/layout_choice.h"
 #include "apps/recompute.h"
 #include "apps/step_graph.h"
 #include "core/error.h"
@@ -127,6 +128,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   check_at_least("--weight-decay", o.weight_decay, 0.0);
   check_choice("--lr-schedule", o.lr_schedule, kLrSchedules);
   check_recompute_choice(o.recompute);
+  check_layout_choice(o.layout);
   check_at_least<std::int64_t>("--warmup-steps", o.warmup_steps, 0);
   check_finite("--min-lr", o.min_lr);
   check_at_least("--min-lr", o.min_lr, 0.0);
@@ -220,6 +222,9 @@ po::options_description train_options_description(TrainOptions& o) {
       "recompute", value(&o.recompute)->default_value(o.recompute)->value_name("none|blocks"),
       "blocks: keep only each block's input (resnet18's residual blocks) and run its forward "
       "again in backward: less activation memory, the same bits, one more forward")(
+      "layout", value(&o.layout)->default_value(o.layout)->value_name("auto|nchw|nhwc"),
+      "memory order of the activations in the model's layout region (resnet18); auto: nhwc "
+      "(channels last) on CUDA when convolutions compute in half precision (O1-O3)")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

@@ -24,6 +24,7 @@ struct TrainOptions {
   std::string cuda_graph = "auto";  // auto | on | off (apps/step_graph.h)
   // none | blocks: activation recomputation (apps/recompute.h).
   std::string recompute = "none";
+  std::string layout = "auto";  // auto | nchw | nhwc: the activations' order (apps/layout_choice.h)
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

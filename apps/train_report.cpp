@@ -77,6 +77,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("batch_size", o.batch_size)
       .add("accumulation_steps", o.accumulation_steps)
       .add("recompute", o.recompute)
+      .add("layout", layout_name(trainer.model().layout()))
       .add("optimizer", o.optimizer)
       .add("lr", o.lr)
       .add("lr_schedule", o.lr_schedule)

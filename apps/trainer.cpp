@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iostream>
 
+#include "apps/layout_choice.h"
 #include "apps/micro_batches.h"
 #include "apps/recompute.h"
 #include "apps/train_step.h"
@@ -34,6 +35,7 @@ std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device) {
   auto model = models::make_model(o.model, generator, /*classes=*/10);
   model->to_device(device);
   model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
+  model->set_layout(choose_layout(o.layout, o.model, *model, device.is_cuda(), o.precision));
   apply_recompute(*model, o.model, o.recompute);
   return model;
 }

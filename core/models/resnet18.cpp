@@ -5,6 +5,7 @@
 #include "core/nn/batch_norm2d.h"
 #include "core/nn/conv2d.h"
 #include "core/nn/flatten.h"
+#include "core/nn/layout_boundary.h"
 #include "core/nn/linear.h"
 #include "core/nn/pool2d.h"
 #include "core/nn/residual_block.h"
@@ -18,6 +19,8 @@ constexpr int kImageSize = 28;
 
 std::unique_ptr<nn::Module> make_resnet18(Generator& generator, int classes) {
   auto net = std::make_unique<nn::Sequential>();
+  // Everything up to the global average pool may run channels-last (Module::set_layout).
+  net->add("enter_layout", std::make_unique<nn::EnterLayout>());
   net->add("conv1", std::make_unique<nn::Conv2d>(1, 64, 3, 1, 1, false));
   // The stem's ReLU is fused into its batch norm (no parameters: the names are unchanged).
   net->add("bn1", std::make_unique<nn::BatchNorm2d>(64, 0.1f, 1e-5f, /*fuse_relu=*/true));
@@ -35,6 +38,7 @@ std::unique_ptr<nn::Module> make_resnet18(Generator& generator, int classes) {
   }
   // Global average pooling: 28 -> 28 -> 14 -> 7 -> 4.
   net->add("avgpool", std::make_unique<nn::AvgPool2d>(size));
+  net->add("leave_layout", std::make_unique<nn::LeaveLayout>());
   net->add("flatten", std::make_unique<nn::Flatten>());
   auto& fc = static_cast<nn::Linear&>(net->add("fc", std::make_unique<nn::Linear>(512, classes)));
 

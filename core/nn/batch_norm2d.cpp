@@ -34,14 +34,15 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   Tensor input =
       in_dtype(x, compute_dtype(OpClass::fp32_statistics, x.dtype(), weight_.value.dtype()));
   input_dtype_ = x.dtype();
+  BatchNormParams params = params_;
+  params.layout = layout();
   if (!training()) {
     x_ = Tensor();
     y_ = Tensor();
     saved_ = {};
     return batch_norm2d_eval_forward(input, weight_.value, bias_.value, running_mean_.value,
-                                     running_var_.value, params_);
+                                     running_var_.value, params);
   }
-  BatchNormParams params = params_;
   params.update_running_statistics = forward_mode().update_running_statistics;
   BatchNormTrainResult result = batch_norm2d_train_forward(
       input, weight_.value, bias_.value, running_mean_.value, running_var_.value, params);

@@ -24,9 +24,9 @@ std::string Conv2d::options() const {
 Tensor Conv2d::forward(const Tensor& x) {
   compute_dtype_ = compute_dtype(OpClass::half_compute, x.dtype(), weight_.value.dtype());
   Tensor input = in_dtype(x, compute_dtype_);
-  Tensor y =
-      conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
-                     bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(), params_);
+  Tensor y = conv2d_forward(input, cached_weight_cast(weight_.value, compute_dtype_),
+                            bias_ ? cached_weight_cast(bias_->value, compute_dtype_) : Tensor(),
+                            params_, layout());
   input_dtype_ = x.dtype();
   x_ = keeps_activations() ? std::move(input) : Tensor();
   return y;
@@ -38,7 +38,7 @@ Tensor Conv2d::backward(const Tensor& dy) {
   // Under O1 the gradients of the fp32 weights accumulate in fp32 from half operands.
   const Conv2dGrads grads = conv2d_backward(
       x_, cached_weight_cast(weight_.value, compute_dtype_), in_dtype(dy, compute_dtype_),
-      grad_of(weight_), bias_ ? grad_of(*bias_) : no_bias, params_, needs_input_grad());
+      grad_of(weight_), bias_ ? grad_of(*bias_) : no_bias, params_, needs_input_grad(), layout());
   x_ = Tensor();
   notify_grads_ready();
   return grads.dx.defined() ? in_dtype(grads.dx, input_dtype_) : Tensor();

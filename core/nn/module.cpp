@@ -64,6 +64,20 @@ void Module::set_forward_mode(ForwardMode mode) {
     child.module->set_forward_mode(mode);
 }
 
+void Module::set_layout(Layout layout) {
+  layout_ = layout;
+  for (auto& child : children_)
+    child.module->set_layout(layout);
+}
+
+bool Module::has_layout_region() const {
+  if (enters_layout()) return true;
+  for (const auto& child : children_) {
+    if (child.module->has_layout_region()) return true;
+  }
+  return false;
+}
+
 int Module::recompute_blocks(bool recompute) {
   int blocks = 0;
   for (auto& child : children_)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/tensor.h"
 
 namespace alloy::nn {
@@ -78,6 +79,18 @@ class Module {
   // how many. Blocks inside a marked block are left alone: its recomputation covers them.
   virtual int recompute_blocks(bool recompute);
 
+  // The memory order of the 4-D activations that convolution, batch norm and pooling modules
+  // read and write, set on the whole tree. Only the modules between an nn::EnterLayout and its
+  // nn::LeaveLayout see anything but NCHW (core/nn/layout_boundary.h), so a model runs
+  // channels-last only where it says it can: keep every such module inside that region.
+  void set_layout(Layout layout);
+  Layout layout() const { return layout_; }
+  // Whether this tree holds a layout region (an nn::EnterLayout).
+  bool has_layout_region() const;
+  // True for a module whose backward only reorders its output's gradient (nn::EnterLayout): a
+  // Sequential starting with it lets the module after it skip the input gradient too.
+  virtual bool only_reorders() const { return false; }
+
   // Whether backward must produce the input's gradient (false for a network's first layer).
   void set_needs_input_grad(bool needed) { needs_input_grad_ = needed; }
 
@@ -121,6 +134,8 @@ class Module {
   void notify_grads_ready();
   bool needs_input_grad() const { return needs_input_grad_; }
   const GradReadyHook& grad_ready_hook() const { return hook_; }
+  // True for nn::EnterLayout: where a layout region starts.
+  virtual bool enters_layout() const { return false; }
 
  private:
   void add_name_prefix(const std::string& prefix);
@@ -137,6 +152,7 @@ class Module {
   std::vector<Child> children_;
   bool training_ = true;
   ForwardMode forward_mode_;
+  Layout layout_ = Layout::nchw;
   bool needs_input_grad_ = true;
   GradReadyHook hook_;
 };

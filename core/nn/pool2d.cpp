@@ -32,14 +32,14 @@ std::string AvgPool2d::options() const {
 }
 
 Tensor AvgPool2d::forward(const Tensor& x) {
-  Tensor y = avg_pool2d_forward(x, params_);
+  Tensor y = avg_pool2d_forward(x, params_, layout());
   x_shape_ = keeps_activations() ? x.shape() : Shape();
   return y;
 }
 
 Tensor AvgPool2d::backward(const Tensor& dy) {
   ALLOY_CHECK(!x_shape_.empty(), "AvgPool2d: backward without a training forward");
-  Tensor dx = avg_pool2d_backward(dy, x_shape_, params_);
+  Tensor dx = avg_pool2d_backward(dy, x_shape_, params_, layout());
   x_shape_.clear();
   return dx;
 }
@@ -52,7 +52,7 @@ std::string MaxPool2d::options() const {
 }
 
 Tensor MaxPool2d::forward(const Tensor& x) {
-  MaxPoolResult result = max_pool2d_forward(x, params_);
+  MaxPoolResult result = max_pool2d_forward(x, params_, layout());
   if (keeps_activations()) {
     x_shape_ = x.shape();
     argmax_ = std::move(result.argmax);
@@ -65,7 +65,7 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 
 Tensor MaxPool2d::backward(const Tensor& dy) {
   ALLOY_CHECK(argmax_.defined(), "MaxPool2d: backward without a training forward");
-  Tensor dx = max_pool2d_backward(dy, argmax_, x_shape_);
+  Tensor dx = max_pool2d_backward(dy, argmax_, x_shape_, layout());
   argmax_ = Tensor();
   x_shape_.clear();
   return dx;

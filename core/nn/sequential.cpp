@@ -63,7 +63,11 @@ Tensor Sequential::forward(const Tensor& x) {
 
 Tensor Sequential::backward(const Tensor& dy) {
   if (modules_.empty()) return needs_input_grad() ? dy : Tensor();
-  modules_.front()->set_needs_input_grad(needs_input_grad());
+  std::size_t first = 0;  // the first child that computes anything
+  while (first + 1 < modules_.size() && modules_[first]->only_reorders())
+    ++first;
+  for (std::size_t i = 0; i <= first; ++i)
+    modules_[i]->set_needs_input_grad(needs_input_grad());
   Tensor dx = dy;
   for (std::size_t i = modules_.size(); i-- > 0;) {
     if (recompute_inputs_[i].defined()) {

@@ -31,7 +31,8 @@ class Sequential : public Module {
   }
 
   Tensor forward(const Tensor& x) override;
-  // The first child computes its input's gradient only if this module must.
+  // The first child computes its input's gradient only if this module must, and so does the
+  // child after a leading run of children that only reorder it (Module::only_reorders).
   Tensor backward(const Tensor& dy) override;
   std::string type_name() const override { return "Sequential"; }
 

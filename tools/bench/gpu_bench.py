@@ -37,7 +37,8 @@ LABELS = {
     "r18-alloy-O0": "Alloy O0",
     "r18-pytorch-amp": "PyTorch autocast fp16 + GradScaler, NCHW",
     "r18-pytorch-amp-cl": "PyTorch autocast fp16 + GradScaler, channels-last",
-    "r18-alloy-O2": "Alloy O2",
+    "r18-alloy-O2": "Alloy O2 (channels-last on the GPU: --layout auto)",
+    "r18-alloy-O2-nchw": "Alloy O2 --layout nchw",
     "r18-pytorch-amp-clip": "PyTorch autocast fp16 + GradScaler + unscale_ + clip_grad_norm_(1.0), "
                             "NCHW",
     "r18-pytorch-amp-cl-clip": "PyTorch autocast fp16 + GradScaler + unscale_ + "
@@ -258,6 +259,9 @@ def comparisons(facts):
             "r18-pytorch-amp-cl", "r18-alloy-O2", None),
         row("alloy_o2_over_o0", f"resnet18 b{batch}, Alloy O2 over Alloy O0", "r18-alloy-O0",
             "r18-alloy-O2", 2.0),
+        row("alloy_o2_nhwc_over_nchw",
+            f"resnet18 b{batch} mixed precision, Alloy channels-last over its NCHW (extra)",
+            "r18-alloy-O2-nchw", "r18-alloy-O2", None),
         row("resnet18_amp_clip", f"resnet18 b{batch} mixed precision, clipped to norm 1",
             "best-amp-clip", "r18-alloy-O2-clip", 1.2),
         row("resnet18_amp_clip_vs_nchw",
@@ -326,7 +330,7 @@ def host_wait_rows(rounds):
     """Per Alloy run, over the rounds: host round trips per step of the timed epochs."""
     rows = []
     for name in ("lenet-alloy", "ffn-alloy-O0", "ffn-alloy-O2", "r18-alloy-O0", "r18-alloy-O2",
-                 "r18-alloy-O2-clip"):
+                 "r18-alloy-O2-nchw", "r18-alloy-O2-clip"):
         figures = [rounds[n][name]["figure"] for n in sorted(rounds)
                    if name in rounds[n] and "figure" in rounds[n][name]]
         steps = sum(f["steps"] for f in figures)

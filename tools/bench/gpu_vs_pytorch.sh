@@ -187,7 +187,7 @@ declare -A part_runs=(
   [lenet]="lenet-pytorch lenet-alloy"
   [ffn]="ffn-pytorch-fp32 ffn-alloy-O0 ffn-pytorch-amp ffn-alloy-O2"
   [resnet-fp32]="r18-pytorch-fp32 r18-pytorch-tf32 r18-alloy-O0"
-  [resnet-amp]="r18-pytorch-amp r18-pytorch-amp-cl r18-alloy-O2"
+  [resnet-amp]="r18-pytorch-amp r18-pytorch-amp-cl r18-alloy-O2 r18-alloy-O2-nchw"
   [resnet-amp-clip]="r18-pytorch-amp-clip r18-pytorch-amp-cl-clip r18-alloy-O2-clip"
 )
 part_names="lenet|ffn|resnet-fp32|resnet-amp|resnet-amp-clip"
@@ -327,6 +327,7 @@ command_of() {
       --log-json "$2") ;;
     r18-alloy-O2-clip) cmd=("${alloy_resnet[@]}" --opt-level O2 --clip-grad-norm "$max_norm"
       --log-json "$2") ;;
+    r18-alloy-O2-nchw) cmd=("${alloy_resnet[@]}" --opt-level O2 --layout nchw --log-json "$2") ;;
   esac
 }
 

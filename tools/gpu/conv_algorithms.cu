@@ -8,8 +8,8 @@
 // Columns: the heuristic choice and its time, the fastest deterministic algorithm and the
 // fastest of all, in milliseconds. NHWC rows time the same fp16 convolutions in channels-last
 // layout, which cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
-#include <cudnn.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -86,8 +86,8 @@ void fold(Timing& timing, const Perf* perf, int count, const char* const* names,
         (timing.heuristic_ms < 0 || perf[i].time < timing.heuristic_ms)) {
       timing.heuristic_ms = perf[i].time;
     }
-    const std::string name = std::string(names[perf[i].algo]) +
-                             (perf[i].mathType == CUDNN_TENSOR_OP_MATH ? "/tc" : "");
+    const std::string name =
+        std::string(names[perf[i].algo]) + (perf[i].mathType == CUDNN_TENSOR_OP_MATH ? "/tc" : "");
     if (perf[i].time < timing.fastest_ms) {
       timing.fastest_ms = perf[i].time;
       timing.fastest = name;
@@ -115,13 +115,13 @@ Pick heuristic_pick(const Perf* perf, int count, bool prefer_deterministic) {
   return {candidates.front().algo, candidates.front().math_type};
 }
 
-constexpr const char* kForwardNames[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM",
-                                         "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",
-                                         "WINOGRAD_NONFUSED"};
+constexpr const char* kForwardNames[] = {
+    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+    "WINOGRAD",      "WINOGRAD_NONFUSED"};
 constexpr const char* kDataNames[] = {"ALGO_0",     "ALGO_1",   "FFT",
                                       "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-constexpr const char* kFilterNames[] = {"ALGO_0",   "ALGO_1",           "FFT",       "ALGO_3",
-                                        "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+constexpr const char* kFilterNames[] = {
+    "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
 
 void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTensorFormat_t format,
              const char* label) {
@@ -170,9 +170,9 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
 
   Timing forward, data, filter;
   for (int round = 0; round < 3; ++round) {
-    check(cudnnFindConvolutionForwardAlgorithmEx(handle, x.raw, xb.get(), w.raw, wb.get(),
-                                                 conv.raw, y.raw, yb.get(), kMax, &count, fp,
-                                                 workspace.get(), kWorkspace),
+    check(cudnnFindConvolutionForwardAlgorithmEx(handle, x.raw, xb.get(), w.raw, wb.get(), conv.raw,
+                                                 y.raw, yb.get(), kMax, &count, fp, workspace.get(),
+                                                 kWorkspace),
           "find forward");
     fold(forward, fp, count, kForwardNames, forward_pick);
     check(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w.raw, wb.get(), y.raw, yb.get(),
@@ -181,20 +181,21 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
           "find backward data");
     fold(data, dp, count, kDataNames, data_pick);
     check(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x.raw, xb.get(), y.raw, yb.get(),
-                                                        conv.raw, w.raw, wb.get(), kMax, &count,
-                                                        wp, workspace.get(), kWorkspace),
+                                                        conv.raw, w.raw, wb.get(), kMax, &count, wp,
+                                                        workspace.get(), kWorkspace),
           "find backward filter");
     fold(filter, wp, count, kFilterNames, filter_pick);
   }
   for (const auto& [direction, t] : {std::pair<const char*, const Timing*>{"forward", &forward},
                                      {"data", &data},
                                      {"filter", &filter}}) {
-    std::printf("%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
-                "fastest det. %-22s %8.4f | fastest %-22s %8.4f\n",
-                s.model, label, format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", s.n, s.c, s.h, s.w,
-                s.k, s.r, s.r, s.stride, s.pad, direction, t->heuristic.c_str(), t->heuristic_ms,
-                t->fastest_deterministic.c_str(), t->fastest_deterministic_ms, t->fastest.c_str(),
-                t->fastest_ms);
+    std::printf(
+        "%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
+        "fastest det. %-22s %8.4f | fastest %-22s %8.4f\n",
+        s.model, label, format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", s.n, s.c, s.h, s.w, s.k, s.r,
+        s.r, s.stride, s.pad, direction, t->heuristic.c_str(), t->heuristic_ms,
+        t->fastest_deterministic.c_str(), t->fastest_deterministic_ms, t->fastest.c_str(),
+        t->fastest_ms);
   }
   std::fflush(stdout);
 }
@@ -214,13 +215,17 @@ int main(int argc, char** argv) {
     check(cudnnCreate(&handle.raw), "cudnnCreate");
     const Shape lenet[] = {{"lenet", batch, 1, 28, 28, 20, 3, 1, 0},
                            {"lenet", batch, 20, 13, 13, 50, 5, 1, 0}};
-    const Shape resnet[] = {
-        {"resnet18", batch, 1, 28, 28, 64, 3, 1, 1},    {"resnet18", batch, 64, 28, 28, 64, 3, 1, 1},
-        {"resnet18", batch, 64, 28, 28, 128, 3, 2, 1},  {"resnet18", batch, 64, 28, 28, 128, 1, 2, 0},
-        {"resnet18", batch, 128, 14, 14, 128, 3, 1, 1}, {"resnet18", batch, 128, 14, 14, 256, 3, 2, 1},
-        {"resnet18", batch, 256, 7, 7, 256, 3, 1, 1},   {"resnet18", batch, 256, 7, 7, 512, 3, 2, 1},
-        {"resnet18", batch, 512, 4, 4, 512, 3, 1, 1}};
-    for (const Shape& s : lenet) measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
+    const Shape resnet[] = {{"resnet18", batch, 1, 28, 28, 64, 3, 1, 1},
+                            {"resnet18", batch, 64, 28, 28, 64, 3, 1, 1},
+                            {"resnet18", batch, 64, 28, 28, 128, 3, 2, 1},
+                            {"resnet18", batch, 64, 28, 28, 128, 1, 2, 0},
+                            {"resnet18", batch, 128, 14, 14, 128, 3, 1, 1},
+                            {"resnet18", batch, 128, 14, 14, 256, 3, 2, 1},
+                            {"resnet18", batch, 256, 7, 7, 256, 3, 1, 1},
+                            {"resnet18", batch, 256, 7, 7, 512, 3, 2, 1},
+                            {"resnet18", batch, 512, 4, 4, 512, 3, 1, 1}};
+    for (const Shape& s : lenet)
+      measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
     for (const Shape& s : resnet) {
       measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, "f16");
       measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, "f16");
