@@ -266,8 +266,11 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
       static_cast<void>(cudaGetLastError());  // a refused launch is not this op's failure
     }
     if (index) {
-      const AlgorithmOffer& chosen = direction.candidates[*index];
-      record_conv_algorithm(key, {chosen.algo, chosen.math_type});
+      // Another rank of this node may have recorded its own choice first: that one, so that
+      // the ranks run the same algorithms.
+      const AlgorithmOffer& measured = direction.candidates[*index];
+      const ConvAlgorithm kept = record_conv_algorithm(key, {measured.algo, measured.math_type});
+      index = candidate_index(direction.candidates, kept.algo, kept.math_type).value_or(*index);
     }
   }
   if (index) direction.candidates = put_first(std::move(direction.candidates), *index);

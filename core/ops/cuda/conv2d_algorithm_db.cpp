@@ -201,11 +201,13 @@ ConvAlgorithmTable read_conv_algorithm_db(const std::string& path) {
   return table;
 }
 
-void merge_into_conv_algorithm_db(const std::string& path, const ConvAlgorithmTable& choices) {
+ConvAlgorithmTable merge_into_conv_algorithm_db(const std::string& path,
+                                                const ConvAlgorithmTable& choices) {
   namespace fs = std::filesystem;
   const auto failed = [&](const std::string& what) {
     warn(detail::concat("cannot update the convolution algorithm db ", path, " (", what,
                         "); the choices stay in memory for this run"));
+    return choices;
   };
   std::error_code error;
   const fs::path directory = fs::path(path).parent_path();
@@ -239,6 +241,7 @@ void merge_into_conv_algorithm_db(const std::string& path, const ConvAlgorithmTa
     fs::remove(temporary, error);
     return failed("renaming " + temporary + ": " + error.message());
   }
+  return merged;
 }
 
 void set_conv_algorithm_choice(ConvAlgorithmChoice choice) {
@@ -283,13 +286,17 @@ std::optional<ConvAlgorithm> known_conv_algorithm(const ConvAlgorithmKey& key) {
   return found->second;
 }
 
-void record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice) {
+ConvAlgorithm record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice) {
   const std::string text = conv_algorithm_key_text(key);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  const ConvAlgorithmTable db =
+      merge_into_conv_algorithm_db(conv_algorithm_db_path(), {{text, choice}});
+  const auto written = db.find(text);
+  if (written != db.end()) choice = written->second;
   s.db[text] = choice;
   s.in_use[text] = choice;
-  merge_into_conv_algorithm_db(conv_algorithm_db_path(), {{text, choice}});
+  return choice;
 }
 
 std::string conv_algorithms_in_use() {

@@ -69,9 +69,10 @@ ConvAlgorithmTable read_conv_algorithm_db(const std::string& path);
 // lock on "PATH.lock", re-reads the file, adds the keys it lacks (a key already there keeps its
 // choice: another process measured it first), writes a temporary file and renames it over the
 // db, so concurrent writers lose nothing and a reader never sees half a file. Corrupt lines are
-// dropped by the rewrite. Failures (a read-only cache, ...) are warnings on stderr: the run goes
-// on with its choices in memory.
-void merge_into_conv_algorithm_db(const std::string& path, const ConvAlgorithmTable& choices);
+// dropped by the rewrite. Returns the db as written. Failures (a read-only cache, ...) are
+// warnings on stderr, and return `choices`: the run goes on with its choices in memory.
+ConvAlgorithmTable merge_into_conv_algorithm_db(const std::string& path,
+                                                const ConvAlgorithmTable& choices);
 
 // The process-wide setting, set before training (apps/trainer.cpp); heuristic until then, so
 // that ops used outside `alloy train` never touch the db.
@@ -86,8 +87,10 @@ void load_conv_algorithms(const std::string& text, const std::string& source);
 // lookup), else none.
 std::optional<ConvAlgorithm> known_conv_algorithm(const ConvAlgorithmKey& key);
 
-// Records a choice the process measured: in the table and, merged at once, in the db.
-void record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice);
+// Records a choice the process measured: merged at once into the db, and in the table. Returns
+// the db's choice for `key`: another process's (a rank beside this one that measured the same
+// convolution first) where it won the race, so that the ranks of a node agree.
+ConvAlgorithm record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice);
 
 // The choices this process used or loaded from a checkpoint, as lines: what a checkpoint saves.
 std::string conv_algorithms_in_use();

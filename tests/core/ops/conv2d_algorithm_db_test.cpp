@@ -230,6 +230,20 @@ BOOST_AUTO_TEST_CASE(the_table_takes_the_checkpoint_over_the_db_over_nothing) {
                         });
 }
 
+BOOST_AUTO_TEST_CASE(a_choice_another_process_recorded_first_is_the_one_kept) {
+  FreshCache cache;
+  const ConvAlgorithmKey forward = resnet_key("forward");
+  const std::string key = cuda::conv_algorithm_key_text(forward);
+  BOOST_TEST(!cuda::known_conv_algorithm(forward).has_value());     // this process read the db
+  cuda::merge_into_conv_algorithm_db(cache.db(), {{key, {4, 3}}});  // then a rank beside it
+  BOOST_TEST((cuda::record_conv_algorithm(forward, {7, 3}) == ConvAlgorithm{4, 3}));
+  BOOST_TEST(cuda::conv_algorithms_in_use() == key + "\t4\t3\n");
+  BOOST_TEST((cuda::known_conv_algorithm(forward).value() == ConvAlgorithm{4, 3}));
+  // Where the db cannot be written, the process's own choice.
+  const ConvAlgorithmTable mine = {{key, {7, 3}}};
+  BOOST_TEST(cuda::merge_into_conv_algorithm_db("/proc/no/such/dir/db.txt", mine) == mine);
+}
+
 BOOST_AUTO_TEST_CASE(the_setting_is_heuristic_until_set) {
   BOOST_TEST((cuda::conv_algorithm_choice() == cuda::ConvAlgorithmChoice::heuristic));
   cuda::set_conv_algorithm_choice(cuda::ConvAlgorithmChoice::measured);
