@@ -22,6 +22,7 @@ const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
+const std::vector<std::string> kConvAlgorithms = {"heuristic", "measured"};
 constexpr int kMaxThreads = 1024;
 
 std::string join(const std::vector<std::string>& words) {
@@ -129,6 +130,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   check_choice("--lr-schedule", o.lr_schedule, kLrSchedules);
   check_recompute_choice(o.recompute);
   check_layout_choice(o.layout);
+  check_choice("--conv-algorithms", o.conv_algorithms, kConvAlgorithms);
   check_at_least<std::int64_t>("--warmup-steps", o.warmup_steps, 0);
   check_finite("--min-lr", o.min_lr);
   check_at_least("--min-lr", o.min_lr, 0.0);
@@ -225,6 +227,11 @@ po::options_description train_options_description(TrainOptions& o) {
       "layout", value(&o.layout)->default_value(o.layout)->value_name("auto|nchw|nhwc"),
       "memory order of the activations in the model's layout region (resnet18); auto: nhwc "
       "(channels last) on CUDA when convolutions compute in half precision (O1-O3)")(
+      "conv-algorithms",
+      value(&o.conv_algorithms)->default_value(o.conv_algorithms)->value_name("heuristic|measured"),
+      "cuDNN convolution algorithms: measured (time them once, keep the fastest deterministic "
+      "ones in $ALLOY_CACHE_DIR/conv_algorithms.txt and the checkpoints) or cuDNN's heuristic "
+      "pick; ignored on the CPU")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

@@ -25,6 +25,9 @@ struct TrainOptions {
   // none | blocks: activation recomputation (apps/recompute.h).
   std::string recompute = "none";
   std::string layout = "auto";  // auto | nchw | nhwc: the activations' order (apps/layout_choice.h)
+  // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/trainer.cpp sets
+  // the process-wide choice, core/ops/cuda/conv2d_algorithm_db.h).
+  std::string conv_algorithms = "measured";
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

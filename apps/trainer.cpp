@@ -12,6 +12,7 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/clip_grad_norm.h"
+#include "core/ops/cuda/conv2d_algorithm_db.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"
@@ -71,6 +72,16 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
   policy.enabled = options_.precision.cast_policy;
   policy.half_dtype = options_.precision.half_dtype;
   nn::set_cast_policy(policy);
+  // --conv-algorithms: process-wide in the CUDA backend, like the cast policy; the CPU's
+  // convolutions have no algorithms to choose.
+  if (device_.is_cuda()) {
+    ALLOY_CHECK(options_.conv_algorithms == "heuristic" || options_.conv_algorithms == "measured",
+                "--conv-algorithms '", options_.conv_algorithms,
+                "' is not one of heuristic or measured");
+    cuda::set_conv_algorithm_choice(options_.conv_algorithms == "measured"
+                                        ? cuda::ConvAlgorithmChoice::measured
+                                        : cuda::ConvAlgorithmChoice::heuristic);
+  }
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
   precision_->set_ema_warmup(options_.ema_warmup);

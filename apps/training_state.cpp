@@ -12,6 +12,7 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/ops/cuda/conv2d_algorithm_db.h"
 #include "core/ops/lr_schedule.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
@@ -57,6 +58,10 @@ constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
+// On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/cuda/conv2d_algorithm_db.h
+// lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
+// db is empty or holds others. Older files (without it) resume with the db's or new choices.
+constexpr const char* kConvAlgorithms = "conv_algorithms";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -279,6 +284,10 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
+  if (trainer.device().is_cuda()) {
+    const std::string algorithms = cuda::conv_algorithms_in_use();
+    if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
+  }
   return state;
 }
 
@@ -476,6 +485,10 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   const std::vector<nn::Parameter*> params = precision.canonical_parameters();
   const std::vector<nn::Buffer*> buffers = trainer.model().buffers();
   ckpt::check_compatible(path, state, o.model, specs_of(params), specs_of(buffers));
+  if (const auto algorithms = state.extra.find(kConvAlgorithms);
+      algorithms != state.extra.end() && trainer.device().is_cuda()) {
+    cuda::load_conv_algorithms(algorithms->second, "checkpoint " + path);
+  }
 
   // Weights: into the canonical copies, then rounded into the half model where there is one.
   for (nn::Parameter* p : params)

@@ -1,5 +1,6 @@
 // Emulated cuDNN (legacy API): handles, 4-d tensor, filter and 2-d convolution descriptors, the
-// _v7 algorithm heuristics and the three convolution directions with the documented semantics:
+// _v7 algorithm heuristics, cudnnFind*AlgorithmEx (with made-up times) and the three
+// convolution directions with the documented semantics:
 // NCHW or NHWC cross-correlation (or convolution) with padding, stride and dilation, and
 // y = alpha * result + beta * y. Every algorithm computes the same im2col + fp32 sgemm; what
 // tells them apart is the workspace each declares (and checks) and its determinism flag.
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -220,6 +222,32 @@ void fill_perf(const std::vector<Offer>& offers, int algo_count, cudnnMathType_t
   *returned = count;
 }
 
+// Fills cudnnFind*AlgorithmEx's perf array: the offers whose workspace fits in
+// `workspace_bytes` with CUDNN_STATUS_SUCCESS and a made-up time, fastest first, then the rest
+// with CUDNN_STATUS_NOT_SUPPORTED (time -1). The times are deterministic and run against the
+// heuristic order (its last offer is the fastest), so that a measured choice differs from the
+// heuristic one where the offers allow.
+template <class Perf, class Algo>
+void fill_found(const std::vector<Offer>& offers, int algo_count, cudnnMathType_t math,
+                std::size_t workspace_bytes, int requested, int* returned, Perf* results) {
+  std::vector<Perf> all(static_cast<std::size_t>(algo_count));
+  int count = 0;
+  fill_perf<Perf, Algo>(offers, algo_count, math, algo_count, &count, all.data());
+  for (int i = 0; i < count; ++i) {
+    Perf& perf = all[static_cast<std::size_t>(i)];
+    if (perf.status == CUDNN_STATUS_SUCCESS && perf.memory > workspace_bytes)
+      perf.status = CUDNN_STATUS_NOT_SUPPORTED;
+    perf.time = perf.status == CUDNN_STATUS_SUCCESS
+                    ? 0.25f * static_cast<float>(static_cast<int>(offers.size()) - i)
+                    : -1.0f;
+  }
+  std::stable_sort(all.begin(), all.begin() + count, [](const Perf& a, const Perf& b) {
+    return (a.time >= 0.0f) != (b.time >= 0.0f) ? a.time >= 0.0f : a.time < b.time;
+  });
+  *returned = std::min(count, requested);
+  std::copy(all.begin(), all.begin() + *returned, results);
+}
+
 // The offer `algo` of a direction, or null when the emulator does not run that algorithm.
 const Offer* find_offer(const std::vector<Offer>& offers, int algo) {
   for (const Offer& offer : offers)
@@ -244,6 +272,15 @@ cudnnStatus_t submit(cudnnHandle_t handle, const char* name, std::function<void(
   return alloy::emulator::enqueue(handle->stream, {name, std::move(run)}) == cudaSuccess
              ? CUDNN_STATUS_SUCCESS
              : CUDNN_STATUS_EXECUTION_FAILED;
+}
+
+// Find's output: cuDNN leaves in it whatever the last algorithm it timed wrote. Emulated as
+// all-ones bytes (NaN in every float type), so that code relying on it shows.
+cudnnStatus_t clobber(cudnnHandle_t handle, const char* name, void* out, std::size_t bytes) {
+  return submit(handle, name, [=] {
+    alloy::emulator::require_device_range(out, bytes, name);
+    std::memset(out, 0xff, bytes);
+  });
 }
 
 // Input row/column of output row/column `o` and filter tap `t`, or -1 outside the image.
@@ -681,6 +718,69 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
     blend(backward_filter(g, xs, dys), dw, type, dwd.k, dwd.c, dwd.h, dwd.w, dwd.stride_k,
           dwd.stride_c, dwd.stride_h, dwd.stride_w, alpha_value, beta_value);
   });
+}
+
+size_t cudnnGetVersion(void) {
+  return CUDNN_VERSION;
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithmEx(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnFilterDescriptor_t wDesc, const void* w, const cudnnConvolutionDescriptor_t convDesc,
+    const cudnnTensorDescriptor_t yDesc, void* y, const int requested, int* returned,
+    cudnnConvolutionFwdAlgoPerf_t* results, void* workspace, size_t workspace_bytes) {
+  if (handle == nullptr || x == nullptr || w == nullptr || y == nullptr || requested < 1 ||
+      returned == nullptr || results == nullptr || (workspace_bytes > 0 && workspace == nullptr))
+    return CUDNN_STATUS_BAD_PARAM;
+  Geometry g{};
+  if (const cudnnStatus_t status = check(xDesc, wDesc, convDesc, yDesc, &g);
+      status != CUDNN_STATUS_SUCCESS)
+    return status;
+  fill_found<cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionFwdAlgo_t>(
+      forward_offers(g), CUDNN_CONVOLUTION_FWD_ALGO_COUNT, convDesc->math, workspace_bytes,
+      requested, returned, results);
+  return clobber(handle, "cudnnFindConvolutionForwardAlgorithmEx y", y,
+                 static_cast<std::size_t>(tensor_span(*yDesc)) * element_bytes(g));
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithmEx(
+    cudnnHandle_t handle, const cudnnFilterDescriptor_t wDesc, const void* w,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnTensorDescriptor_t dxDesc, void* dx,
+    const int requested, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results, void* workspace,
+    size_t workspace_bytes) {
+  if (handle == nullptr || w == nullptr || dy == nullptr || dx == nullptr || requested < 1 ||
+      returned == nullptr || results == nullptr || (workspace_bytes > 0 && workspace == nullptr))
+    return CUDNN_STATUS_BAD_PARAM;
+  Geometry g{};
+  if (const cudnnStatus_t status = check(dxDesc, wDesc, convDesc, dyDesc, &g);
+      status != CUDNN_STATUS_SUCCESS)
+    return status;
+  fill_found<cudnnConvolutionBwdDataAlgoPerf_t, cudnnConvolutionBwdDataAlgo_t>(
+      data_offers(g), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, convDesc->math, workspace_bytes,
+      requested, returned, results);
+  return clobber(handle, "cudnnFindConvolutionBackwardDataAlgorithmEx dx", dx,
+                 static_cast<std::size_t>(tensor_span(*dxDesc)) * element_bytes(g));
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithmEx(
+    cudnnHandle_t handle, const cudnnTensorDescriptor_t xDesc, const void* x,
+    const cudnnTensorDescriptor_t dyDesc, const void* dy,
+    const cudnnConvolutionDescriptor_t convDesc, const cudnnFilterDescriptor_t dwDesc, void* dw,
+    const int requested, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results,
+    void* workspace, size_t workspace_bytes) {
+  if (handle == nullptr || x == nullptr || dy == nullptr || dw == nullptr || requested < 1 ||
+      returned == nullptr || results == nullptr || (workspace_bytes > 0 && workspace == nullptr))
+    return CUDNN_STATUS_BAD_PARAM;
+  Geometry g{};
+  if (const cudnnStatus_t status = check(xDesc, dwDesc, convDesc, dyDesc, &g);
+      status != CUDNN_STATUS_SUCCESS)
+    return status;
+  fill_found<cudnnConvolutionBwdFilterAlgoPerf_t, cudnnConvolutionBwdFilterAlgo_t>(
+      filter_offers(g), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, convDesc->math, workspace_bytes,
+      requested, returned, results);
+  return clobber(handle, "cudnnFindConvolutionBackwardFilterAlgorithmEx dw", dw,
+                 static_cast<std::size_t>(filter_span(*dwDesc)) * element_bytes(g));
 }
 
 const char* cudnnGetErrorString(cudnnStatus_t status) {

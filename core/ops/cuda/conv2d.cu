@@ -1,7 +1,10 @@
+#include <algorithm>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -11,6 +14,7 @@
 #include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d.h"
+#include "core/ops/cuda/conv2d_algorithm_db.h"
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"
@@ -127,9 +131,20 @@ std::vector<AlgorithmOffer> offers_of(const Perf* results, int count) {
     offers.push_back({static_cast<int>(perf.algo), static_cast<int>(perf.mathType),
                       detail::concat(algo_name(perf.algo), " (", math_name(perf.mathType), ")"),
                       perf.status == CUDNN_STATUS_SUCCESS, perf.memory,
-                      perf.determinism == CUDNN_DETERMINISTIC});
+                      perf.determinism == CUDNN_DETERMINISTIC, perf.time});
   }
   return offers;
+}
+
+// cudnnFind*AlgorithmEx's answer: up to 16 timed algorithms.
+template <class Perf, class Run>
+cudnnStatus_t find_into(std::vector<AlgorithmOffer>& timed, const Run& run) {
+  constexpr int kMaxResults = 16;
+  Perf perf[kMaxResults];
+  int found = 0;
+  const cudnnStatus_t status = run(kMaxResults, &found, perf);
+  if (status == CUDNN_STATUS_SUCCESS) timed = offers_of(perf, found);
+  return status;
 }
 
 // One direction of a plan: its candidates until the first execution has found one that runs,
@@ -151,6 +166,7 @@ struct Plan {
   Conv2dGeometry geometry;
   TensorDesc x, y;
   FilterDesc w;
+  ConvDesc probe;  // the math type allowed: what cudnnFind*AlgorithmEx chooses within
   Direction forward, data, filter;
 };
 
@@ -162,7 +178,7 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
       w(filter_desc(data_type, g)) {
   // Tensor cores for half data; true fp32 (FMA, no TF32) for f32 data.
   const cudnnMathType_t allowed = dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-  const ConvDesc probe = conv_desc(g, allowed);
+  probe = conv_desc(g, allowed);
   constexpr int kMaxResults = 16;
   int found = 0;
 
@@ -212,14 +228,76 @@ struct Choice {
   bool trial;
 };
 
+// cudnnFind*AlgorithmEx of one direction on the real buffers, given a workspace: its status,
+// and its timed results in `timed`.
+using FindCall = std::function<cudnnStatus_t(void* workspace, std::size_t workspace_bytes,
+                                             std::vector<AlgorithmOffer>& timed)>;
+
+// The key of a direction's choice in the algorithm db: this GPU's name and cuDNN's version.
+ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device device) {
+  cudaDeviceProp properties{};
+  ALLOY_CUDA_CHECK(cudaGetDeviceProperties(&properties, device.index), "conv2d: naming ",
+                   device.str());
+  return {properties.name, static_cast<long>(cudnnGetVersion()), plan.dtype, plan.geometry,
+          direction};
+}
+
+// --conv-algorithms measured: puts the direction's fastest candidate first. The choice a
+// resumed checkpoint or the algorithm db holds for this GPU, cuDNN and shape is taken as it is
+// (reruns then run the same algorithms, so give equal bits); otherwise cudnnFind*AlgorithmEx
+// times the candidates, with a workspace as large as the largest of them needs, and the fastest
+// (deterministic for the backward passes) is recorded. Should Find fail or time none, the
+// heuristic order stays.
+void put_measured_first(Direction& direction, const Plan& plan, const char* key_direction,
+                        Device device, const std::string& what, const FindCall& find) {
+  if (direction.candidates.empty()) return;
+  const ConvAlgorithmKey key = algorithm_key(plan, key_direction, device);
+  std::optional<std::size_t> index;
+  if (const std::optional<ConvAlgorithm> known = known_conv_algorithm(key)) {
+    index = candidate_index(direction.candidates, known->algo, known->math_type);
+    if (!index) {
+      std::cerr << "alloy: warning: " << what << ": the recorded algorithm " << known->algo
+                << " (math type " << known->math_type
+                << ") is not among cuDNN's candidates here; using the heuristic order" << std::endl;
+    }
+  } else {
+    std::size_t workspace_bytes = 0;
+    for (const AlgorithmOffer& offer : direction.candidates)
+      workspace_bytes = std::max(workspace_bytes, offer.workspace);
+    DeviceBuffer workspace;
+    try {
+      workspace = DeviceBuffer(workspace_bytes, device, MemoryCategory::workspace);
+    } catch (const OutOfMemory&) {
+      return;  // too little memory to time them all: the heuristic order, unrecorded
+    }
+    std::vector<AlgorithmOffer> timed;
+    if (find(workspace.get(), workspace_bytes, timed) == CUDNN_STATUS_SUCCESS) {
+      const bool deterministic = std::string(key_direction) != "forward";
+      index = fastest_candidate(direction.candidates, timed, deterministic, kWorkspaceLimit);
+    } else {
+      static_cast<void>(cudaGetLastError());  // a refused launch is not this op's failure
+    }
+    if (index) {
+      // Another rank of this node may have recorded its own choice first: that one, so that
+      // the ranks run the same algorithms.
+      const AlgorithmOffer& measured = direction.candidates[*index];
+      const ConvAlgorithm kept = record_conv_algorithm(key, {measured.algo, measured.math_type});
+      index = candidate_index(direction.candidates, kept.algo, kept.math_type).value_or(*index);
+    }
+  }
+  if (index) direction.candidates = put_first(std::move(direction.candidates), *index);
+}
+
 // Runs one direction of a plan: `call(choice)` issues the cuDNN call and returns its status.
-// The first execution tries the candidates in order (outside any graph capture: a failed
-// attempt must not end up in a graph) and keeps the first that runs; when none does, the error
-// names the direction, dtype, shape and every algorithm tried. A direction whose trial wrote a
-// scratch output (`accumulates`) then runs for real with the chosen algorithm.
-void execute(Direction& direction, const Plan& plan, const char* name, Device device,
-             cudaStream_t stream, bool accumulates,
-             const std::function<cudnnStatus_t(const Choice&)>& call) {
+// The first execution (outside any graph capture: a failed attempt must not end up in a graph)
+// orders the candidates by measurement when --conv-algorithms is measured (`find`,
+// `key_direction`: forward, data or filter), then tries them in order and keeps the first that
+// runs; when none does, the error names the direction, dtype, shape and every algorithm tried.
+// A direction whose trial wrote a scratch output (`accumulates`) then runs for real with the
+// chosen algorithm.
+void execute(Direction& direction, const Plan& plan, const char* name, const char* key_direction,
+             Device device, cudaStream_t stream, bool accumulates,
+             const std::function<cudnnStatus_t(const Choice&)>& call, const FindCall& find) {
   const auto what = [&] { return "conv2d " + describe(name, plan.dtype, plan.geometry); };
   if (!direction.chosen) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -229,6 +307,8 @@ void execute(Direction& direction, const Plan& plan, const char* name, Device de
                 ": its first execution chooses among cuDNN's algorithms by running them, which "
                 "a CUDA-graph capture cannot hold; run the step eagerly once first (a warm-up "
                 "step does)");
+    if (conv_algorithm_choice() == ConvAlgorithmChoice::measured)
+      put_measured_first(direction, plan, key_direction, device, what(), find);
     int out_of_memory = 0;  // candidates whose workspace the device could not hold
     const auto attempt = [&](const AlgorithmOffer& offer) {
       const ConvDesc conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
@@ -512,14 +592,24 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
   const cudaStream_t stream = ctx.stream.get();
   Plan& plan = plan_for(device, ctx.cudnn.get(), dtype, g);
   const float one = 1.0f, zero = 0.0f;
+  const cudnnHandle_t handle = ctx.cudnn.get();
   const bool nhwc = g.layout == Layout::nhwc;
   const DeviceBuffer w_krsc = nhwc ? krsc_copy(w, dtype, g, device, stream) : DeviceBuffer();
   const void* filter = nhwc ? w_krsc.get() : w;
-  execute(plan.forward, plan, "forward", device, stream, false, [&](const Choice& c) {
-    return cudnnConvolutionForward(ctx.cudnn.get(), &one, plan.x.get(), x, plan.w.get(), filter,
-                                   c.conv, static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                   c.workspace, c.workspace_bytes, &zero, plan.y.get(), y);
-  });
+  execute(
+      plan.forward, plan, "forward", "forward", device, stream, false,
+      [&](const Choice& c) {
+        return cudnnConvolutionForward(handle, &one, plan.x.get(), x, plan.w.get(), filter, c.conv,
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), c.workspace,
+                                       c.workspace_bytes, &zero, plan.y.get(), y);
+      },
+      [&](void* workspace, std::size_t bytes, std::vector<AlgorithmOffer>& timed) {
+        return find_into<cudnnConvolutionFwdAlgoPerf_t>(timed, [&](int n, int* found, auto* perf) {
+          return cudnnFindConvolutionForwardAlgorithmEx(handle, plan.x.get(), x, plan.w.get(),
+                                                        filter, plan.probe.get(), plan.y.get(), y,
+                                                        n, found, perf, workspace, bytes);
+        });
+      });
   if (b == nullptr) return;
   const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
   if (nhwc) {
@@ -548,26 +638,51 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
     const std::size_t dw_bytes = static_cast<std::size_t>(g.filters) * g.channels * g.kernel_h *
                                  g.kernel_w * dtype_size(plan.dtype);
     if (nhwc) {
+      // cuDNN writes the KRSC gradient (beta = 0), which is then added into the KCRS dw.
       const DeviceBuffer krsc(dw_bytes, device, MemoryCategory::workspace);
-      execute(plan.filter, plan, what, device, stream, false, [&](const Choice& c) {
-        return cudnnConvolutionBackwardFilter(
-            handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
-            static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
-            &zero, plan.w.get(), krsc.get());
-      });
+      execute(
+          plan.filter, plan, what, "filter", device, stream, false,
+          [&](const Choice& c) {
+            return cudnnConvolutionBackwardFilter(
+                handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
+                static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace,
+                c.workspace_bytes, &zero, plan.w.get(), krsc.get());
+          },
+          [&](void* workspace, std::size_t bytes, std::vector<AlgorithmOffer>& timed) {
+            return find_into<cudnnConvolutionBwdFilterAlgoPerf_t>(
+                timed, [&](int n, int* found, auto* perf) {
+                  return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                      handle, plan.x.get(), x_data, plan.y.get(), dy_data, plan.probe.get(),
+                      plan.w.get(), krsc.get(), n, found, perf, workspace, bytes);
+                });
+          });
       transpose_images_add(krsc.get(), dw, plan.dtype, g.filters, taps, g.channels, stream);
       return;
     }
     DeviceBuffer scratch;
-    execute(plan.filter, plan, what, device, stream, true, [&](const Choice& c) {
-      if (c.trial && scratch.get() == nullptr) {
+    const auto scratch_output = [&] {
+      if (scratch.get() == nullptr)
         scratch = DeviceBuffer(dw_bytes, device, MemoryCategory::workspace);
-      }
-      return cudnnConvolutionBackwardFilter(
-          handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
-          c.trial ? &zero : &one, plan.w.get(), c.trial ? scratch.get() : dw);
-    });
+      return scratch.get();
+    };
+    execute(
+        plan.filter, plan, what, "filter", device, stream, true,
+        [&](const Choice& c) {
+          return cudnnConvolutionBackwardFilter(
+              handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
+              static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
+              c.trial ? &zero : &one, plan.w.get(), c.trial ? scratch_output() : dw);
+        },
+        [&](void* workspace, std::size_t bytes, std::vector<AlgorithmOffer>& timed) {
+          // Find overwrites its output: the scratch one, since dw accumulates.
+          void* const output = scratch_output();
+          return find_into<cudnnConvolutionBwdFilterAlgoPerf_t>(
+              timed, [&](int n, int* found, auto* perf) {
+                return cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    handle, plan.x.get(), x_data, plan.y.get(), dy_data, plan.probe.get(),
+                    plan.w.get(), output, n, found, perf, workspace, bytes);
+              });
+        });
   };
   if (dw_dtype == dtype) {
     filter_gradient(plan_for(device, handle, dtype, g), x, dy, "filter gradient");
@@ -622,12 +737,22 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
     Plan& plan = plan_for(device, handle, dtype, g);
     const DeviceBuffer w_krsc = nhwc ? krsc_copy(w, dtype, g, device, stream) : DeviceBuffer();
     const void* filter = nhwc ? w_krsc.get() : w;
-    execute(plan.data, plan, "input gradient", device, stream, false, [&](const Choice& c) {
-      return cudnnConvolutionBackwardData(handle, &one, plan.w.get(), filter, plan.y.get(), dy,
-                                          c.conv,
-                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo),
-                                          c.workspace, c.workspace_bytes, &zero, plan.x.get(), dx);
-    });
+    execute(
+        plan.data, plan, "input gradient", "data", device, stream, false,
+        [&](const Choice& c) {
+          return cudnnConvolutionBackwardData(
+              handle, &one, plan.w.get(), filter, plan.y.get(), dy, c.conv,
+              static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
+              &zero, plan.x.get(), dx);
+        },
+        [&](void* workspace, std::size_t bytes, std::vector<AlgorithmOffer>& timed) {
+          return find_into<cudnnConvolutionBwdDataAlgoPerf_t>(
+              timed, [&](int n, int* found, auto* perf) {
+                return cudnnFindConvolutionBackwardDataAlgorithmEx(
+                    handle, plan.w.get(), filter, plan.y.get(), dy, plan.probe.get(), plan.x.get(),
+                    dx, n, found, perf, workspace, bytes);
+              });
+        });
   }
 }
 

@@ -3,8 +3,10 @@
 // operations are exactly what it covers). Descriptors and cuDNN's ranked algorithms are made
 // once per (device, dtype, shape) and cached; the first execution of each direction tries the
 // algorithms in that order and keeps the first that runs (conv2d_algorithms.h), so it must not
-// be inside a CUDA-graph capture (a warm-up step runs it eagerly). Workspaces come from the
-// caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
+// be inside a CUDA-graph capture (a warm-up step runs it eagerly). With the process-wide
+// setting measured (conv2d_algorithm_db.h; `alloy train`'s default), the fastest by
+// cudnnFind*AlgorithmEx is tried first, and kept in the algorithm db for later runs. Workspaces
+// come from the caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
 // Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
 // data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
 // Channels-last (g.layout == nhwc): NHWC tensor descriptors and KRSC filters, cuDNN's native

@@ -8,10 +8,16 @@
 // its first execution, which must not be inside a CUDA-graph capture, tries them in order and
 // keeps the first that runs; the rest of the run uses that one. The order depends only on
 // cuDNN's answer, so a given cuDNN on a given GPU always chooses the same algorithm.
+//
+// The heuristics' first pick is often not the fastest (fp32 most of all), so with
+// --conv-algorithms measured the first execution times the candidates (cudnnFind*AlgorithmEx)
+// and tries the fastest first; that choice is kept (conv2d_algorithm_db.h) so reruns agree.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,7 @@ struct AlgorithmOffer {
   bool offered = false;  // its status was CUDNN_STATUS_SUCCESS
   std::size_t workspace = 0;
   bool deterministic = false;
+  float milliseconds = 0.0f;  // cudnnFind*AlgorithmEx's measurement; the heuristics give none
 };
 
 // The offers to try, in order: those cuDNN offered, within `workspace_limit`, each (algorithm,
@@ -70,6 +77,50 @@ inline std::size_t first_working_algorithm(
                             candidates[i].name, ": ", failure);
   }
   fail(what, ": none of the ", candidates.size(), " algorithms cuDNN offers runs (", tried, ")");
+}
+
+// The position in `candidates` of the algorithm with `algo` and `math_type`, if it is one.
+inline std::optional<std::size_t> candidate_index(const std::vector<AlgorithmOffer>& candidates,
+                                                  int algo, int math_type) {
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    if (candidates[i].algo == algo && candidates[i].math_type == math_type) return i;
+  }
+  return std::nullopt;
+}
+
+// --conv-algorithms measured: the position in `candidates` of the one cudnnFind*AlgorithmEx
+// timed fastest. Only offers in `timed` (Find's results) that ran (status SUCCESS), need at most
+// `workspace_limit`, are deterministic when `require_deterministic` (the backward passes: a
+// rerun must give equal bits) and are among the candidates count: a choice kept in the algorithm
+// db is then found again among a later run's candidates. None when no offer qualifies.
+inline std::optional<std::size_t> fastest_candidate(const std::vector<AlgorithmOffer>& candidates,
+                                                    const std::vector<AlgorithmOffer>& timed,
+                                                    bool require_deterministic,
+                                                    std::size_t workspace_limit) {
+  std::optional<std::size_t> fastest;
+  float fastest_ms = 0.0f;
+  for (const AlgorithmOffer& offer : timed) {
+    if (!offer.offered || offer.workspace > workspace_limit || offer.milliseconds < 0.0f ||
+        (require_deterministic && !offer.deterministic)) {
+      continue;
+    }
+    const std::optional<std::size_t> index =
+        candidate_index(candidates, offer.algo, offer.math_type);
+    if (index && (!fastest || offer.milliseconds < fastest_ms)) {
+      fastest = index;
+      fastest_ms = offer.milliseconds;
+    }
+  }
+  return fastest;
+}
+
+// `candidates` with the one at `index` moved to the front: tried first, the others (in their
+// order) stay the fallback should it fail to run.
+inline std::vector<AlgorithmOffer> put_first(std::vector<AlgorithmOffer> candidates,
+                                             std::size_t index) {
+  std::rotate(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(index),
+              candidates.begin() + static_cast<std::ptrdiff_t>(index) + 1);
+  return candidates;
 }
 
 }  // namespace alloy::cuda

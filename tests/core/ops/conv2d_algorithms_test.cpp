@@ -14,9 +14,11 @@ namespace {
 
 constexpr std::size_t kLimit = 1000;
 
-AlgorithmOffer offer(int algo, int math, bool offered, std::size_t workspace, bool deterministic) {
-  return {algo,    math,      "A" + std::to_string(algo) + "/m" + std::to_string(math),
-          offered, workspace, deterministic};
+AlgorithmOffer offer(int algo, int math, bool offered, std::size_t workspace, bool deterministic,
+                     float milliseconds = 0.0f) {
+  return {algo,        math,      "A" + std::to_string(algo) + "/m" + std::to_string(math),
+          offered,     workspace, deterministic,
+          milliseconds};
 }
 
 std::vector<int> algos(const std::vector<AlgorithmOffer>& offers) {
@@ -106,6 +108,51 @@ BOOST_AUTO_TEST_CASE(no_candidate_at_all_is_an_error_naming_the_convolution) {
         return message.find("input gradient of f16 x [1, 2, 3, 4]") != std::string::npos &&
                message.find("no algorithm") != std::string::npos;
       });
+}
+
+BOOST_AUTO_TEST_CASE(measured_pick_is_the_fastest_timed_candidate_that_qualifies) {
+  const std::vector<AlgorithmOffer> candidates = {
+      offer(1, 1, true, 0, true), offer(5, 1, true, 8, true), offer(7, 1, true, 16, true),
+      offer(0, 1, true, 0, false)};
+  // Find's answer, fastest first as cuDNN sorts it; each skipped one for its own reason.
+  const std::vector<AlgorithmOffer> timed = {
+      offer(0, 1, true, 0, false, 0.05f),          // fastest, but non-deterministic
+      offer(2, 1, true, 0, true, 0.06f),           // not among the candidates
+      offer(7, 1, false, 16, true, 0.07f),         // failed in Find (status not SUCCESS)
+      offer(7, 0, true, 16, true, 0.08f),          // another math type than the candidate's
+      offer(5, 1, true, kLimit + 1, true, 0.09f),  // over the workspace limit
+      offer(1, 1, true, 0, true, -1.0f),           // no time
+      offer(7, 1, true, 16, true, 0.30f),          // the one: candidate 2 ...
+      offer(5, 1, true, 8, true, 0.40f),           // ... faster than candidate 1
+  };
+  BOOST_TEST(cuda::fastest_candidate(candidates, timed, true, kLimit).value() == 2u);
+  // Forward: determinism is not asked for, so the fastest of all is a candidate's.
+  BOOST_TEST(cuda::fastest_candidate(candidates, timed, false, kLimit).value() == 3u);
+  // Find's order is not trusted: the time decides.
+  const std::vector<AlgorithmOffer> unsorted = {offer(5, 1, true, 8, true, 0.40f),
+                                                offer(1, 1, true, 0, true, 0.20f)};
+  BOOST_TEST(cuda::fastest_candidate(candidates, unsorted, true, kLimit).value() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(measured_pick_is_none_when_nothing_qualifies) {
+  const std::vector<AlgorithmOffer> candidates = {offer(1, 1, true, 0, true)};
+  BOOST_TEST(!cuda::fastest_candidate(candidates, {}, true, kLimit).has_value());
+  BOOST_TEST(!cuda::fastest_candidate(candidates, {offer(1, 1, false, 0, true, 0.1f)}, true, kLimit)
+                  .has_value());
+  BOOST_TEST(
+      !cuda::fastest_candidate({}, {offer(1, 1, true, 0, true, 0.1f)}, true, kLimit).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(put_first_moves_the_choice_ahead_of_the_others_in_their_order) {
+  const std::vector<AlgorithmOffer> candidates = {
+      offer(1, 1, true, 0, true), offer(5, 1, true, 8, true), offer(7, 1, true, 16, true),
+      offer(0, 1, true, 0, false)};
+  BOOST_TEST(algos(cuda::put_first(candidates, 2)) == (std::vector<int>{7, 1, 5, 0}),
+             boost::test_tools::per_element());
+  BOOST_TEST(algos(cuda::put_first(candidates, 0)) == algos(candidates),
+             boost::test_tools::per_element());
+  BOOST_TEST(cuda::candidate_index(candidates, 5, 1).value() == 1u);
+  BOOST_TEST(!cuda::candidate_index(candidates, 5, 0).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
