@@ -71,7 +71,15 @@ BOOST_AUTO_TEST_CASE(a_choice_is_one_tab_separated_line_that_parses_back) {
                                                       "6,1,5,5\t1,1\t2,2\tnchw\tdata",
                                                       0) == 0u);
 
+  // A channels-last plan is a key of its own.
+  ConvAlgorithmKey channels_last = resnet_key("forward");
+  channels_last.geometry.layout = Layout::nhwc;
+  const std::string nhwc_key = cuda::conv_algorithm_key_text(channels_last);
+  BOOST_TEST(nhwc_key ==
+             "NVIDIA H200\t90100\tf32\t256,512,4,4\t512,512,3,3\t1,1\t1,1\tnhwc\tforward");
+
   const ConvAlgorithmTable table = {{key, {7, 3}},
+                                    {nhwc_key, {1, 1}},
                                     {cuda::conv_algorithm_key_text(lenet_key("filter")), {1, 1}}};
   const std::string text = cuda::format_conv_algorithms(table);
   BOOST_TEST(text.find(key + "\t7\t3\n") != std::string::npos);
@@ -87,7 +95,7 @@ BOOST_AUTO_TEST_CASE(comments_and_blank_lines_are_skipped_and_a_bad_line_is_name
       "NVIDIA H200\t1\tf32\t1,1,4\t1,1,3,3\t1,1\t1,1\tnchw\tforward\t1\t3",      // x shape
       "NVIDIA H200\t1\tf32\t1,2,4,4\t1,1,3,3\t1,1\t1,1\tnchw\tforward\t1\t3",    // channels
       "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t0,1\t1,1\tnchw\tforward\t1\t3",    // stride 0
-      "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t1,1\t1,1\tnhwc\tforward\t1\t3",    // layout
+      "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t1,1\t1,1\tnwhc\tforward\t1\t3",    // layout
       "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t1,1\t1,1\tnchw\tsideways\t1\t3",   // direction
       "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t1,1\t1,1\tnchw\tforward\t-1\t3",   // algorithm
       "NVIDIA H200\t1\tf32\t1,1,4,4\t1,1,3,3\t1,1\t1,1\tnchw\tforward\t1\t3\t",  // extra field
