@@ -4,8 +4,10 @@
 #include <functional>
 
 #include "core/error.h"
+#include "tests/support/usage_error.h"
 
 using namespace alloy;
+using alloy::test::usage_error_mentions;
 using namespace alloy::amp;
 
 namespace {
@@ -13,14 +15,6 @@ AmpProperties level(const char* name, const AmpOverrides& overrides = {}) {
   return resolve_properties(parse_opt_level(name), overrides);
 }
 
-bool usage_error_mentions(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-  } catch (const UsageError& error) {
-    return std::string(error.what()).find(text) != std::string::npos;
-  }
-  return false;
-}
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(opt_level)

@@ -9,23 +9,16 @@
 
 #include "amp/opt_level.h"
 #include "core/models/zoo.h"
+#include "tests/support/usage_error.h"
 
 using namespace alloy;
+using alloy::test::usage_error_mentions;
 using namespace alloy::app;
 
 namespace {
 
 amp::AmpProperties level(const char* name) {
   return amp::resolve_properties(amp::parse_opt_level(name), {});
-}
-
-bool usage_error_mentions(const std::function<void()>& call, const std::string& text) {
-  try {
-    call();
-  } catch (const UsageError& error) {
-    return std::string(error.what()).find(text) != std::string::npos;
-  }
-  return false;
 }
 
 }  // namespace
