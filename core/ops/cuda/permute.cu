@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/permute.h"
@@ -53,6 +55,58 @@ __global__ void transpose_kernel(const T* in, T* out, std::int64_t images, int r
   }
 }
 
+// The narrow side up to which an image goes to narrow_transpose_kernel: a convolution filter's
+// taps (R*S = 9 or 1 for ResNets) against its channels. Wider images fill 32x32 tiles.
+constexpr int kMaxNarrow = 32;
+constexpr int kNarrowThreads = 256;
+constexpr int kSlabBytes = 16 * 1024;  // a block's shared slab, whatever the element size
+
+// Images of [long, narrow] (kNarrowIn: the input's columns are narrow) or [narrow, long]
+// (otherwise) transposed, `narrow` <= kMaxNarrow. Each block moves blockDim.x consecutive long
+// indices at a time, counted across the images (u = image * long + l), so small images share
+// a block. Their [blockDim.x, narrow] slab is contiguous on the narrow-major side and is moved
+// there by consecutive threads; on the other side each thread owns one long index and moves
+// its `narrow` elements, consecutive threads writing (or reading) consecutive addresses. The
+// slab's rows are padded to an odd pitch, so that a thread's column walk hits distinct banks.
+// The loops depend only on the block's indices, so every thread reaches each barrier.
+template <class T, class Store, bool kNarrowIn>
+__global__ void narrow_transpose_kernel(const T* in, T* out, std::int64_t images, int narrow,
+                                        int length, Store store,
+                                        std::bool_constant<kNarrowIn> /*narrow_in*/) {
+  __shared__ T slab[kSlabBytes / sizeof(T)];
+  const int pitch = narrow | 1;
+  const int threads = static_cast<int>(blockDim.x), t = static_cast<int>(threadIdx.x);
+  const std::int64_t total = images * length, image = std::int64_t{narrow} * length;
+  for (std::int64_t u0 = std::int64_t{blockIdx.x} * threads; u0 < total;
+       u0 += std::int64_t{gridDim.x} * threads) {
+    const int count = total - u0 < threads ? static_cast<int>(total - u0) : threads;
+    const std::int64_t u = u0 + t, i = u / length;
+    // Where this thread's long index starts in the long-major image: its narrow elements
+    // follow it `length` apart.
+    const std::int64_t spread = i * image + (u - i * length);
+    if constexpr (kNarrowIn) {
+      for (int j = t; j < count * narrow; j += threads) {
+        const int l = j / narrow;
+        slab[l * pitch + j - l * narrow] = in[u0 * narrow + j];
+      }
+    } else if (t < count) {
+      for (int p = 0; p < narrow; ++p)
+        slab[t * pitch + p] = in[spread + std::int64_t{p} * length];
+    }
+    __syncthreads();
+    if constexpr (!kNarrowIn) {
+      for (int j = t; j < count * narrow; j += threads) {
+        const int l = j / narrow;
+        store(out[u0 * narrow + j], slab[l * pitch + j - l * narrow]);
+      }
+    } else if (t < count) {
+      for (int p = 0; p < narrow; ++p)
+        store(out[spread + std::int64_t{p} * length], slab[t * pitch + p]);
+    }
+    __syncthreads();  // the slab is refilled next
+  }
+}
+
 template <class T, class Store>
 void launch_transpose(const void* in, void* out, std::int64_t images, std::int64_t rows,
                       std::int64_t cols, Store store, const char* op, cudaStream_t stream) {
@@ -60,13 +114,48 @@ void launch_transpose(const void* in, void* out, std::int64_t images, std::int64
   constexpr std::int64_t limit = std::numeric_limits<int>::max();
   ALLOY_CHECK(rows <= limit && cols <= limit, op, ": a ", rows, "x", cols,
               " image is more than the kernel indexes");
+  if constexpr (std::is_same_v<Store, Copy>) {
+    // A [1, n] or [n, 1] image is its own transpose: the images are one contiguous copy.
+    if (rows == 1 || cols == 1) {
+      ALLOY_CUDA_CHECK(
+          cudaMemcpyAsync(out, in, static_cast<std::size_t>(images * rows * cols) * sizeof(T),
+                          cudaMemcpyDeviceToDevice, stream),
+          op, ": copying ", images, " images of ", rows, "x", cols, " elements of ", sizeof(T),
+          " bytes");
+      return;
+    }
+  }
+  const T* source = static_cast<const T*>(in);
+  T* target = static_cast<T*>(out);
+  const std::int64_t narrow = std::min(rows, cols);
+  if (narrow <= kMaxNarrow) {
+    // Threads a block: as many long indices as the slab holds, whole warps, at most 256.
+    const int pitch = static_cast<int>(narrow) | 1;
+    const int threads =
+        std::min(kNarrowThreads, static_cast<int>(kSlabBytes / sizeof(T)) / pitch / 32 * 32);
+    const std::int64_t length = std::max(rows, cols);
+    constexpr std::int64_t kMaxBlocks = std::int64_t{1} << 20;  // the loop strides beyond
+    const dim3 grid(
+        static_cast<unsigned int>(std::min((images * length + threads - 1) / threads, kMaxBlocks)));
+    const int n = static_cast<int>(narrow), l = static_cast<int>(length);
+    const auto launch = [&](auto narrow_in) {
+      ALLOY_LAUNCH(narrow_transpose_kernel, grid, dim3(threads), 0, stream)
+      (source, target, images, n, l, store, narrow_in);
+    };
+    if (cols == narrow)
+      launch(std::true_type{});
+    else
+      launch(std::false_type{});
+    ALLOY_CUDA_CHECK_LAUNCH(op, " narrow_transpose_kernel over ", images, " images of ", rows, "x",
+                            cols, " elements of ", sizeof(T), " bytes");
+    return;
+  }
   constexpr std::int64_t kMaxGrid = 65535;  // y and z grid limits; plenty of blocks for x too
   const dim3 grid(static_cast<unsigned int>(std::min((cols + kTile - 1) / kTile, kMaxGrid)),
                   static_cast<unsigned int>(std::min((rows + kTile - 1) / kTile, kMaxGrid)),
                   static_cast<unsigned int>(std::min(images, kMaxGrid)));
   ALLOY_LAUNCH(transpose_kernel, grid, dim3(kTile, kTileRows), 0, stream)
-  (static_cast<const T*>(in), static_cast<T*>(out), images, static_cast<int>(rows),
-   static_cast<int>(cols), store);
+  (source, target, images, static_cast<int>(rows), static_cast<int>(cols), store);
   ALLOY_CUDA_CHECK_LAUNCH(op, " transpose_kernel over ", images, " images of ", rows, "x", cols,
                           " elements of ", sizeof(T), " bytes");
 }

@@ -97,6 +97,74 @@ BOOST_AUTO_TEST_CASE(the_transposing_add_is_one_fp32_add_and_one_rounding) {
     check_gpu_equal(out_gpu, expected, std::string("transpose_images_add ") + dtype_name(dtype));
   }
 }
+// The narrow images of the convolution's filters: [C, P] -> [P, C] and back, for tap counts
+// that take the plain copy (1), the slab kernel (9, 25, its widest 32) and the tiles (49),
+// with channels under one slab (37, several images to a block) and over two (600), against the
+// CPU's transpose byte for byte.
+constexpr std::int64_t kTaps[] = {1, 9, 25, 32, 49};
+constexpr std::int64_t kChannels[] = {37, 600};
+
+BOOST_AUTO_TEST_CASE(narrow_images_transpose_as_on_the_cpu) {
+  for (const DType dtype : {DType::u8, DType::f16, DType::f32}) {
+    for (const std::int64_t taps : kTaps) {
+      for (const std::int64_t channels : kChannels) {
+        const std::int64_t images = channels < 100 ? 3 : 2;
+        // Both ways round: [C, P] (the filter copy) and [P, C] (its gradient's way back).
+        for (const bool narrow_cols : {true, false}) {
+          const std::int64_t rows = narrow_cols ? channels : taps;
+          const std::int64_t cols = narrow_cols ? taps : channels;
+          const std::string what = std::string(dtype_name(dtype)) + " " + std::to_string(images) +
+                                   " images of " + std::to_string(rows) + "x" +
+                                   std::to_string(cols);
+          const Tensor in = patterned({images, rows, cols}, dtype);
+          Tensor expected = Tensor::empty({images, cols, rows}, dtype, Device::cpu());
+          cpu::transpose_images(in.raw(), expected.raw(), dtype_size(dtype), images, rows, cols);
+          const Tensor in_gpu = to_cuda(in);
+          Tensor out_gpu = Tensor::empty({images, cols, rows}, dtype, in_gpu.device());
+          cuda::transpose_images(in_gpu.raw(), out_gpu.raw(), dtype_size(dtype), images, rows, cols,
+                                 cuda::stream_of(in_gpu.device()));
+          check_same_bytes(out_gpu, expected, what);
+        }
+      }
+    }
+  }
+}
+
+// The same shapes through the transposing add, each output element the fp32 sum of its two
+// stored values rounded once, computed here on the host.
+BOOST_AUTO_TEST_CASE(narrow_images_add_with_one_rounding) {
+  Generator generator(43);
+  for (const DType dtype : {DType::f16, DType::bf16, DType::f32}) {
+    for (const std::int64_t taps : kTaps) {
+      for (const std::int64_t channels : kChannels) {
+        const std::int64_t images = channels < 100 ? 3 : 2;
+        for (const bool narrow_rows : {true, false}) {
+          const std::int64_t rows = narrow_rows ? taps : channels;
+          const std::int64_t cols = narrow_rows ? channels : taps;
+          const Tensor in = random_tensor({images, rows, cols}, dtype, generator);
+          const Tensor out = random_tensor({images, cols, rows}, dtype, generator);
+          const std::vector<float> a = in.to_floats(), b = out.to_floats();
+          std::vector<float> sum(b.size());
+          for (std::int64_t i = 0; i < images; ++i)
+            for (std::int64_t r = 0; r < rows; ++r)
+              for (std::int64_t c = 0; c < cols; ++c) {
+                const auto target = static_cast<std::size_t>((i * cols + c) * rows + r);
+                sum[target] = b[target] + a[static_cast<std::size_t>((i * rows + r) * cols + c)];
+              }
+          const Tensor expected = Tensor::from_floats(out.shape(), sum, dtype);
+          Tensor out_gpu = to_cuda(out);
+          const Tensor in_gpu = to_cuda(in);
+          cuda::transpose_images_add(in_gpu.raw(), out_gpu.raw(), dtype, images, rows, cols,
+                                     cuda::stream_of(out_gpu.device()));
+          check_gpu_equal(out_gpu, expected,
+                          std::string("transpose_images_add ") + dtype_name(dtype) + " " +
+                              std::to_string(images) + " images of " + std::to_string(rows) + "x" +
+                              std::to_string(cols));
+        }
+      }
+    }
+  }
+}
 #endif
 
 BOOST_AUTO_TEST_SUITE_END()
