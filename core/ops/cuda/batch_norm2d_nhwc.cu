@@ -15,8 +15,8 @@ namespace {
 // SMs, so that no block waits for a second wave; their partials a second launch merges.
 constexpr std::int64_t kReduceBlocks = kRowReduceMinBlocks * 132;
 
-// The moments of `rows` rows, V channels, as one thread accumulates them: the rows' count and
-// per channel their mean and sum of squared deviations from it.
+// The moments of the rows a thread has read, V channels: their count and per channel their
+// mean and sum of squared deviations from it.
 template <int V>
 struct RowMoments {
   float count;
@@ -90,6 +90,7 @@ __device__ __forceinline__ void merge_over_row_lanes(RowMoments<V>& m, float* bu
 template <class T, int V>
 __global__ void __launch_bounds__(kRowReduceThreads, kRowReduceMinBlocks)
     nhwc_statistics_kernel(const T* x, RowSplit s, TrainOutputs o, float* partials, Width<V>) {
+  // Batches of three vectors of 8 halves: four spill under the launch bounds' 80 registers.
   constexpr int U = V == 8 ? 3 : kWideBatch<V>;
   __shared__ float buffer[kRowReduceThreads * (2 * V + 1)];
   const unsigned int chunk = blockIdx.x;

@@ -19,7 +19,7 @@
 namespace alloy::cuda {
 
 // Threads of a reduction's block, and blocks of them an SM should hold at once (their
-// __launch_bounds__: at most 64 registers a thread), so that enough loads are in flight.
+// __launch_bounds__: at most 80 registers a thread), so that enough loads are in flight.
 constexpr int kRowReduceThreads = 256;
 constexpr int kRowReduceMinBlocks = 3;
 // Channels per block of a merge: its threads split each channel's chunks into
