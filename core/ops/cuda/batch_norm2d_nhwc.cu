@@ -11,68 +11,132 @@ namespace alloy::cuda {
 
 namespace {
 
-// A reduction's partials for the last block to merge: at most this many (chunk, channel) pairs,
-// 64 per thread of the last block (4 rounds of its 16 loads in flight).
-constexpr std::int64_t kMaxPartials = 64 * kRowReduceThreads;
-// About two waves of an H100's or H200's 132 SMs at two or more 512-thread blocks each.
-constexpr std::int64_t kReduceBlocks = 1024;
+// A reduction's blocks: one wave of kRowReduceMinBlocks on each of an H100's or H200's 132
+// SMs, so that no block waits for a second wave; their partials a second launch merges.
+constexpr std::int64_t kReduceBlocks = kRowReduceMinBlocks * 132;
 
-// Per (chunk, channel): the chunk's mean and sum of squared deviations from it, in two passes
-// like the NCHW kernel (the second reads the block's rows again, from the cache); chunks merged
-// by the last block with Chan et al.'s update, in a fixed order.
+// The moments of the rows a thread has read, V channels: their count and per channel their
+// mean and sum of squared deviations from it.
+template <int V>
+struct RowMoments {
+  float count;
+  float mean[V], squares[V];
+};
+
+// `total` merged with b (Chan et al.'s pairwise update, merge_moments per channel); b may be
+// empty, total too.
+template <int V>
+__device__ __forceinline__ void merge_row_moments(RowMoments<V>& total, float count,
+                                                  const float (&mean)[V],
+                                                  const float (&squares)[V]) {
+  if (count == 0.0f) return;
+  const float n = total.count + count;
+  const float share = count / n;
+  const float cross = total.count * count / n;
+  for (int k = 0; k < V; ++k) {
+    const float delta = mean[k] - total.mean[k];
+    total.mean[k] += delta * share;
+    total.squares[k] += squares[k] + delta * delta * cross;
+  }
+  total.count = n;
+}
+
+// Merges m over the block's row lanes (threadIdx.y) in a fixed tree, in `buffer`
+// (blockDim.x * blockDim.y * (2V + 1) floats of shared memory); every thread gets its lane's
+// total. Every thread of the block calls it.
+template <int V>
+__device__ __forceinline__ void merge_over_row_lanes(RowMoments<V>& m, float* buffer) {
+  constexpr int kFloats = 2 * V + 1;
+  const unsigned int lanes = blockDim.x;
+  float* own = buffer + (threadIdx.y * lanes + threadIdx.x) * kFloats;
+  own[0] = m.count;
+  for (int k = 0; k < V; ++k) {
+    own[1 + k] = m.mean[k];
+    own[1 + V + k] = m.squares[k];
+  }
+  for (unsigned int rows = blockDim.y; rows > 1;) {
+    const unsigned int half = (rows + 1) / 2;
+    __syncthreads();
+    if (threadIdx.y + half < rows) {
+      const float* other = own + half * lanes * kFloats;
+      float mean[V], squares[V];
+      for (int k = 0; k < V; ++k) {
+        mean[k] = other[1 + k];
+        squares[k] = other[1 + V + k];
+      }
+      merge_row_moments<V>(m, other[0], mean, squares);
+      own[0] = m.count;
+      for (int k = 0; k < V; ++k) {
+        own[1 + k] = m.mean[k];
+        own[1 + V + k] = m.squares[k];
+      }
+    }
+    rows = half;
+  }
+  __syncthreads();
+  const float* total = buffer + threadIdx.x * kFloats;
+  m.count = total[0];
+  for (int k = 0; k < V; ++k) {
+    m.mean[k] = total[1 + k];
+    m.squares[k] = total[1 + V + k];
+  }
+}
+
+// Per (chunk, channel): the chunk's mean and sum of squared deviations from it, in one read of
+// x. The numerics are the NCHW kernel's (two passes over a piece, Chan et al.'s update between
+// pieces), with smaller pieces: each batch of U rows a thread loads is summed, its mean taken
+// and its squared deviations summed from registers; the batches merge into the thread's moments,
+// the row lanes' in a fixed tree, the chunks in the merge launch in chunk order.
 template <class T, int V>
-__global__ void __launch_bounds__(kRowReduceThreads)
-    nhwc_statistics_kernel(const T* x, RowSplit s, TrainOutputs o, float* partials,
-                           unsigned int* arrivals, Width<V>) {
-  constexpr int U = kWideBatch<V>;
-  __shared__ float buffer[kRowReduceThreads * V];
+__global__ void __launch_bounds__(kRowReduceThreads, kRowReduceMinBlocks)
+    nhwc_statistics_kernel(const T* x, RowSplit s, TrainOutputs o, float* partials, Width<V>) {
+  // Batches of three vectors of 8 halves: four spill under the launch bounds' 80 registers.
+  constexpr int U = V == 8 ? 3 : kWideBatch<V>;
+  __shared__ float buffer[kRowReduceThreads * (2 * V + 1)];
   const unsigned int chunk = blockIdx.x;
   const unsigned int group = row_group();
-  const float count = static_cast<float>(chunk_rows(s, chunk));
-  float mean[V] = {};
+  RowMoments<V> m = {};
   for_row_vectors<V, U>(s, chunk, group, [&](const std::int64_t(&at)[U], unsigned int used) {
     float v[U][V];
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], v[u]);
-    for (unsigned int u = 0; u < used; ++u) {
+    const float count = static_cast<float>(used);
+    float mean[V] = {}, squares[V] = {};
+    for (int u = 0; u < U; ++u) {
+      if (u >= static_cast<int>(used)) break;
       for (int k = 0; k < V; ++k)
         mean[k] += v[u][k];
     }
-  });
-  sum_over_row_lanes<V>(mean, buffer);
-  for (int k = 0; k < V; ++k)
-    mean[k] = mean[k] / count;
-  float squares[V] = {};
-  for_row_vectors<V, U>(s, chunk, group, [&](const std::int64_t(&at)[U], unsigned int used) {
-    float v[U][V];
-    for (int u = 0; u < U; ++u)
-      load_pack<V>(x, at[u], v[u]);
-    for (unsigned int u = 0; u < used; ++u) {
+    for (int k = 0; k < V; ++k)
+      mean[k] = mean[k] / count;
+    for (int u = 0; u < U; ++u) {
+      if (u >= static_cast<int>(used)) break;
       for (int k = 0; k < V; ++k) {
         const float d = v[u][k] - mean[k];
         squares[k] += d * d;
       }
     }
+    merge_row_moments<V>(m, count, mean, squares);
   });
-  sum_over_row_lanes<V>(squares, buffer);
-  const bool owner = threadIdx.y == 0 && group < s.groups;
-  if (gridDim.x == 1) {
-    if (owner) {
-      for (int k = 0; k < V; ++k)
-        finish_statistics(o, std::int64_t{group} * V + k, count, mean[k], squares[k]);
-    }
-    return;
-  }
-  if (owner) {
-    for (int k = 0; k < V; ++k) {
-      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + group * V + k);
-      partial[0] = mean[k];
-      partial[1] = squares[k];
+  merge_over_row_lanes<V>(m, buffer);
+  if (threadIdx.y != 0 || group >= s.groups) return;
+  for (int k = 0; k < V; ++k) {
+    const std::int64_t c = std::int64_t{group} * V + k;
+    if (gridDim.x == 1) {
+      finish_statistics(o, c, m.count, m.mean[k], m.squares[k]);
+    } else {
+      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + c);
+      partial[0] = m.mean[k];
+      partial[1] = m.squares[k];
     }
   }
-  if (!arrive_last(arrivals)) return;
+}
+
+// Each channel's chunks of nhwc_statistics_kernel merged in chunk order.
+__global__ void __launch_bounds__(kRowReduceThreads)
+    nhwc_statistics_merge_kernel(const float* partials, RowSplit s, TrainOutputs o) {
   merge_chunk_partials<2>(
-      partials, s.channels, Moments{0.0f, 0.0f, 0.0f},
+      partials, s.channels, s.chunks, Moments{0.0f, 0.0f, 0.0f},
       [&](unsigned int k, const float(&partial)[2]) {
         return Moments{static_cast<float>(chunk_rows(s, k)), partial[0], partial[1]};
       },
@@ -118,13 +182,12 @@ __device__ __forceinline__ GradSums add_sums(const GradSums& a, const GradSums& 
   return {a.dy + b.dy, a.dy_xmu + b.dy_xmu};
 }
 
-// Per (chunk, channel): sum dy and sum dy (x - mean) in one pass, dy masked; chunks summed by
-// the last block in a fixed order, which also accumulates dweight and dbias.
+// Per (chunk, channel): sum dy and sum dy (x - mean) in one pass, dy masked; chunks summed in
+// the merge launch in a fixed order, which also accumulates dweight and dbias.
 template <class X, class D, int V>
-__global__ void __launch_bounds__(kRowReduceThreads)
+__global__ void __launch_bounds__(kRowReduceThreads, kRowReduceMinBlocks)
     nhwc_backward_reduce_kernel(const X* x, const D* dy, ReluMask mask, RowSplit s,
-                                const float* mean, BackwardOutputs o, float* partials,
-                                unsigned int* arrivals, Width<V>) {
+                                const float* mean, BackwardOutputs o, float* partials, Width<V>) {
   constexpr int U = kBatch<V>;
   __shared__ float buffer[kRowReduceThreads * V];
   const unsigned int chunk = blockIdx.x;
@@ -138,7 +201,8 @@ __global__ void __launch_bounds__(kRowReduceThreads)
     for (int u = 0; u < U; ++u)
       load_pack<V>(x, at[u], xv[u]);
     load_grads<V>(dy, mask, at, g);
-    for (unsigned int u = 0; u < used; ++u) {
+    for (int u = 0; u < U; ++u) {
+      if (u >= static_cast<int>(used)) break;
       for (int k = 0; k < V; ++k) {
         total_dy[k] += g[u][k];
         total_dy_xmu[k] += g[u][k] * (xv[u][k] - m[k]);
@@ -147,24 +211,24 @@ __global__ void __launch_bounds__(kRowReduceThreads)
   });
   sum_over_row_lanes<V>(total_dy, buffer);
   sum_over_row_lanes<V>(total_dy_xmu, buffer);
-  const bool owner = threadIdx.y == 0 && group < s.groups;
-  if (gridDim.x == 1) {
-    if (owner) {
-      for (int k = 0; k < V; ++k)
-        finish_backward(o, std::int64_t{group} * V + k, total_dy[k], total_dy_xmu[k]);
-    }
-    return;
-  }
-  if (owner) {
-    for (int k = 0; k < V; ++k) {
-      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + group * V + k);
+  if (threadIdx.y != 0 || group >= s.groups) return;
+  for (int k = 0; k < V; ++k) {
+    const std::int64_t c = std::int64_t{group} * V + k;
+    if (gridDim.x == 1) {
+      finish_backward(o, c, total_dy[k], total_dy_xmu[k]);
+    } else {
+      float* partial = partials + 2 * (std::int64_t{chunk} * s.channels + c);
       partial[0] = total_dy[k];
       partial[1] = total_dy_xmu[k];
     }
   }
-  if (!arrive_last(arrivals)) return;
+}
+
+// Each channel's chunks of nhwc_backward_reduce_kernel summed in chunk order.
+__global__ void __launch_bounds__(kRowReduceThreads)
+    nhwc_backward_merge_kernel(const float* partials, RowSplit s, BackwardOutputs o) {
   merge_chunk_partials<2>(
-      partials, s.channels, GradSums{0.0f, 0.0f},
+      partials, s.channels, s.chunks, GradSums{0.0f, 0.0f},
       [](unsigned int, const float(&partial)[2]) {
         return GradSums{partial[0], partial[1]};
       },
@@ -208,9 +272,8 @@ std::int64_t rows_of(const BatchNormGeometry& g) {
 }
 
 RowSplit reduction_split(const BatchNormGeometry& g, int width) {
-  return split_rows(rows_of(g), g.channels, width, kRowReduceThreads, 4,
-                    std::max<std::int64_t>(kMaxPartials / g.channels, 1), kReduceBlocks,
-                    "batch_norm2d (nhwc)");
+  return split_rows(rows_of(g), g.channels, width, kRowReduceThreads, 4, kReduceBlocks,
+                    kReduceBlocks, "batch_norm2d (nhwc)");
 }
 
 // One batch of U = kBatch<width> rows per thread: many short blocks, so the last wave is short.
@@ -225,10 +288,6 @@ RowSplit map_split(const BatchNormGeometry& g, int width) {
 DeviceBuffer partials_for(const RowSplit& s) {
   return s.chunks > 1 ? reduction_workspace(2 * sizeof(float) * s.chunks * s.channels)
                       : DeviceBuffer();
-}
-
-unsigned int* arrivals_for(const RowSplit& s) {
-  return s.chunks > 1 ? arrival_counter(ArrivalSlot::channel_sums) : nullptr;
 }
 
 template <class T>
@@ -260,14 +319,20 @@ void batch_norm2d_nhwc_train_forward(const void* x, DType dtype, const BatchNorm
     const int width = plane_vector_width(g.channels, 16 / sizeof(T), {{x, sizeof(T)}});
     const RowSplit split = reduction_split(g, width);
     const DeviceBuffer partials = partials_for(split);
-    unsigned int* arrivals = arrivals_for(split);
     dispatch_width<16 / sizeof(T)>(width, [&](auto v) {
       ALLOY_LAUNCH(nhwc_statistics_kernel, row_grid(split), row_block(split), 0, stream)
-      (static_cast<const T*>(x), split, outputs, partials.as<float>(), arrivals, v);
+      (static_cast<const T*>(x), split, outputs, partials.as<float>(), v);
     });
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_statistics_kernel over ", split.rows, " rows of ",
                             g.channels, " channels in ", split.chunks, " chunks of ", width,
                             "-value vectors");
+    if (split.chunks > 1) {
+      ALLOY_LAUNCH(nhwc_statistics_merge_kernel, merge_blocks(g.channels), kRowReduceThreads, 0,
+                   stream)
+      (partials.as<float>(), split, outputs);
+      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_statistics_merge_kernel over ", split.chunks,
+                              " chunks of ", g.channels, " channels");
+    }
     launch_affine<T>(x, y, g, outputs.scale, outputs.shift, params.relu, stream);
   });
 }
@@ -305,16 +370,22 @@ void batch_norm2d_nhwc_backward(const void* x, DType dtype, const void* dy, DTyp
                             {mask.data, mask.data == nullptr ? 1 : dtype_size(mask.dtype)}});
     const RowSplit split = reduction_split(g, width);
     const DeviceBuffer partials = partials_for(split);
-    unsigned int* arrivals = arrivals_for(split);
+    const BackwardOutputs outputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu};
     dispatch_width<16 / sizeof(X)>(width, [&](auto v) {
       ALLOY_LAUNCH(nhwc_backward_reduce_kernel, row_grid(split), row_block(split), 0, stream)
-      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean,
-       BackwardOutputs{saved_invstd, dweight, dbias, sum_dy, sum_dy_xmu}, partials.as<float>(),
-       arrivals, v);
+      (static_cast<const X*>(x), static_cast<const D*>(dy), mask, split, saved_mean, outputs,
+       partials.as<float>(), v);
     });
     ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_backward_reduce_kernel over ", split.rows,
                             " rows of ", g.channels, " channels in ", split.chunks, " chunks of ",
                             width, "-value vectors");
+    if (split.chunks > 1) {
+      ALLOY_LAUNCH(nhwc_backward_merge_kernel, merge_blocks(g.channels), kRowReduceThreads, 0,
+                   stream)
+      (partials.as<float>(), split, outputs);
+      ALLOY_CUDA_CHECK_LAUNCH("batch_norm2d nhwc_backward_merge_kernel over ", split.chunks,
+                              " chunks of ", g.channels, " channels");
+    }
     if (rows_of(g) == 0) return;
     const RowSplit map = map_split(g, width);
     dispatch_width<16 / sizeof(X)>(width, [&](auto v) {

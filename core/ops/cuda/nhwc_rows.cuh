@@ -5,9 +5,10 @@
 // channel groups of one tile of a row (a warp reads whole rows, contiguous memory) times
 // row_lanes rows at a time; the grid is (row chunks, tiles). A thread's channels stay fixed, so
 // per-channel coefficients are loaded once into registers and no element index is divided.
-// Reductions sum a block's row lanes in fp32 in shared memory in a fixed tree, store one partial
-// per (chunk, channel), and the grid's last block (last_block.h) merges each channel's chunks in
-// a fixed order: deterministic, no float atomics, one launch.
+// Reductions combine a block's row lanes in fp32 in shared memory in a fixed tree and store one
+// partial per (chunk, channel); a second, small launch merges each channel's chunks in a fixed
+// order (merge_chunk_partials): deterministic, no float atomics, no counters, so the chunks can
+// be as many as fill the GPU whatever the channels.
 #pragma once
 
 #include <algorithm>
@@ -17,9 +18,13 @@
 
 namespace alloy::cuda {
 
-// Threads of a reduction's block: twice a map's, for more loads in flight per block and a
-// faster merge by the last block.
-constexpr int kRowReduceThreads = 512;
+// Threads of a reduction's block, and blocks of them an SM should hold at once (their
+// __launch_bounds__: at most 80 registers a thread), so that enough loads are in flight.
+constexpr int kRowReduceThreads = 256;
+constexpr int kRowReduceMinBlocks = 3;
+// Channels per block of a merge: its threads split each channel's chunks into
+// kRowReduceThreads / kMergeChannels runs, so a run is a few chunks long.
+constexpr int kMergeChannels = 8;
 
 struct RowSplit {
   std::int64_t rows, channels;
@@ -138,59 +143,52 @@ __device__ __forceinline__ void sum_over_row_lanes(float (&v)[V], float* buffer)
     v[k] = total[k];
 }
 
-// For the grid's last block: for each channel c, merges its chunks' partials (P floats each, at
-// partials[P * (chunk * channels + c)]) in a fixed order and calls finish(c, merged). Where the
-// channels are fewer than the threads, each channel's chunks are cut into up to threads /
-// channels runs of consecutive chunks, one thread each, whose results one thread per channel
-// merges in run order. part(k, partial) makes chunk k's State, merge(a, b) the State of a then
-// b; `empty` merged with a state gives that state. Every thread of the block calls it.
+// The block of a merge launch (grid: merge_blocks, block: kRowReduceThreads threads): for each
+// channel c of the block's kMergeChannels, merges its `chunks` chunks' partials (P floats each,
+// at partials[P * (chunk * channels + c)]) in a fixed order and calls finish(c, merged). Each
+// channel's chunks are cut into up to kRowReduceThreads / kMergeChannels runs of consecutive
+// chunks, one thread each, whose results one thread per channel merges in run order. part(k,
+// partial) makes chunk k's State, merge(a, b) the State of a then b; `empty` merged with a state
+// gives that state.
 template <int P, class State, class Part, class Merge, class Finish>
 __device__ __forceinline__ void merge_chunk_partials(const float* partials, std::int64_t channels,
-                                                     State empty, Part part, Merge merge,
-                                                     Finish finish) {
-  constexpr unsigned int kAhead = 16;  // loads in flight per thread
+                                                     unsigned int chunks, State empty, Part part,
+                                                     Merge merge, Finish finish) {
+  constexpr unsigned int kAhead = 8;  // loads in flight per thread
+  constexpr unsigned int kRuns = kRowReduceThreads / kMergeChannels;
   __shared__ State runs[kRowReduceThreads];
-  const unsigned int threads = blockDim.x * blockDim.y;
-  const unsigned int t = threadIdx.y * blockDim.x + threadIdx.x;
-  const unsigned int chunks = gridDim.x;
-  const unsigned int per_channel = static_cast<unsigned int>(
-      std::max<std::int64_t>(std::min<std::int64_t>(threads / channels, chunks), 1));
-  const unsigned int width = threads / per_channel;  // channels per pass
-  const unsigned int run = t / width;
-  const unsigned int lane = t - run * width;
-  for (std::int64_t base = 0; base < channels; base += width) {
-    const std::int64_t c = base + lane;
-    State state = empty;
-    if (run < per_channel && c < channels) {
-      const unsigned int first =
-          static_cast<unsigned int>(std::uint64_t{run} * chunks / per_channel);
-      const unsigned int end =
-          static_cast<unsigned int>(std::uint64_t{run + 1} * chunks / per_channel);
-      for (unsigned int k = first; k < end; k += kAhead) {
-        float loaded[kAhead][P];
-        for (unsigned int u = 0; u < kAhead; ++u) {
-          for (int q = 0; q < P; ++q) {
-            loaded[u][q] = k + u < end ? __ldcg(partials + P * ((k + u) * channels + c) + q) : 0.0f;
-          }
-        }
-        for (unsigned int u = 0; u < kAhead && k + u < end; ++u)
-          state = merge(state, part(k + u, loaded[u]));
+  const unsigned int per_channel = chunks < kRuns ? chunks : kRuns;
+  const unsigned int run = threadIdx.x / kMergeChannels;
+  const unsigned int lane = threadIdx.x % kMergeChannels;
+  const std::int64_t c = std::int64_t{blockIdx.x} * kMergeChannels + lane;
+  State state = empty;
+  if (run < per_channel && c < channels) {
+    const unsigned int first = static_cast<unsigned int>(std::uint64_t{run} * chunks / per_channel);
+    const unsigned int end =
+        static_cast<unsigned int>(std::uint64_t{run + 1} * chunks / per_channel);
+    for (unsigned int k = first; k < end; k += kAhead) {
+      float loaded[kAhead][P];
+      for (unsigned int u = 0; u < kAhead; ++u) {
+        for (int q = 0; q < P; ++q)
+          loaded[u][q] = k + u < end ? partials[P * ((k + u) * channels + c) + q] : 0.0f;
+      }
+      for (unsigned int u = 0; u < kAhead; ++u) {
+        if (k + u < end) state = merge(state, part(k + u, loaded[u]));
       }
     }
-    if (per_channel == 1) {
-      if (c < channels) finish(c, state);
-      continue;
-    }
-    __syncthreads();  // the previous pass has read its runs
-    if (run < per_channel) runs[t] = state;
-    __syncthreads();
-    if (run == 0 && c < channels) {
-      State total = empty;
-      for (unsigned int r = 0; r < per_channel; ++r)
-        total = merge(total, runs[r * width + lane]);
-      finish(c, total);
-    }
   }
+  runs[threadIdx.x] = state;
+  __syncthreads();
+  if (run == 0 && c < channels) {
+    State total = empty;
+    for (unsigned int r = 0; r < per_channel; ++r)
+      total = merge(total, runs[r * kMergeChannels + lane]);
+    finish(c, total);
+  }
+}
+
+inline unsigned int merge_blocks(std::int64_t channels) {
+  return static_cast<unsigned int>((channels + kMergeChannels - 1) / kMergeChannels);
 }
 
 }  // namespace alloy::cuda

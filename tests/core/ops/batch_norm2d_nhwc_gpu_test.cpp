@@ -52,10 +52,10 @@ BOOST_AUTO_TEST_SUITE(batch_norm2d_nhwc_gpu)
 
 BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
   Generator generator(93);
-  // NHWC shapes. C = 3: one value at a time, 715 rows in two chunks merged by the last block.
-  // C = 8: one vector per row (8 halves or two of 4 floats), 105 rows in one chunk. C = 64: 324
-  // rows in two chunks whose merge the last block splits into runs. C = 264: rows of three
-  // (f32) or two (halves) channel tiles.
+  // NHWC shapes. C = 3: one value at a time, 715 rows in three chunks merged by the merge
+  // launch. C = 8: one vector per row (8 halves or two of 4 floats), 105 rows in one chunk,
+  // finished by the reduction itself. C = 64: 324 rows in three (halves) or six (f32) chunks,
+  // each channel's in as many runs. C = 264: rows of three (f32) or two (halves) channel tiles.
   const Shape shapes[] = {{5, 13, 11, 3}, {3, 7, 5, 8}, {4, 9, 9, 64}, {3, 3, 5, 264}};
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const DType param_type : {DType::f32, dtype}) {
@@ -111,9 +111,9 @@ BOOST_AUTO_TEST_CASE(train_eval_and_backward_match_the_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(many_chunks_and_many_channels_merge_like_the_cpu) {
-  // 2000 rows of 64 channels: 16 chunks (f32) whose merge the last block splits into 8 runs of
-  // two chunks per channel; 150 rows of 600 channels: more channels than the last block's
-  // threads, merged in two passes over the channels, and rows of several channel tiles.
+  // 2000 rows of 64 channels: 32 chunks (f32) or 16 (halves), each channel's merged in as many
+  // runs by 8 merge blocks; 150 rows of 600 channels: 75 merge blocks, and rows of several
+  // channel tiles.
   Generator generator(96);
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const Shape& shape : {Shape{1, 40, 50, 64}, Shape{2, 5, 15, 600}}) {
@@ -147,7 +147,7 @@ BOOST_AUTO_TEST_CASE(many_chunks_and_many_channels_merge_like_the_cpu) {
 }
 
 BOOST_AUTO_TEST_CASE(results_are_deterministic_and_the_running_update_optional) {
-  // Two chunks merged by the last block (in runs for C = 64): the same bits on a second run of
+  // Chunks merged by the merge launch (three for C = 3): the same bits on a second run of
   // each kernel; without the running update the same y and saved statistics, running
   // statistics untouched.
   Generator generator(94);
@@ -181,6 +181,58 @@ BOOST_AUTO_TEST_CASE(results_are_deterministic_and_the_running_update_optional) 
       check_gpu_equal(dx[1], to_host(dx[0]), "dx again " + what);
       check_gpu_equal(dweight[1], to_host(dweight[0]), "dweight again " + what);
       check_gpu_equal(dbias[1], to_host(dbias[0]), "dbias again " + what);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(many_chunks_and_wide_rows_are_deterministic_and_match_the_cpu) {
+  // 25088 rows of 64 channels: hundreds of chunks (392 in f32, 196 in halves) whose merge cuts
+  // each channel's chunks into 32 runs of several chunks; resnet18's layer4 shape with fewer
+  // images, 256 rows of 512 channels: few rows in several chunks of two or four channel tiles.
+  // A second run of each kernel gives the same bits, and both the CPU's results.
+  Generator generator(97);
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    for (const Shape& shape : {Shape{8, 56, 56, 64}, Shape{16, 4, 4, 512}}) {
+      const std::int64_t channels = shape[3];
+      const double tol = gpu_tolerance(dtype);
+      const std::string what = std::string(dtype_name(dtype)) + " x " + shape_str(shape);
+      auto in = random_inputs(shape, dtype, DType::f32, generator);
+      const BatchNormParams params = nhwc_params(true);
+      const BatchNormTrainResult cpu =
+          batch_norm2d_train_forward(in.x, in.weight, in.bias, in.mean_cpu, in.var_cpu, params);
+      BatchNormTrainResult gpu[2];
+      for (int run = 0; run < 2; ++run) {
+        Tensor mean = to_cuda(in.mean_cpu), var = to_cuda(in.var_cpu);
+        gpu[run] =
+            batch_norm2d_train_forward(in.x_gpu, in.weight_gpu, in.bias_gpu, mean, var, params);
+      }
+      check_gpu_close(gpu[0].y, cpu.y, "train y " + what, tol, 1e-4);
+      check_gpu_close(gpu[0].saved.mean, cpu.saved.mean, "saved mean " + what, 1e-4, 1e-5);
+      check_gpu_close(gpu[0].saved.invstd, cpu.saved.invstd, "saved invstd " + what, 1e-4, 0.0);
+      check_gpu_equal(gpu[1].saved.mean, to_host(gpu[0].saved.mean), "saved mean again " + what);
+      check_gpu_equal(gpu[1].saved.invstd, to_host(gpu[0].saved.invstd),
+                      "saved invstd again " + what);
+      check_gpu_equal(gpu[1].y, to_host(gpu[0].y), "y again " + what);
+
+      const Tensor dy = random_tensor(shape, dtype, generator);
+      const Tensor dy_gpu = to_cuda(dy);
+      Tensor dweight = Tensor::zeros({channels}, DType::f32);
+      Tensor dbias = Tensor::zeros({channels}, DType::f32);
+      const Tensor dx =
+          batch_norm2d_backward(in.x, in.weight, dy, cpu.saved, dweight, dbias, cpu.y);
+      Tensor dweight_gpu[2], dbias_gpu[2], dx_gpu[2];
+      for (int run = 0; run < 2; ++run) {
+        dweight_gpu[run] = Tensor::zeros({channels}, DType::f32, in.x_gpu.device());
+        dbias_gpu[run] = Tensor::zeros({channels}, DType::f32, in.x_gpu.device());
+        dx_gpu[run] = batch_norm2d_backward(in.x_gpu, in.weight_gpu, dy_gpu, gpu[0].saved,
+                                            dweight_gpu[run], dbias_gpu[run], gpu[0].y);
+      }
+      check_gpu_close(dx_gpu[0], dx, "dx " + what, tol, 1e-3);
+      check_gpu_close(dweight_gpu[0], dweight, "dweight " + what, gpu_tolerance(DType::f32), 1e-3);
+      check_gpu_close(dbias_gpu[0], dbias, "dbias " + what, gpu_tolerance(DType::f32), 1e-3);
+      check_gpu_equal(dx_gpu[1], to_host(dx_gpu[0]), "dx again " + what);
+      check_gpu_equal(dweight_gpu[1], to_host(dweight_gpu[0]), "dweight again " + what);
+      check_gpu_equal(dbias_gpu[1], to_host(dbias_gpu[0]), "dbias again " + what);
     }
   }
 }
