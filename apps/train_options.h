@@ -26,7 +26,7 @@ struct TrainOptions {
   std::string recompute = "none";
   std::string layout = "auto";  // auto | nchw | nhwc: the activations' order (apps/layout_choice.h)
   // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/trainer.cpp sets
-  // the process-wide choice, core/ops/cuda/conv2d_algorithm_db.h).
+  // the process-wide choice, core/ops/conv2d_algorithm_db.h).
   std::string conv_algorithms = "measured";
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).

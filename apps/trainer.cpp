@@ -12,7 +12,7 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/clip_grad_norm.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"

@@ -12,7 +12,7 @@
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/lr_schedule.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
@@ -58,7 +58,7 @@ constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
-// On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/cuda/conv2d_algorithm_db.h
+// On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
 constexpr const char* kConvAlgorithms = "conv_algorithms";

@@ -12,7 +12,7 @@
 
 #include "apps/training_state.h"
 #include "core/data/dataset.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "tests/support/gpu.h"
 #include "tests/support/process.h"
 

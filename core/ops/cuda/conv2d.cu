@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/cuda/context.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"

@@ -1,4 +1,4 @@
-// The algorithm db of measured cuDNN convolution choices (core/ops/cuda/conv2d_algorithm_db.h):
+// The algorithm db of measured cuDNN convolution choices (core/ops/conv2d_algorithm_db.h):
 // its line format, a corrupt file, merging writers, and the process's table (checkpoint over db
 // over nothing). Pure host code, checked without a GPU.
 #include <unistd.h>
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "tests/support/process.h"
 
 using namespace alloy;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/ops/conv2d.h"
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 #include "tests/support/gpu.h"
 #include "tests/support/process.h"
 

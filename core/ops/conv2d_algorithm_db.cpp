@@ -1,4 +1,4 @@
-#include "core/ops/cuda/conv2d_algorithm_db.h"
+#include "core/ops/conv2d_algorithm_db.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

@@ -1,7 +1,9 @@
 // Which cuDNN algorithm conv2d runs per convolution direction when it measures them
 // (--conv-algorithms measured), kept so that runs stay bit-reproducible: two algorithms that time
 // within noise of each other could otherwise be picked differently by two runs, and different
-// algorithms round differently. Pure host code (no CUDA header), so the CPU tests check it.
+// algorithms round differently. Pure host code (no CUDA header), so the CPU tests check it; it
+// sits beside the dispatchers, not in core/ops/cuda/, because the command's sources include it
+// and a CPU-only installation leaves the CUDA headers out.
 //
 // A choice is one line of text, tab-separated:
 //   GPU name, cuDNN version, dtype, x "N,C,H,W", filter "K,C,R,S", stride "H,W", padding "H,W",
