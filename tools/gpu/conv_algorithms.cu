@@ -77,8 +77,8 @@ struct Pick {
 };
 
 template <class Perf>
-void fold(Timing& timing, const Perf* perf, int count, const char* const* names, Pick pick) {
-  timing.heuristic = pick.algo < 0 ? "-" : names[pick.algo];
+void fold(Timing& timing, const Perf* perf, int count, const char* (*name_of)(int), Pick pick) {
+  timing.heuristic = pick.algo < 0 ? "-" : name_of(pick.algo);
   for (int i = 0; i < count; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS) continue;
     if (static_cast<int>(perf[i].algo) == pick.algo &&
@@ -86,8 +86,8 @@ void fold(Timing& timing, const Perf* perf, int count, const char* const* names,
         (timing.heuristic_ms < 0 || perf[i].time < timing.heuristic_ms)) {
       timing.heuristic_ms = perf[i].time;
     }
-    const std::string name =
-        std::string(names[perf[i].algo]) + (perf[i].mathType == CUDNN_TENSOR_OP_MATH ? "/tc" : "");
+    const std::string name = std::string(name_of(perf[i].algo)) +
+                             (perf[i].mathType == CUDNN_TENSOR_OP_MATH ? "/tc" : "");
     if (perf[i].time < timing.fastest_ms) {
       timing.fastest_ms = perf[i].time;
       timing.fastest = name;
@@ -114,14 +114,6 @@ Pick heuristic_pick(const Perf* perf, int count, bool prefer_deterministic) {
   if (candidates.empty()) return {};
   return {candidates.front().algo, candidates.front().math_type};
 }
-
-constexpr const char* kForwardNames[] = {
-    "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
-    "WINOGRAD",      "WINOGRAD_NONFUSED"};
-constexpr const char* kDataNames[] = {"ALGO_0",     "ALGO_1",   "FFT",
-                                      "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-constexpr const char* kFilterNames[] = {
-    "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
 
 void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTensorFormat_t format,
              const char* label) {
@@ -174,17 +166,17 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
                                                  y.raw, yb.get(), kMax, &count, fp, workspace.get(),
                                                  kWorkspace),
           "find forward");
-    fold(forward, fp, count, kForwardNames, forward_pick);
+    fold(forward, fp, count, alloy::cuda::forward_algorithm_name, forward_pick);
     check(cudnnFindConvolutionBackwardDataAlgorithmEx(handle, w.raw, wb.get(), y.raw, yb.get(),
                                                       conv.raw, x.raw, xb.get(), kMax, &count, dp,
                                                       workspace.get(), kWorkspace),
           "find backward data");
-    fold(data, dp, count, kDataNames, data_pick);
+    fold(data, dp, count, alloy::cuda::data_algorithm_name, data_pick);
     check(cudnnFindConvolutionBackwardFilterAlgorithmEx(handle, x.raw, xb.get(), y.raw, yb.get(),
                                                         conv.raw, w.raw, wb.get(), kMax, &count, wp,
                                                         workspace.get(), kWorkspace),
           "find backward filter");
-    fold(filter, wp, count, kFilterNames, filter_pick);
+    fold(filter, wp, count, alloy::cuda::filter_algorithm_name, filter_pick);
   }
   for (const auto& [direction, t] : {std::pair<const char*, const Timing*>{"forward", &forward},
                                      {"data", &data},

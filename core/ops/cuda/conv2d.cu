@@ -104,22 +104,13 @@ const char* math_name(cudnnMathType_t math) {
 }
 
 const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
-  constexpr const char* names[] = {
-      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
-      "WINOGRAD",      "WINOGRAD_NONFUSED"};
-  return algo >= 0 && algo < 8 ? names[algo] : "?";
+  return forward_algorithm_name(algo);
 }
-
 const char* algo_name(cudnnConvolutionBwdDataAlgo_t algo) {
-  constexpr const char* names[] = {"ALGO_0",     "ALGO_1",   "FFT",
-                                   "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-  return algo >= 0 && algo < 6 ? names[algo] : "?";
+  return data_algorithm_name(algo);
 }
-
 const char* algo_name(cudnnConvolutionBwdFilterAlgo_t algo) {
-  constexpr const char* names[] = {
-      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
-  return algo >= 0 && algo < 7 ? names[algo] : "?";
+  return filter_algorithm_name(algo);
 }
 
 // cuDNN's answer for one direction, as the pure selection logic sees it (conv2d_algorithms.h).

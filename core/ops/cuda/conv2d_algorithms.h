@@ -25,6 +25,27 @@
 
 namespace alloy::cuda {
 
+// cuDNN's names of its algorithms by cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value, for
+// messages and reports; "?" for a value this list does not know.
+inline const char* forward_algorithm_name(int algo) {
+  constexpr const char* names[] = {
+      "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+      "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < 8 ? names[algo] : "?";
+}
+
+inline const char* data_algorithm_name(int algo) {
+  constexpr const char* names[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                   "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return algo >= 0 && algo < 6 ? names[algo] : "?";
+}
+
+inline const char* filter_algorithm_name(int algo) {
+  constexpr const char* names[] = {
+      "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return algo >= 0 && algo < 7 ? names[algo] : "?";
+}
+
 // One entry of cuDNN's answer, in cuDNN's order (fastest first, by its estimate).
 struct AlgorithmOffer {
   int algo = 0;          // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
