@@ -25,24 +25,33 @@
 
 namespace alloy::cuda {
 
-// cuDNN's names of its algorithms by cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value, for
-// messages and reports; "?" for a value this list does not know.
+// Alloy's own direct kernels (conv2d_direct.h), offered beside cuDNN's algorithms in every
+// direction they support under this number, past every cudnnConvolution*Algo_t value; they are
+// deterministic and need no math type (theirs is 0).
+constexpr int kDirectAlgorithm = 100;
+constexpr const char* kDirectAlgorithmName = "ALLOY_DIRECT";
+
+// cuDNN's names of its algorithms by cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value, and
+// ours for kDirectAlgorithm, for messages and reports; "?" for a value this list does not know.
 inline const char* forward_algorithm_name(int algo) {
   constexpr const char* names[] = {
       "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
       "WINOGRAD",      "WINOGRAD_NONFUSED"};
+  if (algo == kDirectAlgorithm) return kDirectAlgorithmName;
   return algo >= 0 && algo < 8 ? names[algo] : "?";
 }
 
 inline const char* data_algorithm_name(int algo) {
   constexpr const char* names[] = {"ALGO_0",     "ALGO_1",   "FFT",
                                    "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+  if (algo == kDirectAlgorithm) return kDirectAlgorithmName;
   return algo >= 0 && algo < 6 ? names[algo] : "?";
 }
 
 inline const char* filter_algorithm_name(int algo) {
   constexpr const char* names[] = {
       "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  if (algo == kDirectAlgorithm) return kDirectAlgorithmName;
   return algo >= 0 && algo < 7 ? names[algo] : "?";
 }
 

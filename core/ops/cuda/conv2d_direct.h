@@ -1,0 +1,48 @@
+// Alloy's own direct convolutions, for small ones: few taps per filter (C*R*S) and few filters,
+// such as LeNet's and a 1-channel stem. There cuDNN's fp32 algorithms spend 45-140 us on what
+// is 1-6 us of memory traffic (a [256, 1, 28, 28] input's 20 filters) or run FFTs for a 5x5
+// filter of 20 channels. One thread computes 8 outputs (8 filters at one output position, or 8
+// input channels at one input position) from a filter tile kept in shared memory; the filter
+// gradient splits the batch into a fixed number of chunks, sums each chunk's positions in a block
+// and adds the chunks' partials in chunk order. Every sum runs in a fixed order in fp32 and is
+// rounded once: deterministic, run to run and for any GPU.
+//
+// NCHW only; conv2d.cu offers them as one more algorithm per direction (kDirectAlgorithm), which
+// --conv-algorithms measured times against cuDNN's, so they run only where they are faster.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+#include "core/dtype.h"
+#include "core/ops/conv2d.h"
+
+namespace alloy::cuda {
+
+enum class ConvDirection { forward, data, filter };
+
+// Whether the direct kernels take `direction` of g: NCHW, f32/f16/bf16, every tensor indexable
+// in 32 bits, the filter tile within a block's shared memory (C*R*S <= 1536 for the forward and
+// the filter gradient, K*R*S <= 1536 and stride 1 for the input gradient) and, for the filter
+// gradient, an output plane of at most 1536 positions.
+bool conv2d_direct_supports(const cpu::Conv2dGeometry& g, DType dtype, ConvDirection direction);
+
+// Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients.
+std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
+
+// y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`; fp32 sums, y rounded once.
+void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x,
+                           const void* w, const void* b, void* y, cudaStream_t stream);
+
+// dx = dL/dx from dy and w (all `dtype`); stride 1.
+void conv2d_direct_data(const cpu::Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
+                        void* dx, cudaStream_t stream);
+
+// dw = dL/dw, or dw += dL/dw when `accumulate` (one fp32 addition and one rounding per element);
+// x, dy, dw all `dtype`. `workspace` holds at least conv2d_direct_filter_workspace(g) bytes.
+void conv2d_direct_filter(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* dy,
+                          void* dw, bool accumulate, void* workspace, std::size_t workspace_bytes,
+                          cudaStream_t stream);
+
+}  // namespace alloy::cuda
