@@ -16,6 +16,7 @@
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d.h"
 #include "core/ops/cuda/conv2d_algorithms.h"
+#include "core/ops/cuda/conv2d_direct.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"
 #include "core/ops/cuda/last_block.h"
@@ -149,6 +150,19 @@ struct Direction {
   ConvDesc conv;
 };
 
+// Alloy's direct kernels as one more candidate of a direction (conv2d_direct.h): last in the
+// heuristic order, so they run there only should every cuDNN algorithm fail; measured, they
+// compete on time.
+AlgorithmOffer direct_offer(std::size_t workspace) {
+  return {kDirectAlgorithm,
+          0,
+          detail::concat(kDirectAlgorithmName, " (Alloy's fp32-accumulating kernels)"),
+          true,
+          workspace,
+          true,
+          0.0f};
+}
+
 // Everything cuDNN needs for one (dtype, shape): descriptors, and per direction the algorithm.
 struct Plan {
   Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g);
@@ -195,6 +209,13 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
                                                     kMaxResults, &found, filter_perf),
       "conv2d: choosing a backward-filter algorithm");
   filter.candidates = algorithm_candidates(offers_of(filter_perf, found), true, kWorkspaceLimit);
+
+  if (conv2d_direct_supports(g, dtype, ConvDirection::forward))
+    forward.candidates.push_back(direct_offer(0));
+  if (conv2d_direct_supports(g, dtype, ConvDirection::data))
+    data.candidates.push_back(direct_offer(0));
+  if (conv2d_direct_supports(g, dtype, ConvDirection::filter))
+    filter.candidates.push_back(direct_offer(conv2d_direct_filter_workspace(g)));
 }
 
 // "forward of f16 x [8, 1, 28, 28] with 6 filters 5x5, stride 1x1, padding 2x2" (NCHW sizes),
@@ -224,6 +245,27 @@ struct Choice {
 using FindCall = std::function<cudnnStatus_t(void* workspace, std::size_t workspace_bytes,
                                              std::vector<AlgorithmOffer>& timed)>;
 
+// One call of a direction with a chosen algorithm: cuDNN's status (ours run or throw).
+using DirectionCall = std::function<cudnnStatus_t(const Choice&)>;
+
+// Runs of Alloy's direct kernels a measurement averages, after one warm-up run.
+constexpr int kDirectTimedRuns = 3;
+
+// The milliseconds one call of the direct kernels takes on the real buffers, timed with events
+// as Find times cuDNN's; a trial call, so an accumulating direction writes its scratch output.
+float time_direct(const AlgorithmOffer& offer, void* workspace, Device device, cudaStream_t stream,
+                  const DirectionCall& call) {
+  const Choice choice{offer.algo, nullptr, workspace, offer.workspace, true};
+  call(choice);
+  Event start(device.index, true), end(device.index, true);
+  start.record(stream);
+  for (int run = 0; run < kDirectTimedRuns; ++run)
+    call(choice);
+  end.record(stream);
+  end.synchronize();
+  return end.elapsed_ms_since(start) / kDirectTimedRuns;
+}
+
 // The key of a direction's choice in the algorithm db: this GPU's name and cuDNN's version.
 ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device device) {
   cudaDeviceProp properties{};
@@ -237,10 +279,11 @@ ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device d
 // resumed checkpoint or the algorithm db holds for this GPU, cuDNN and shape is taken as it is
 // (reruns then run the same algorithms, so give equal bits); otherwise cudnnFind*AlgorithmEx
 // times the candidates, with a workspace as large as the largest of them needs, and the fastest
-// (deterministic for the backward passes) is recorded. Should Find fail or time none, the
-// heuristic order stays.
+// (deterministic for the backward passes) is recorded; Alloy's direct kernels, where they are a
+// candidate, are timed beside them. Should Find fail or time none, the heuristic order stays.
 void put_measured_first(Direction& direction, const Plan& plan, const char* key_direction,
-                        Device device, const std::string& what, const FindCall& find) {
+                        Device device, cudaStream_t stream, const std::string& what,
+                        const FindCall& find, const DirectionCall& call) {
   if (direction.candidates.empty()) return;
   const ConvAlgorithmKey key = algorithm_key(plan, key_direction, device);
   std::optional<std::size_t> index;
@@ -263,6 +306,12 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
     }
     std::vector<AlgorithmOffer> timed;
     if (find(workspace.get(), workspace_bytes, timed) == CUDNN_STATUS_SUCCESS) {
+      for (const AlgorithmOffer& offer : direction.candidates) {
+        if (offer.algo != kDirectAlgorithm) continue;
+        AlgorithmOffer measured = offer;
+        measured.milliseconds = time_direct(offer, workspace.get(), device, stream, call);
+        timed.push_back(measured);
+      }
       const bool deterministic = std::string(key_direction) != "forward";
       index = fastest_candidate(direction.candidates, timed, deterministic, kWorkspaceLimit);
     } else {
@@ -287,8 +336,8 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
 // A direction whose trial wrote a scratch output (`accumulates`) then runs for real with the
 // chosen algorithm.
 void execute(Direction& direction, const Plan& plan, const char* name, const char* key_direction,
-             Device device, cudaStream_t stream, bool accumulates,
-             const std::function<cudnnStatus_t(const Choice&)>& call, const FindCall& find) {
+             Device device, cudaStream_t stream, bool accumulates, const DirectionCall& call,
+             const FindCall& find) {
   const auto what = [&] { return "conv2d " + describe(name, plan.dtype, plan.geometry); };
   if (!direction.chosen) {
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -299,7 +348,7 @@ void execute(Direction& direction, const Plan& plan, const char* name, const cha
                 "a CUDA-graph capture cannot hold; run the step eagerly once first (a warm-up "
                 "step does)");
     if (conv_algorithm_choice() == ConvAlgorithmChoice::measured)
-      put_measured_first(direction, plan, key_direction, device, what(), find);
+      put_measured_first(direction, plan, key_direction, device, stream, what(), find, call);
     int out_of_memory = 0;  // candidates whose workspace the device could not hold
     const auto attempt = [&](const AlgorithmOffer& offer) {
       const ConvDesc conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
@@ -590,6 +639,10 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
   execute(
       plan.forward, plan, "forward", "forward", device, stream, false,
       [&](const Choice& c) {
+        if (c.algo == kDirectAlgorithm) {
+          conv2d_direct_forward(g, dtype, x, w, b, y, stream);
+          return CUDNN_STATUS_SUCCESS;
+        }
         return cudnnConvolutionForward(handle, &one, plan.x.get(), x, plan.w.get(), filter, c.conv,
                                        static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), c.workspace,
                                        c.workspace_bytes, &zero, plan.y.get(), y);
@@ -601,7 +654,8 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
                                                         n, found, perf, workspace, bytes);
         });
       });
-  if (b == nullptr) return;
+  // The direct kernels add the bias themselves.
+  if (b == nullptr || plan.forward.algo == kDirectAlgorithm) return;
   const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
   if (nhwc) {
     add_bias_rows(y, b, dtype, g.batch * plane, g.filters, stream);
@@ -659,6 +713,11 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
     execute(
         plan.filter, plan, what, "filter", device, stream, true,
         [&](const Choice& c) {
+          if (c.algo == kDirectAlgorithm) {
+            conv2d_direct_filter(g, plan.dtype, x_data, dy_data, c.trial ? scratch_output() : dw,
+                                 !c.trial, c.workspace, c.workspace_bytes, stream);
+            return CUDNN_STATUS_SUCCESS;
+          }
           return cudnnConvolutionBackwardFilter(
               handle, &one, plan.x.get(), x_data, plan.y.get(), dy_data, c.conv,
               static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), c.workspace, c.workspace_bytes,
@@ -731,6 +790,10 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
     execute(
         plan.data, plan, "input gradient", "data", device, stream, false,
         [&](const Choice& c) {
+          if (c.algo == kDirectAlgorithm) {
+            conv2d_direct_data(g, dtype, w, dy, dx, stream);
+            return CUDNN_STATUS_SUCCESS;
+          }
           return cudnnConvolutionBackwardData(
               handle, &one, plan.w.get(), filter, plan.y.get(), dy, c.conv,
               static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), c.workspace, c.workspace_bytes,

@@ -1,8 +1,9 @@
 // --conv-algorithms measured on the GPU (core/ops/cuda/conv2d.cu, conv2d_algorithm_db.h): the
-// first execution of each direction times cuDNN's algorithms, runs the fastest deterministic
-// one, still computes the convolution (Find's clobbered outputs never leak: dw accumulates),
-// and writes the choice to the algorithm db; a shape the db already holds runs the db's choice
-// and measures nothing; the heuristic setting never touches the db.
+// first execution of each direction times cuDNN's algorithms and Alloy's direct kernels, runs
+// the fastest deterministic one, still computes the convolution (Find's clobbered outputs never
+// leak: dw accumulates), and writes the choice to the algorithm db; a shape the db already holds
+// runs the db's choice (the direct kernels' too) and measures nothing; the heuristic setting
+// never touches the db.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <fstream>
@@ -110,20 +111,32 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
   BOOST_TEST_MESSAGE("db:\n" << read_file(db));
   BOOST_TEST_REQUIRE(measured.size() == 3u);
   const std::vector<std::string>& forward = measured.at("forward");
-  const std::string gpu = forward[0], version = forward[1], math = forward[10];
+  const std::string gpu = forward[0], version = forward[1];
+  const std::string fma_math = "3";  // CUDNN_FMA_MATH: cuDNN's fp32 algorithms run with it
   const std::string report = algorithm_report();
   BOOST_TEST_MESSAGE("cuDNN algorithms chosen:\n" << report);
   if (gpu == "Alloy CUDA emulator") {
-    // The emulator's made-up times run against its heuristic order: forward's fastest is GEMM
-    // (the heuristics' last), not IMPLICIT_PRECOMP_GEMM (their first); the filter gradient's
-    // fastest of all, ALGO_3, is non-deterministic, so its deterministic ALGO_1 is kept.
-    BOOST_TEST(forward[9] == "2");
-    BOOST_TEST(measured.at("data")[9] == "1");
-    BOOST_TEST(measured.at("filter")[9] == "1");
-    BOOST_TEST(report.find("f32 x [2, 3, 8, 8] with 4 filters 3x3, stride 1x1, padding 1x1: "
-                           "forward GEMM (FMA math); input gradient ALGO_1 (FMA math); "
-                           "filter gradient ALGO_1 (FMA math);") != std::string::npos,
-               report);
+    // The emulator's made-up times run against its heuristic order: forward's fastest cuDNN
+    // algorithm is GEMM (the heuristics' last), not IMPLICIT_PRECOMP_GEMM (their first); the
+    // filter gradient's fastest of all, ALGO_3, is non-deterministic, so its deterministic ALGO_1
+    // is kept. Alloy's direct kernels (100) are timed for real beside those made-up times, so
+    // either may win a direction; the report names what the db holds.
+    const std::map<std::string, std::pair<std::string, std::string>> cudnn_fastest = {
+        {"forward", {"2", "GEMM (FMA math)"}},
+        {"data", {"1", "ALGO_1 (FMA math)"}},
+        {"filter", {"1", "ALGO_1 (FMA math)"}}};
+    std::string expected = "f32 x [2, 3, 8, 8] with 4 filters 3x3, stride 1x1, padding 1x1:";
+    for (const auto& [direction, reported] :
+         {std::pair<std::string, std::string>{"forward", "forward"},
+          {"data", "input gradient"},
+          {"filter", "filter gradient"}}) {
+      const std::string algo = measured.at(direction)[9];
+      const auto& [fastest, name] = cudnn_fastest.at(direction);
+      BOOST_TEST((algo == fastest || algo == "100"), direction << " chose " << algo);
+      expected += " " + reported + " " +
+                  (algo == "100" ? "ALLOY_DIRECT (Alloy's fp32-accumulating kernels)" : name) + ";";
+    }
+    BOOST_TEST(report.find(expected) != std::string::npos, report);
   }
   // Running the shape again measures nothing more.
   const std::string after_first = read_file(db);
@@ -133,9 +146,9 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
   // A shape the db already holds (as another run left it): its choices run, nothing is measured.
   const Shape x2 = {2, 3, 9, 9};
   const std::string shape = "f32\t2,3,9,9\t4,3,3,3\t2,2\t1,1\tnchw\t";
-  const std::string held = gpu + "\t" + version + "\t" + shape + "forward\t0\t" + math + "\n" +
-                           gpu + "\t" + version + "\t" + shape + "data\t1\t" + math + "\n" + gpu +
-                           "\t" + version + "\t" + shape + "filter\t1\t" + math + "\n";
+  const std::string held = gpu + "\t" + version + "\t" + shape + "forward\t0\t" + fma_math + "\n" +
+                           gpu + "\t" + version + "\t" + shape + "data\t1\t" + fma_math + "\n" +
+                           gpu + "\t" + version + "\t" + shape + "filter\t1\t" + fma_math + "\n";
   std::ofstream(db, std::ios::app) << held;
   cuda::reset_conv_algorithms();  // a new process: the db is read again
   const std::string before = read_file(db);
@@ -148,10 +161,29 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
   BOOST_TEST(cuda::conv_algorithms_in_use() ==
              cuda::format_conv_algorithms(cuda::parse_conv_algorithms(held)));
 
+  // A choice of Alloy's direct kernels (100, math type 0) runs them, in every direction, and
+  // they agree with the CPU (the forward with its bias, the filter gradient accumulating).
+  const std::string direct_shape = "f32\t3,3,7,7\t4,3,3,3\t1,1\t1,1\tnchw\t";
+  std::string direct_lines;
+  for (const char* direction : {"forward", "data", "filter"})
+    direct_lines += gpu + "\t" + version + "\t" + direct_shape + direction + "\t100\t0\n";
+  std::ofstream(db, std::ios::app) << direct_lines;
+  cuda::reset_conv_algorithms();
+  const std::string with_direct = read_file(db);
+  check_convolution({3, 3, 7, 7}, w, {1, 1, 1, 1}, generator);
+  BOOST_TEST(read_file(db) == with_direct);
+  const std::string direct = "ALLOY_DIRECT (Alloy's fp32-accumulating kernels);";
+  const std::string report3 = algorithm_report();
+  BOOST_TEST(
+      report3.find("f32 x [3, 3, 7, 7] with 4 filters 3x3, stride 1x1, padding 1x1: forward " +
+                   direct + " input gradient " + direct + " filter gradient " + direct) !=
+          std::string::npos,
+      report3);
+
   // The heuristic setting neither reads nor writes the db.
   cuda::set_conv_algorithm_choice(cuda::ConvAlgorithmChoice::heuristic);
   check_convolution({2, 3, 10, 10}, w, {1, 1, 1, 1}, generator);
-  BOOST_TEST(read_file(db) == before);
+  BOOST_TEST(read_file(db) == with_direct);
   cuda::reset_conv_algorithms();
   unsetenv("ALLOY_CACHE_DIR");
 }
