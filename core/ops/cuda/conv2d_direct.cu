@@ -15,9 +15,10 @@ constexpr int kTile = 8;  // outputs a thread computes: filters, or input channe
 constexpr int kDirectThreads = 256;
 constexpr int kMaxFilterTaps = 1536;   // C*R*S (forward, filter) or K*R*S (data) of a tile
 constexpr int kMaxFilterPlane = 1536;  // output positions of one image (filter gradient)
-// Blocks the filter gradient aims for: the batch is cut into enough chunks to fill a GPU, by
-// the shape alone, so the sums' order (and so their bits) is the same on any GPU.
-constexpr int kFilterBlocks = 264;
+// Blocks the filter gradient aims for: the batch is cut into enough chunks for 4 blocks on each
+// of an H100's or H200's 132 SMs, by the shape alone, so the sums' order (and so their bits) is
+// the same on any GPU.
+constexpr int kFilterBlocks = 528;
 
 // The sizes the kernels index with, in 32 bits (conv2d_direct_supports keeps them there).
 struct DirectShape {
@@ -198,10 +199,10 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
   for (int n = first; n < last; ++n) {
     __syncthreads();  // the previous image's tile is no longer read
     const T* gradient = dy + (n * d.k + k0) * plane;
-    for (int i = threadIdx.x; i < plane * kTile; i += blockDim.x) {
-      const int j = i / plane, position = i - j * plane;
-      tile_values[position * kTile + j] =
-          k0 + j < d.k ? widen(gradient[j * plane + position]) : 0.0f;
+    for (int j = 0; j < kTile; ++j) {
+      for (int position = threadIdx.x; position < plane; position += blockDim.x)
+        tile_values[position * kTile + j] =
+            k0 + j < d.k ? widen(gradient[j * plane + position]) : 0.0f;
     }
     __syncthreads();
     if (!active) continue;
