@@ -32,8 +32,8 @@ bool conv2d_direct_supports(const cpu::Conv2dGeometry& g, DType dtype, ConvDirec
 std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
 
 // y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`; fp32 sums, y rounded once.
-void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x,
-                           const void* w, const void* b, void* y, cudaStream_t stream);
+void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* w,
+                           const void* b, void* y, cudaStream_t stream);
 
 // dx = dL/dx from dy and w (all `dtype`); stride 1.
 void conv2d_direct_data(const cpu::Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
