@@ -6,11 +6,15 @@
 //   conv_algorithms [--batch N]
 //
 // Columns: the heuristic choice and its time, the fastest deterministic algorithm and the
-// fastest of all, in milliseconds. NHWC rows time the same fp16 convolutions in channels-last
-// layout, which cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
+// fastest of all, in milliseconds, and last the time of Alloy's own direct kernels
+// (core/ops/cuda/conv2d_direct.h; "-" where conv2d_direct_supports declines the convolution,
+// e.g. every NHWC row), the best of as many event-timed runs as there are finds, after one
+// warm-up run. NHWC rows time the same fp16 convolutions in channels-last layout, which
+// cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +25,14 @@
 #include <vector>
 
 #include "core/ops/cuda/conv2d_algorithms.h"
+#include "core/ops/cuda/conv2d_direct.h"
 
 namespace {
+
+using alloy::cuda::ConvDirection;
+
+// The finds per direction, and the timed runs of the direct kernels.
+constexpr int kRounds = 3;
 
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess)
@@ -56,6 +66,37 @@ struct Handle {
     if (raw != nullptr) Destroy(raw);
   }
 };
+
+class Event {
+ public:
+  Event() { check(cudaEventCreate(&raw_), "cudaEventCreate"); }
+  ~Event() { cudaEventDestroy(raw_); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return raw_; }
+
+ private:
+  cudaEvent_t raw_ = nullptr;
+};
+
+// The best of kRounds runs of `run` on the default stream (cuDNN's, too), each between two
+// events, after one untimed run that loads the kernels.
+template <class Run>
+float best_time_ms(const Run& run) {
+  const Event start, stop;
+  run();
+  float best = std::numeric_limits<float>::infinity();
+  for (int round = 0; round < kRounds; ++round) {
+    check(cudaEventRecord(start.get(), nullptr), "cudaEventRecord");
+    run();
+    check(cudaEventRecord(stop.get(), nullptr), "cudaEventRecord");
+    check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
+    float ms = 0.0f;
+    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
+    best = std::min(best, ms);
+  }
+  return best;
+}
 
 struct Shape {
   const char* model;
@@ -161,7 +202,7 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
   const Pick filter_pick = heuristic_pick(wp, count, true);
 
   Timing forward, data, filter;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < kRounds; ++round) {
     check(cudnnFindConvolutionForwardAlgorithmEx(handle, x.raw, xb.get(), w.raw, wb.get(), conv.raw,
                                                  y.raw, yb.get(), kMax, &count, fp, workspace.get(),
                                                  kWorkspace),
@@ -178,16 +219,62 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
           "find backward filter");
     fold(filter, wp, count, alloy::cuda::filter_algorithm_name, filter_pick);
   }
-  for (const auto& [direction, t] : {std::pair<const char*, const Timing*>{"forward", &forward},
-                                     {"data", &data},
-                                     {"filter", &filter}}) {
+
+  // The same buffers through Alloy's direct kernels, where they take the convolution: the
+  // forward without a bias (as cuDNN's is timed), the filter gradient overwriting dw.
+  const alloy::DType dtype = type == CUDNN_DATA_FLOAT ? alloy::DType::f32 : alloy::DType::f16;
+  const alloy::cpu::Conv2dGeometry g{
+      s.n,
+      s.c,
+      s.h,
+      s.w,
+      s.k,
+      s.r,
+      s.r,
+      out_h,
+      out_w,
+      {s.stride, s.stride, s.pad, s.pad},
+      format == CUDNN_TENSOR_NHWC ? alloy::Layout::nhwc : alloy::Layout::nchw};
+  const std::size_t direct_workspace = alloy::cuda::conv2d_direct_filter_workspace(g);
+  const Buffer direct_filter_workspace = device_buffer(direct_workspace);
+  const auto direct_ms = [&](ConvDirection direction) {
+    if (!alloy::cuda::conv2d_direct_supports(g, dtype, direction)) return -1.0f;
+    return best_time_ms([&] {
+      switch (direction) {
+        case ConvDirection::forward:
+          alloy::cuda::conv2d_direct_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
+                                             nullptr);
+          break;
+        case ConvDirection::data:
+          alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(), nullptr);
+          break;
+        case ConvDirection::filter:
+          alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
+                                            direct_filter_workspace.get(), direct_workspace,
+                                            nullptr);
+          break;
+      }
+    });
+  };
+
+  const struct {
+    const char* direction;
+    const Timing* timing;
+    float direct_ms;
+  } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward)},
+              {"data", &data, direct_ms(ConvDirection::data)},
+              {"filter", &filter, direct_ms(ConvDirection::filter)}};
+  for (const auto& row : rows) {
+    const Timing* t = row.timing;
+    char direct[32] = "-";
+    if (row.direct_ms >= 0.0f) std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
     std::printf(
         "%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
-        "fastest det. %-22s %8.4f | fastest %-22s %8.4f\n",
+        "fastest det. %-22s %8.4f | fastest %-22s %8.4f | ALLOY_DIRECT %s\n",
         s.model, label, format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", s.n, s.c, s.h, s.w, s.k, s.r,
-        s.r, s.stride, s.pad, direction, t->heuristic.c_str(), t->heuristic_ms,
+        s.r, s.stride, s.pad, row.direction, t->heuristic.c_str(), t->heuristic_ms,
         t->fastest_deterministic.c_str(), t->fastest_deterministic_ms, t->fastest.c_str(),
-        t->fastest_ms);
+        t->fastest_ms, direct);
   }
   std::fflush(stdout);
 }

@@ -1,6 +1,6 @@
-// The order in which the CUDA convolution tries cuDNN's algorithms, and the first that runs
-// (core/ops/cuda/conv2d_algorithms.h): pure host logic, checked here without a GPU on fake
-// heuristic answers and fake executions.
+// The order in which the CUDA convolution tries cuDNN's algorithms and its own direct kernels,
+// the first that runs, and their names (core/ops/cuda/conv2d_algorithms.h): pure host logic,
+// checked here without a GPU on fake heuristic answers and fake executions.
 #include <boost/test/unit_test.hpp>
 #include <string>
 #include <vector>
@@ -141,6 +141,56 @@ BOOST_AUTO_TEST_CASE(measured_pick_is_none_when_nothing_qualifies) {
                   .has_value());
   BOOST_TEST(
       !cuda::fastest_candidate({}, {offer(1, 1, true, 0, true, 0.1f)}, true, kLimit).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(alloys_direct_kernels_have_a_name_in_every_direction) {
+  BOOST_TEST(cuda::kDirectAlgorithm == 100);
+  for (const auto name_of :
+       {cuda::forward_algorithm_name, cuda::data_algorithm_name, cuda::filter_algorithm_name}) {
+    BOOST_TEST(std::string(name_of(cuda::kDirectAlgorithm)) == "ALLOY_DIRECT");
+    for (const int unknown : {-1, 8, 99, 101})
+      BOOST_TEST(std::string(name_of(unknown)) == "?", unknown);
+  }
+  // cuDNN's own numbers keep their names, up to each direction's last one.
+  BOOST_TEST(std::string(cuda::forward_algorithm_name(0)) == "IMPLICIT_GEMM");
+  BOOST_TEST(std::string(cuda::forward_algorithm_name(7)) == "WINOGRAD_NONFUSED");
+  BOOST_TEST(std::string(cuda::data_algorithm_name(5)) == "WINOGRAD_NONFUSED");
+  BOOST_TEST(std::string(cuda::data_algorithm_name(6)) == "?");
+  BOOST_TEST(std::string(cuda::filter_algorithm_name(6)) == "FFT_TILING");
+  BOOST_TEST(std::string(cuda::filter_algorithm_name(7)) == "?");
+}
+
+BOOST_AUTO_TEST_CASE(measured_pick_takes_the_direct_kernels_only_when_they_are_fastest) {
+  // conv2d's offer of its own kernels: algorithm 100, math type 0, deterministic.
+  const AlgorithmOffer direct = offer(cuda::kDirectAlgorithm, 0, true, 64, true);
+  const std::vector<AlgorithmOffer> candidates = {offer(1, 1, true, 0, true), direct,
+                                                  offer(0, 1, true, 0, false)};
+  const auto timed_direct = [&](float milliseconds) {
+    AlgorithmOffer timed = direct;
+    timed.milliseconds = milliseconds;
+    return timed;
+  };
+  for (const bool deterministic : {true, false}) {
+    BOOST_TEST(cuda::fastest_candidate(candidates,
+                                       {offer(1, 1, true, 0, true, 0.05f), timed_direct(0.01f),
+                                        offer(0, 1, true, 0, false, 0.02f)},
+                                       deterministic, kLimit)
+                   .value() == 1u);
+    // Slower than cuDNN's fastest deterministic algorithm: cuDNN's.
+    BOOST_TEST(cuda::fastest_candidate(candidates,
+                                       {offer(1, 1, true, 0, true, 0.03f), timed_direct(0.04f)},
+                                       deterministic, kLimit)
+                   .value() == 0u);
+  }
+  // Forward, where determinism is not asked for: a faster non-deterministic one beats it.
+  BOOST_TEST(cuda::fastest_candidate(candidates,
+                                     {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)},
+                                     false, kLimit)
+                 .value() == 2u);
+  BOOST_TEST(cuda::fastest_candidate(candidates,
+                                     {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)},
+                                     true, kLimit)
+                 .value() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(put_first_moves_the_choice_ahead_of_the_others_in_their_order) {

@@ -1,0 +1,271 @@
+// Alloy's direct convolution kernels (core/ops/cuda/conv2d_direct.h), called directly, against
+// the CPU convolution on the same data, in f32, f16 and bf16: LeNet's shapes (filter and
+// channel counts that are not multiples of a thread's 8), a padded 1-channel stem, stride 2, a
+// non-square filter with unequal padding; the forward with and without its fused bias, the
+// filter gradient overwriting garbage or adding to what dw holds, every direction twice with
+// equal bits; and which geometries conv2d_direct_supports takes.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/ops/conv2d.h"
+#include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/conv2d_direct.h"
+#endif
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(conv2d_direct_gpu)
+
+#ifdef ALLOY_HAVE_CUDA
+
+namespace {
+
+using cuda::ConvDirection;
+
+constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
+
+struct Case {
+  Shape x, w;
+  Conv2dParams params;
+};
+
+// Every direction runs each of these (stride 2 only forward and for the filter: the input
+// gradient takes stride 1 only).
+const Case kCases[] = {
+    {{3, 1, 28, 28}, {20, 1, 3, 3}, {1, 1, 0, 0}},  // LeNet's first layer
+    // Its second: 50 filters and 20 channels, neither a multiple of 8.
+    {{3, 20, 13, 13}, {50, 20, 5, 5}, {1, 1, 0, 0}},
+    {{2, 1, 12, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}},  // a 1-channel stem with padding
+    {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
+    {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
+};
+
+bool strided(const Case& c) {
+  return c.params.stride_h != 1 || c.params.stride_w != 1;
+}
+
+cpu::Conv2dGeometry geometry_of(const Shape& x, const Shape& w, const Conv2dParams& params,
+                                Layout layout = Layout::nchw) {
+  const Shape y = conv2d_output_shape(x, w, params);
+  return {static_cast<int>(x[0]),
+          static_cast<int>(x[1]),
+          static_cast<int>(x[2]),
+          static_cast<int>(x[3]),
+          static_cast<int>(w[0]),
+          static_cast<int>(w[2]),
+          static_cast<int>(w[3]),
+          static_cast<int>(y[2]),
+          static_cast<int>(y[3]),
+          params,
+          layout};
+}
+
+std::string describe(DType dtype, const Case& c) {
+  return std::string(dtype_name(dtype)) + " x " + shape_str(c.x) + " w " + shape_str(c.w) +
+         " stride " + std::to_string(c.params.stride_h) + "x" + std::to_string(c.params.stride_w) +
+         " pad " + std::to_string(c.params.pad_h) + "x" + std::to_string(c.params.pad_w);
+}
+
+cudaStream_t stream() {
+  return cuda::context(Device::cuda(0)).stream.get();
+}
+
+// The kernels sum exact products in fp32 and round once, as the CPU does, only in another
+// order: a few ulp of the storage type plus fp32 roundings of the sum of |terms| (no operand
+// transforms, so no half-precision allowance on the magnitude); atol as conv2d_gpu_test's.
+void check_sum(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude, DType dtype,
+               double terms, const std::string& what) {
+  const double tol = gpu_tolerance(dtype);
+  const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(terms);
+  check_gpu_close_to_magnitude(gpu, cpu, magnitude, what, tol, atol, magnitude_scale(DType::f32));
+}
+
+Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                      const Tensor& b) {
+  Tensor y = Tensor::empty({g.batch, g.filters, g.out_h, g.out_w}, x.dtype(), Device::cuda(0));
+  // Garbage where the kernel must write everything.
+  y.fill(std::numeric_limits<float>::quiet_NaN());
+  cuda::conv2d_direct_forward(g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
+                              y.raw(), stream());
+  return y;
+}
+
+Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
+  Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
+  dx.fill(std::numeric_limits<float>::quiet_NaN());
+  cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), stream());
+  return dx;
+}
+
+// The workspace is filled with NaN first: the kernel must not count on it being zero.
+void direct_filter(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw,
+                   bool accumulate) {
+  const std::size_t bytes = cuda::conv2d_direct_filter_workspace(g);
+  Tensor workspace = Tensor::empty({static_cast<std::int64_t>((bytes + 3) / 4) + 1}, DType::f32,
+                                   Device::cuda(0), MemoryCategory::workspace);
+  workspace.fill(std::numeric_limits<float>::quiet_NaN());
+  cuda::conv2d_direct_filter(g, x.dtype(), x.raw(), dy.raw(), dw.raw(), accumulate, workspace.raw(),
+                             bytes, stream());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_bit_for_bit) {
+  Generator generator(111);
+  for (const DType dtype : kTypes) {
+    for (const Case& c : kCases) {
+      const std::string what = "direct forward " + describe(dtype, c);
+      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
+      BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::forward),
+                            what << ": not supported");
+      const Tensor x = random_tensor(c.x, dtype, generator);
+      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+      const Tensor b = random_tensor({c.w[0]}, dtype, generator);
+      const Tensor x_gpu = to_cuda(x), w_gpu = to_cuda(w), b_gpu = to_cuda(b);
+      const double terms = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+
+      const Tensor y = direct_forward(g, x_gpu, w_gpu, b_gpu);
+      check_sum(y, conv2d_forward(x, w, b, c.params),
+                conv2d_forward(abs_f32(x), abs_f32(w), abs_f32(b), c.params), dtype, terms,
+                what + " with bias");
+      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu), to_host(y),
+                      what + " with bias, run twice");
+
+      const Tensor y_plain = direct_forward(g, x_gpu, w_gpu, Tensor());
+      check_sum(y_plain, conv2d_forward(x, w, Tensor(), c.params),
+                conv2d_forward(abs_f32(x), abs_f32(w), Tensor(), c.params), dtype, terms,
+                what + " without bias");
+      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, Tensor()), to_host(y_plain),
+                      what + " without bias, run twice");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
+  Generator generator(112);
+  for (const DType dtype : kTypes) {
+    for (const Case& c : kCases) {
+      if (strided(c)) continue;
+      const std::string what = "direct input gradient " + describe(dtype, c);
+      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
+      BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::data),
+                            what << ": not supported");
+      const Tensor x = random_tensor(c.x, dtype, generator);
+      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+      const Tensor dy = random_tensor(conv2d_output_shape(c.x, c.w, c.params), dtype, generator);
+      Tensor dw = Tensor::zeros(c.w, DType::f32), db;
+      const Tensor dx = conv2d_backward(x, w, dy, dw, db, c.params, true).dx;
+      const Tensor dx_magnitude =
+          conv2d_backward(abs_f32(x), abs_f32(w), abs_f32(dy), dw, db, c.params, true).dx;
+      const Tensor w_gpu = to_cuda(w), dy_gpu = to_cuda(dy);
+
+      const Tensor dx_gpu = direct_data(g, w_gpu, dy_gpu);
+      check_sum(dx_gpu, dx, dx_magnitude, dtype, static_cast<double>(c.w[0] * c.w[2] * c.w[3]),
+                what);
+      check_gpu_equal(direct_data(g, w_gpu, dy_gpu), to_host(dx_gpu), what + ", run twice");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(filter_gradient_overwrites_or_accumulates_and_repeats_bit_for_bit) {
+  Generator generator(113);
+  for (const DType dtype : kTypes) {
+    for (const Case& c : kCases) {
+      const std::string what = "direct filter gradient " + describe(dtype, c);
+      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
+      BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::filter),
+                            what << ": not supported");
+      const Tensor x = random_tensor(c.x, dtype, generator);
+      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+      const Tensor dy = random_tensor(conv2d_output_shape(c.x, c.w, c.params), dtype, generator);
+      const Tensor dw_start = random_tensor(c.w, dtype, generator);
+      // The CPU adds the gradient to dw in fp32 and rounds once: from zero, the gradient
+      // itself; from dw_start, dw_start + gradient.
+      Tensor db, dw_fresh = Tensor::zeros(c.w, dtype), dw_added = dw_start.clone();
+      conv2d_backward(x, w, dy, dw_fresh, db, c.params, false);
+      conv2d_backward(x, w, dy, dw_added, db, c.params, false);
+      Tensor dw_magnitude = Tensor::zeros(c.w, DType::f32);
+      conv2d_backward(abs_f32(x), abs_f32(w), abs_f32(dy), dw_magnitude, db, c.params, false);
+      const Tensor x_gpu = to_cuda(x), dy_gpu = to_cuda(dy);
+      const Shape y = conv2d_output_shape(c.x, c.w, c.params);
+      const double terms = static_cast<double>(y[0] * y[2] * y[3]);
+
+      // accumulate = false: garbage (NaN) in dw must be overwritten, not read.
+      Tensor dw_gpu = Tensor::empty(c.w, dtype, Device::cuda(0));
+      dw_gpu.fill(std::numeric_limits<float>::quiet_NaN());
+      direct_filter(g, x_gpu, dy_gpu, dw_gpu, false);
+      check_sum(dw_gpu, dw_fresh, dw_magnitude, dtype, terms, what + " into garbage");
+      Tensor dw_again = Tensor::empty(c.w, dtype, Device::cuda(0));
+      dw_again.fill(std::numeric_limits<float>::quiet_NaN());
+      direct_filter(g, x_gpu, dy_gpu, dw_again, false);
+      check_gpu_equal(dw_again, to_host(dw_gpu), what + ", run twice");
+
+      // accumulate = true: dw_start + gradient, one fp32 addition and one rounding.
+      Tensor dw_sum = to_cuda(dw_start);
+      direct_filter(g, x_gpu, dy_gpu, dw_sum, true);
+      check_sum(dw_sum, dw_added, dw_magnitude, dtype, terms, what + " added to dw");
+      Tensor dw_sum_again = to_cuda(dw_start);
+      direct_filter(g, x_gpu, dy_gpu, dw_sum_again, true);
+      check_gpu_equal(dw_sum_again, to_host(dw_sum), what + " added to dw, run twice");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
+  const auto supports = [](const Shape& x, const Shape& w, const Conv2dParams& params,
+                           ConvDirection direction, DType dtype = DType::f32,
+                           Layout layout = Layout::nchw) {
+    return cuda::conv2d_direct_supports(geometry_of(x, w, params, layout), dtype, direction);
+  };
+  const ConvDirection directions[] = {ConvDirection::forward, ConvDirection::data,
+                                      ConvDirection::filter};
+  for (const DType dtype : kTypes) {
+    for (const Case& c : kCases) {
+      for (const ConvDirection direction : directions) {
+        if (direction == ConvDirection::data && strided(c)) continue;
+        BOOST_TEST(supports(c.x, c.w, c.params, direction, dtype),
+                   describe(dtype, c) << " direction " << static_cast<int>(direction));
+      }
+    }
+  }
+  const Case& lenet = kCases[0];
+  for (const ConvDirection direction : directions) {
+    BOOST_TEST(!supports(lenet.x, lenet.w, lenet.params, direction, DType::f16, Layout::nhwc));
+    BOOST_TEST(!supports(lenet.x, lenet.w, lenet.params, direction, DType::i32));
+  }
+  const Conv2dParams plain{1, 1, 0, 0};
+  // The forward's and the filter gradient's filter tile: C*R*S <= 1536.
+  for (const ConvDirection direction : {ConvDirection::forward, ConvDirection::filter}) {
+    BOOST_TEST(supports({1, 1536, 4, 4}, {4, 1536, 1, 1}, plain, direction));
+    BOOST_TEST(!supports({1, 1537, 4, 4}, {4, 1537, 1, 1}, plain, direction));
+    BOOST_TEST(supports({1, 512, 4, 4}, {4, 512, 1, 3}, plain, direction));
+    BOOST_TEST(!supports({1, 171, 4, 4}, {4, 171, 3, 3}, plain, direction));
+  }
+  // The input gradient's: K*R*S <= 1536, and stride 1 only.
+  BOOST_TEST(supports({1, 4, 4, 4}, {1536, 4, 1, 1}, plain, ConvDirection::data));
+  BOOST_TEST(!supports({1, 4, 4, 4}, {1537, 4, 1, 1}, plain, ConvDirection::data));
+  const Case& stride_two = kCases[3];
+  BOOST_TEST(!supports(stride_two.x, stride_two.w, stride_two.params, ConvDirection::data));
+  BOOST_TEST(!supports(stride_two.x, stride_two.w, {1, 2, 1, 1}, ConvDirection::data));
+  // The filter gradient's output plane: at most 1536 positions (32x48 yes, 29x53 = 1537 no;
+  // 40x40 = 1600 no), which the forward does not mind.
+  BOOST_TEST(supports({2, 1, 32, 48}, {2, 1, 1, 1}, plain, ConvDirection::filter));
+  BOOST_TEST(!supports({2, 1, 29, 53}, {2, 1, 1, 1}, plain, ConvDirection::filter));
+  BOOST_TEST(!supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::filter));
+  BOOST_TEST(supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::forward));
+}
+
+#else
+
+BOOST_AUTO_TEST_CASE(needs_the_cuda_backend) {}  // never reached: the fixture skips first
+
+#endif
+
+BOOST_AUTO_TEST_SUITE_END()
