@@ -27,6 +27,14 @@
   kernel<<<grid, block, shared_bytes, stream>>>
 #endif
 
+// `#pragma unroll` for nvcc, where loops over register arrays must unroll to stay in registers;
+// nothing for the emulator's host compiler, which does not know the pragma.
+#ifdef ALLOY_CUDA_EMULATOR
+#define ALLOY_UNROLL
+#else
+#define ALLOY_UNROLL _Pragma("unroll")
+#endif
+
 namespace alloy::cuda {
 
 __device__ __forceinline__ float widen(float value) {

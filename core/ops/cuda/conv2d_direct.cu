@@ -47,9 +47,16 @@ void with_capacity(int floats, Launch&& launch) {
 }
 constexpr int kMaxCapacity = 12288;  // floats: 48 KB, a block's static shared memory
 
-// Eight fp32 products added into acc, one fused multiply-add each, in order.
-__device__ __forceinline__ void fma8(float (&acc)[kTile], float value, const float4* taps) {
-  const float4 low = taps[0], high = taps[1];
+// Positions one thread of the forward or the input gradient computes, kDirectThreads apart, so
+// that each load and store of a warp is coalesced; every tap's values then serve 4 x 8 sums.
+constexpr int kSpan = 4;
+
+// Whether a forward convolution pads its input (then every tap checks its bounds).
+template <bool kPadded>
+struct Padding {};
+
+// Eight fp32 products value * taps[0..7] added into acc, one fused multiply-add each.
+__device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 low, float4 high) {
   acc[0] = fmaf(value, low.x, acc[0]);
   acc[1] = fmaf(value, low.y, acc[1]);
   acc[2] = fmaf(value, low.z, acc[2]);
@@ -60,14 +67,27 @@ __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, const flo
   acc[7] = fmaf(value, high.w, acc[7]);
 }
 
+// The flattened position of a thread's m-th output: block by block 1024 positions, 256 apart
+// within it; past `count` it is the last position (computed, never stored).
+__device__ __forceinline__ int span_position(int m, int count) {
+  return min(static_cast<int>(blockIdx.x) * kDirectThreads * kSpan + m * kDirectThreads +
+                 static_cast<int>(threadIdx.x),
+             count - 1);
+}
+__device__ __forceinline__ bool span_stored(int m, int count) {
+  return static_cast<int>(blockIdx.x) * kDirectThreads * kSpan + m * kDirectThreads +
+             static_cast<int>(threadIdx.x) <
+         count;
+}
+
 // y[n, k, oh, ow] = b[k] + sum over (c, r, s) of x[n, c, oh*sh - ph + r, ow*sw - pw + s] w[k, c, r,
-// s]. A block takes 256 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
-// whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums its position's 8 outputs
-// over the taps in (c, r, s) order, each input value read once for the 8.
-template <class T, int kCapacity>
+// s]. A block takes 1024 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
+// whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums 4 positions' 8 outputs
+// over the taps in (c, r, s) order.
+template <class T, int kCapacity, bool kPadded>
 __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                       const T* __restrict__ b, T* __restrict__ y, DirectShape d,
-                                      Capacity<kCapacity>) {
+                                      Capacity<kCapacity>, Padding<kPadded>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int taps = d.c * d.r * d.s;
@@ -77,37 +97,58 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
     tile_values[i] = k < d.k ? widen(w[k * taps + tap]) : 0.0f;
   }
   __syncthreads();
-  const int plane = d.p * d.q;
-  const int position = blockIdx.x * blockDim.x + threadIdx.x;
-  if (position >= d.n * plane) return;
-  const int n = position / plane, pq = position - n * plane;
-  const int oh = pq / d.q, ow = pq - oh * d.q;
-  const int h0 = oh * d.stride_h - d.pad_h, w0 = ow * d.stride_w - d.pad_w;
-  const T* channel = x + n * d.c * d.h * d.w;
-  float acc[kTile] = {};
+  const int plane = d.p * d.q, image = d.h * d.w;
+  const int count = d.n * plane;
+  // Per position: its image, its window's corner and, unpadded, the corner's offset in x.
+  int source[kSpan], h0[kSpan], w0[kSpan], out[kSpan];
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    const int position = span_position(m, count);
+    const int n = position / plane, pq = position - n * plane;
+    const int oh = pq / d.q, ow = pq - oh * d.q;
+    h0[m] = oh * d.stride_h - d.pad_h;
+    w0[m] = ow * d.stride_w - d.pad_w;
+    source[m] = n * d.c * image + (kPadded ? 0 : h0[m] * d.w + w0[m]);
+    out[m] = n * d.k * plane + pq;
+  }
+  float acc[kSpan][kTile] = {};
   const float4* taps_at = tile;
-  for (int c = 0; c < d.c; ++c, channel += d.h * d.w) {
+  for (int c = 0; c < d.c; ++c) {
     for (int r = 0; r < d.r; ++r) {
-      const int ih = h0 + r;
-      if (ih < 0 || ih >= d.h) {
-        taps_at += 2 * d.s;
-        continue;
-      }
-      const T* row = channel + ih * d.w;
       for (int s = 0; s < d.s; ++s, taps_at += 2) {
-        const int iw = w0 + s;
-        if (iw >= 0 && iw < d.w) fma8(acc, widen(row[iw]), taps_at);
+        const int offset = c * image + r * d.w + s;
+        float value[kSpan];
+        ALLOY_UNROLL
+        for (int m = 0; m < kSpan; ++m) {
+          if (kPadded) {
+            const int ih = h0[m] + r, iw = w0[m] + s;
+            const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
+                                static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
+            value[m] = inside ? widen(x[source[m] + c * image + ih * d.w + iw]) : 0.0f;
+          } else {
+            value[m] = widen(x[source[m] + offset]);
+          }
+        }
+        const float4 low = taps_at[0], high = taps_at[1];
+        ALLOY_UNROLL
+        for (int m = 0; m < kSpan; ++m)
+          fma8(acc[m], value[m], low, high);
       }
     }
   }
-  T* out = y + (n * d.k + k0) * plane + pq;
-  for (int j = 0; j < kTile && k0 + j < d.k; ++j, out += plane)
-    *out = narrow<T>(b != nullptr ? __fadd_rn(acc[j], widen(b[k0 + j])) : acc[j]);
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    if (!span_stored(m, count)) continue;
+    for (int j = 0; j < kTile && k0 + j < d.k; ++j) {
+      const float sum = b != nullptr ? __fadd_rn(acc[m][j], widen(b[k0 + j])) : acc[m][j];
+      y[out[m] + (k0 + j) * plane] = narrow<T>(sum);
+    }
+  }
 }
 
 // dx[n, c, h, w] = sum over (k, r, s) of dy[n, k, h + ph - r, w + pw - s] w[k, c, r, s] (stride
 // 1): the forward's pattern with the roles of x and y swapped, a block's tile of 8 input channels
-// kept as [k][r][s][8], a thread summing its input position's 8 values in (k, r, s) order.
+// kept as [k][r][s][8], a thread summing 4 input positions' 8 values in (k, r, s) order.
 template <class T, int kCapacity>
 __global__ void direct_data_kernel(const T* __restrict__ w, const T* __restrict__ dy,
                                    T* __restrict__ dx, DirectShape d, Capacity<kCapacity>) {
@@ -122,41 +163,69 @@ __global__ void direct_data_kernel(const T* __restrict__ w, const T* __restrict_
     tile_values[i] = c < d.c ? widen(w[(k * d.c + c) * rs + offset]) : 0.0f;
   }
   __syncthreads();
-  const int plane = d.h * d.w;
-  const int position = blockIdx.x * blockDim.x + threadIdx.x;
-  if (position >= d.n * plane) return;
-  const int n = position / plane, hw = position - n * plane;
-  const int ih = hw / d.w, iw = hw - ih * d.w;
-  const int out_plane = d.p * d.q;
-  const T* gradient = dy + n * d.k * out_plane;
-  float acc[kTile] = {};
+  const int image = d.h * d.w, out_plane = d.p * d.q;
+  const int count = d.n * image;
+  // Per position: where its image's dy starts, the dy position of tap (0, 0), and its dx offset.
+  int source[kSpan], oh0[kSpan], ow0[kSpan], out[kSpan];
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    const int position = span_position(m, count);
+    const int n = position / image, hw = position - n * image;
+    const int ih = hw / d.w, iw = hw - ih * d.w;
+    source[m] = n * d.k * out_plane;
+    oh0[m] = ih + d.pad_h;
+    ow0[m] = iw + d.pad_w;
+    out[m] = n * d.c * image + hw;
+  }
+  float acc[kSpan][kTile] = {};
   const float4* taps_at = tile;
-  for (int k = 0; k < d.k; ++k, gradient += out_plane) {
+  for (int k = 0; k < d.k; ++k) {
     for (int r = 0; r < d.r; ++r) {
-      const int oh = ih + d.pad_h - r;
-      if (oh < 0 || oh >= d.p) {
-        taps_at += 2 * d.s;
-        continue;
+      int row[kSpan];
+      bool row_inside[kSpan];
+      ALLOY_UNROLL
+      for (int m = 0; m < kSpan; ++m) {
+        const int oh = oh0[m] - r;
+        row_inside[m] = static_cast<unsigned>(oh) < static_cast<unsigned>(d.p);
+        row[m] = source[m] + k * out_plane + oh * d.q;
       }
-      const T* row = gradient + oh * d.q;
       for (int s = 0; s < d.s; ++s, taps_at += 2) {
-        const int ow = iw + d.pad_w - s;
-        if (ow >= 0 && ow < d.q) fma8(acc, widen(row[ow]), taps_at);
+        float value[kSpan];
+        ALLOY_UNROLL
+        for (int m = 0; m < kSpan; ++m) {
+          const int ow = ow0[m] - s;
+          const bool inside =
+              row_inside[m] && static_cast<unsigned>(ow) < static_cast<unsigned>(d.q);
+          value[m] = inside ? widen(dy[row[m] + ow]) : 0.0f;
+        }
+        const float4 low = taps_at[0], high = taps_at[1];
+        ALLOY_UNROLL
+        for (int m = 0; m < kSpan; ++m)
+          fma8(acc[m], value[m], low, high);
       }
     }
   }
-  T* out = dx + (n * d.c + c0) * plane + hw;
-  for (int j = 0; j < kTile && c0 + j < d.c; ++j, out += plane)
-    *out = narrow<T>(acc[j]);
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    if (!span_stored(m, count)) continue;
+    for (int j = 0; j < kTile && c0 + j < d.c; ++j)
+      dx[out[m] + (c0 + j) * image] = narrow<T>(acc[m][j]);
+  }
 }
 
-// How the filter gradient splits its work: the batch into `chunks` of `images` images, the
-// filters into tiles of 8, the taps (c, r, s) into groups of `group` with `lanes` threads per tap
+// Filters with at most this many taps (a 3x3 filter of one channel) take the filter-gradient
+// kernel whose threads each hold every tap's 8 sums (72 registers) and split the positions.
+constexpr int kSpreadTaps = 9;
+
+// How the filter gradient splits its work: the batch into `chunks` of `images` images and the
+// filters into tiles of 8; with few taps (`spread`) a block's threads split the chunk's
+// positions, otherwise the taps (c, r, s) go in groups of `group` with `lanes` threads per tap
 // (taps past 256 take one thread each, over several blocks; fewer share a block's 256 threads
 // out by positions).
 struct FilterSplit {
   int chunks, images;
   int filter_tiles;
+  bool spread;
   int group, groups, lanes;
 };
 
@@ -164,11 +233,14 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
   FilterSplit split{};
   const int taps = g.channels * g.kernel_h * g.kernel_w;
   split.filter_tiles = (g.filters + kTile - 1) / kTile;
-  split.group = std::min(taps, kDirectThreads);
-  split.groups = (taps + split.group - 1) / split.group;
+  split.spread = taps <= kSpreadTaps;
+  split.group = split.spread ? taps : std::min(taps, kDirectThreads);
+  split.groups = split.spread ? 1 : (taps + split.group - 1) / split.group;
   split.lanes = kDirectThreads / split.group;
+  // The spread kernel's blocks end in a 72-value reduction: half as many, with more positions.
+  const int blocks = split.spread ? kFilterBlocks / 2 : kFilterBlocks;
   const int wanted =
-      (kFilterBlocks + split.filter_tiles * split.groups - 1) / (split.filter_tiles * split.groups);
+      (blocks + split.filter_tiles * split.groups - 1) / (split.filter_tiles * split.groups);
   const int chunks = std::clamp(wanted, 1, g.batch);
   split.images = (g.batch + chunks - 1) / chunks;
   split.chunks = (g.batch + split.images - 1) / split.images;
@@ -211,7 +283,7 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
     for (int position = lane; position < plane; position += split.lanes) {
       const int ih = oh * d.stride_h - d.pad_h + r, iw = ow * d.stride_w - d.pad_w + s;
       if (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w)
-        fma8(acc, widen(channel[ih * d.w + iw]), tile + 2 * position);
+        fma8(acc, widen(channel[ih * d.w + iw]), tile[2 * position], tile[2 * position + 1]);
       for (ow += split.lanes; ow >= d.q; ow -= d.q)
         ++oh;
     }
@@ -229,6 +301,74 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
     for (int l = 0; l < split.lanes; ++l)
       sum += tile_values[j * kDirectThreads + l * split.group + member];
     partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + out_tap] = sum;
+  }
+}
+
+// The same partials for filters of at most kSpreadTaps taps: a thread takes the chunk's
+// positions threadIdx.x, + 256, ... and sums dy times x for every tap and the tile's 8 filters
+// (72 sums, each position's 8 dy values and its taps' x values loaded once); the block's threads
+// are then added in a fixed order, a shuffle tree within each warp, the warps in order.
+template <class T>
+__global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                            float* __restrict__ partials, DirectShape d,
+                                            FilterSplit split) {
+  constexpr int kWarps = kDirectThreads / 32;
+  __shared__ float sums[kWarps][kSpreadTaps * kTile];
+  const int taps = d.c * d.r * d.s;
+  const int rs = d.r * d.s, image = d.h * d.w, plane = d.p * d.q;
+  const int chunk = blockIdx.x, k0 = blockIdx.y * kTile;
+  int tap_offset[kSpreadTaps], tap_r[kSpreadTaps], tap_s[kSpreadTaps];
+  ALLOY_UNROLL
+  for (int t = 0; t < kSpreadTaps; ++t) {
+    const int c = t / rs, r = (t - c * rs) / d.s;
+    tap_offset[t] = c * image;
+    tap_r[t] = r;
+    tap_s[t] = t - c * rs - r * d.s;
+  }
+  float acc[kSpreadTaps][kTile] = {};
+  const int first = chunk * split.images * plane;
+  const int last = min(d.n, (chunk + 1) * split.images) * plane;
+  for (int position = first + static_cast<int>(threadIdx.x); position < last;
+       position += kDirectThreads) {
+    const int n = position / plane, pq = position - n * plane;
+    const int oh = pq / d.q, ow = pq - oh * d.q;
+    float gradient[kTile];
+    ALLOY_UNROLL
+    for (int j = 0; j < kTile; ++j)
+      gradient[j] = k0 + j < d.k ? widen(dy[(n * d.k + k0 + j) * plane + pq]) : 0.0f;
+    const int h0 = oh * d.stride_h - d.pad_h, w0 = ow * d.stride_w - d.pad_w;
+    const int source = n * d.c * image;
+    ALLOY_UNROLL
+    for (int t = 0; t < kSpreadTaps; ++t) {
+      if (t >= taps) continue;
+      const int ih = h0 + tap_r[t], iw = w0 + tap_s[t];
+      const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
+                          static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
+      const float value = inside ? widen(x[source + tap_offset[t] + ih * d.w + iw]) : 0.0f;
+      ALLOY_UNROLL
+      for (int j = 0; j < kTile; ++j)
+        acc[t][j] = fmaf(value, gradient[j], acc[t][j]);
+    }
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  ALLOY_UNROLL
+  for (int t = 0; t < kSpreadTaps; ++t) {
+    ALLOY_UNROLL
+    for (int j = 0; j < kTile; ++j) {
+      float sum = acc[t][j];
+      for (int offset = 16; offset > 0; offset /= 2)
+        sum += __shfl_down_sync(0xffffffffu, sum, offset);
+      if (lane == 0) sums[warp][t * kTile + j] = sum;
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < taps * kTile; i += blockDim.x) {
+    const int t = i / kTile, j = i - t * kTile;
+    if (k0 + j >= d.k) continue;
+    float total = 0.0f;
+    for (int from = 0; from < kWarps; ++from)
+      total += sums[from][i];
+    partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + t] = total;
   }
 }
 
@@ -283,14 +423,19 @@ void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, 
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
               "conv2d_direct_forward: the direct kernels do not take this convolution");
   const DirectShape d = shape_of(g);
-  const dim3 grid((d.n * d.p * d.q + kDirectThreads - 1) / kDirectThreads,
+  constexpr int kBlockPositions = kDirectThreads * kSpan;
+  const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
                   (d.k + kTile - 1) / kTile);
+  const bool padded = d.pad_h != 0 || d.pad_w != 0;
   dispatch_floating(dtype, "conv2d_direct_forward", [&](auto type) {
     using T = decltype(type);
     with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
-      ALLOY_LAUNCH(direct_forward_kernel, grid, kDirectThreads, 0, stream)
-      (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-       static_cast<T*>(y), d, capacity);
+      const auto launch = [&](auto padding) {
+        ALLOY_LAUNCH(direct_forward_kernel, grid, kDirectThreads, 0, stream)
+        (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+         static_cast<T*>(y), d, capacity, padding);
+      };
+      padded ? launch(Padding<true>{}) : launch(Padding<false>{});
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_forward_kernel over ", d.n, " images of ", d.c,
@@ -302,7 +447,8 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::data),
               "conv2d_direct_data: the direct kernels do not take this convolution");
   const DirectShape d = shape_of(g);
-  const dim3 grid((d.n * d.h * d.w + kDirectThreads - 1) / kDirectThreads,
+  constexpr int kBlockPositions = kDirectThreads * kSpan;
+  const dim3 grid((d.n * d.h * d.w + kBlockPositions - 1) / kBlockPositions,
                   (d.c + kTile - 1) / kTile);
   dispatch_floating(dtype, "conv2d_direct_data", [&](auto type) {
     using T = decltype(type);
@@ -330,12 +476,18 @@ void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, c
   float* const partials = static_cast<float*>(workspace);
   dispatch_floating(dtype, "conv2d_direct_filter", [&](auto type) {
     using T = decltype(type);
-    // The tile holds an image's dy for 8 filters, then the 256 threads' 8 sums.
-    with_capacity(std::max(d.p * d.q, kDirectThreads) * kTile, [&](auto capacity) {
-      ALLOY_LAUNCH(direct_filter_kernel, dim3(split.chunks, split.filter_tiles, split.groups),
+    if (split.spread) {
+      ALLOY_LAUNCH(direct_filter_spread_kernel, dim3(split.chunks, split.filter_tiles),
                    kDirectThreads, 0, stream)
-      (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split, capacity);
-    });
+      (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split);
+    } else {
+      // The tile holds an image's dy for 8 filters, then the 256 threads' 8 sums.
+      with_capacity(std::max(d.p * d.q, kDirectThreads) * kTile, [&](auto capacity) {
+        ALLOY_LAUNCH(direct_filter_kernel, dim3(split.chunks, split.filter_tiles, split.groups),
+                     kDirectThreads, 0, stream)
+        (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split, capacity);
+      });
+    }
     ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_kernel over ", split.chunks, " chunks of ",
                             split.images, " images, ", d.k, " filters of ", taps, " taps");
     ALLOY_LAUNCH(direct_filter_sum_kernel, grid_for(count), kThreads, 0, stream)

@@ -1,11 +1,14 @@
 // Alloy's own direct convolutions, for small ones: few taps per filter (C*R*S) and few filters,
-// such as LeNet's and a 1-channel stem. There cuDNN's fp32 algorithms spend 45-140 us on what
-// is 1-6 us of memory traffic (a [256, 1, 28, 28] input's 20 filters) or run FFTs for a 5x5
-// filter of 20 channels. One thread computes 8 outputs (8 filters at one output position, or 8
-// input channels at one input position) from a filter tile kept in shared memory; the filter
-// gradient splits the batch into a fixed number of chunks, sums each chunk's positions in a block
-// and adds the chunks' partials in chunk order. Every sum runs in a fixed order in fp32 and is
-// rounded once: deterministic, run to run and for any GPU.
+// such as LeNet's and a 1-channel stem. There cuDNN's fp32 algorithms spend 40-130 us on what
+// is a few us of memory traffic (a [256, 1, 28, 28] input's 20 filters) or run FFTs for a 5x5
+// filter of 20 channels. The forward and the input gradient give each thread 4 positions x 8
+// outputs (filters, or input channels for dx) from a tile of taps in shared memory: each tap's
+// 8 values (read as a broadcast, which costs a shared-memory wavefront per value) then serve 32
+// fused multiply-adds. The filter gradient splits the batch into a fixed number of chunks;
+// filters of at most 9 taps give each thread every tap's 8 sums over a share of the chunk's
+// positions, larger ones a tap to each thread; each chunk's sums are added in a fixed order and
+// the chunks' partials in chunk order. Every sum runs in a fixed order in fp32 and is rounded
+// once: deterministic, run to run and for any GPU.
 //
 // NCHW only; conv2d.cu offers them as one more algorithm per direction (kDirectAlgorithm), which
 // --conv-algorithms measured times against cuDNN's, so they run only where they are faster.
