@@ -48,7 +48,8 @@ void with_capacity(int floats, Launch&& launch) {
 constexpr int kMaxCapacity = 12288;  // floats: 48 KB, a block's static shared memory
 
 // Positions one thread of the forward or the input gradient computes, kDirectThreads apart, so
-// that each load and store of a warp is coalesced; every tap's values then serve 4 x 8 sums.
+// that each load and store of a warp is coalesced (and taps one thread of the filter gradient
+// sums); every tap's (or position's) 8 broadcast values then serve 4 x 8 sums.
 constexpr int kSpan = 4;
 
 // Whether a forward convolution pads its input (then every tap checks its bounds).
@@ -219,9 +220,8 @@ constexpr int kSpreadTaps = 9;
 
 // How the filter gradient splits its work: the batch into `chunks` of `images` images and the
 // filters into tiles of 8; with few taps (`spread`) a block's threads split the chunk's
-// positions, otherwise the taps (c, r, s) go in groups of `group` with `lanes` threads per tap
-// (taps past 256 take one thread each, over several blocks; fewer share a block's 256 threads
-// out by positions).
+// positions, otherwise `group` threads take 4 taps each (past 1024 taps, over several blocks)
+// and the block's 256 threads hold `lanes` such groups, which split the positions.
 struct FilterSplit {
   int chunks, images;
   int filter_tiles;
@@ -234,8 +234,9 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
   const int taps = g.channels * g.kernel_h * g.kernel_w;
   split.filter_tiles = (g.filters + kTile - 1) / kTile;
   split.spread = taps <= kSpreadTaps;
-  split.group = split.spread ? taps : std::min(taps, kDirectThreads);
-  split.groups = split.spread ? 1 : (taps + split.group - 1) / split.group;
+  // Otherwise each thread takes 4 taps: a group of up to 256 threads covers 4 times as many.
+  split.group = split.spread ? taps : std::min((taps + kSpan - 1) / kSpan, kDirectThreads);
+  split.groups = split.spread ? 1 : (taps + split.group * kSpan - 1) / (split.group * kSpan);
   split.lanes = kDirectThreads / split.group;
   // The spread kernel's blocks end in a 72-value reduction: half as many, with more positions.
   const int blocks = split.spread ? kFilterBlocks / 2 : kFilterBlocks;
@@ -249,9 +250,10 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
 
 // One chunk's part of dw[k, tap] = sum over (n, oh, ow) of dy[n, k, oh, ow] x[n, c, oh*sh - ph +
 // r, ow*sw - pw + s] for a tile of 8 filters and a group of taps. Per image, the tile's dy is
-// staged in shared memory as [position][8]; thread (lane, tap) sums the positions lane, lane +
-// lanes, ... in order; the lanes of a tap are then added in lane order, and the chunk's sums
-// written to partials[chunk][k][tap].
+// staged in shared memory as [position][8]; thread (lane, member) takes the 4 taps member,
+// member + group, ... of its block's group and sums the positions lane, lane + lanes, ... in
+// order (each position's 8 dy values then serve 32 sums); the lanes of a tap are added in lane
+// order, and the chunk's sums written to partials[chunk][k][tap].
 template <class T, int kCapacity>
 __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                      float* __restrict__ partials, DirectShape d, FilterSplit split,
@@ -259,15 +261,21 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int taps = d.c * d.r * d.s;
-  const int plane = d.p * d.q;
+  const int plane = d.p * d.q, image = d.h * d.w, rs = d.r * d.s;
   const int chunk = blockIdx.x, k0 = blockIdx.y * kTile;
-  const int lane = threadIdx.x / split.group;
-  const int tap = blockIdx.z * split.group + threadIdx.x % split.group;
-  const bool active = lane < split.lanes && tap < taps;
-  const int rs = d.r * d.s;
-  const int c = tap / rs, r = (tap - c * rs) / d.s, s = tap - c * rs - r * d.s;
-  float acc[kTile] = {};
-  const int first = chunk * split.images, last = std::min(d.n, first + split.images);
+  const int lane = threadIdx.x / split.group, member = threadIdx.x % split.group;
+  const int first_tap = blockIdx.z * split.group * kSpan + member;
+  int tap_offset[kSpan], tap_r[kSpan], tap_s[kSpan];
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    const int tap = min(first_tap + m * split.group, taps - 1);  // past the end: computed, unused
+    const int c = tap / rs, r = (tap - c * rs) / d.s;
+    tap_offset[m] = c * image;
+    tap_r[m] = r;
+    tap_s[m] = tap - c * rs - r * d.s;
+  }
+  float acc[kSpan][kTile] = {};
+  const int first = chunk * split.images, last = min(d.n, first + split.images);
   for (int n = first; n < last; ++n) {
     __syncthreads();  // the previous image's tile is no longer read
     const T* gradient = dy + (n * d.k + k0) * plane;
@@ -277,30 +285,39 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
             k0 + j < d.k ? widen(gradient[j * plane + position]) : 0.0f;
     }
     __syncthreads();
-    if (!active) continue;
-    const T* channel = x + (n * d.c + c) * d.h * d.w;
+    if (lane >= split.lanes) continue;
+    const int source = n * d.c * image;
     int oh = lane / d.q, ow = lane - oh * d.q;
     for (int position = lane; position < plane; position += split.lanes) {
-      const int ih = oh * d.stride_h - d.pad_h + r, iw = ow * d.stride_w - d.pad_w + s;
-      if (ih >= 0 && ih < d.h && iw >= 0 && iw < d.w)
-        fma8(acc, widen(channel[ih * d.w + iw]), tile[2 * position], tile[2 * position + 1]);
+      const float4 low = tile[2 * position], high = tile[2 * position + 1];
+      const int h0 = oh * d.stride_h - d.pad_h, w0 = ow * d.stride_w - d.pad_w;
+      ALLOY_UNROLL
+      for (int m = 0; m < kSpan; ++m) {
+        const int ih = h0 + tap_r[m], iw = w0 + tap_s[m];
+        const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
+                            static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
+        fma8(acc[m], inside ? widen(x[source + tap_offset[m] + ih * d.w + iw]) : 0.0f, low, high);
+      }
       for (ow += split.lanes; ow >= d.q; ow -= d.q)
         ++oh;
     }
   }
-  // The lanes' sums of each tap, added in lane order through shared memory.
-  __syncthreads();
-  for (int j = 0; j < kTile; ++j)
-    tile_values[j * kDirectThreads + threadIdx.x] = acc[j];
-  __syncthreads();
-  for (int i = threadIdx.x; i < split.group * kTile; i += blockDim.x) {
-    const int j = i / split.group, member = i - j * split.group;
-    const int out_tap = blockIdx.z * split.group + member;
-    if (out_tap >= taps || k0 + j >= d.k) continue;
-    float sum = 0.0f;
-    for (int l = 0; l < split.lanes; ++l)
-      sum += tile_values[j * kDirectThreads + l * split.group + member];
-    partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + out_tap] = sum;
+  // Per tap of the thread, the lanes' sums added in lane order through shared memory.
+  ALLOY_UNROLL
+  for (int m = 0; m < kSpan; ++m) {
+    __syncthreads();
+    for (int j = 0; j < kTile; ++j)
+      tile_values[j * kDirectThreads + threadIdx.x] = acc[m][j];
+    __syncthreads();
+    for (int i = threadIdx.x; i < split.group * kTile; i += blockDim.x) {
+      const int j = i / split.group, owner = i - j * split.group;
+      const int tap = blockIdx.z * split.group * kSpan + m * split.group + owner;
+      if (tap >= taps || k0 + j >= d.k) continue;
+      float sum = 0.0f;
+      for (int l = 0; l < split.lanes; ++l)
+        sum += tile_values[j * kDirectThreads + l * split.group + owner];
+      partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + tap] = sum;
+    }
   }
 }
 
