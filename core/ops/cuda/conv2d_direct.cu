@@ -56,6 +56,18 @@ constexpr int kSpan = 4;
 template <bool kPadded>
 struct Padding {};
 
+// The filter width a kernel instance is compiled for, so that a row's taps unroll and their loads
+// are all in flight before the sums that use them (3 and 5; 0 is any width, looped).
+template <int kS>
+struct Width {};
+
+template <class Launch>
+void with_width(int width, Launch&& launch) {
+  if (width == 3) return launch(Width<3>{});
+  if (width == 5) return launch(Width<5>{});
+  return launch(Width<0>{});
+}
+
 // Eight fp32 products value * taps[0..7] added into acc, one fused multiply-add each.
 __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 low, float4 high) {
   acc[0] = fmaf(value, low.x, acc[0]);
@@ -85,10 +97,10 @@ __device__ __forceinline__ bool span_stored(int m, int count) {
 // s]. A block takes 1024 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
 // whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums 4 positions' 8 outputs
 // over the taps in (c, r, s) order.
-template <class T, int kCapacity, bool kPadded>
+template <class T, int kCapacity, bool kPadded, int kS>
 __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                       const T* __restrict__ b, T* __restrict__ y, DirectShape d,
-                                      Capacity<kCapacity>, Padding<kPadded>) {
+                                      Capacity<kCapacity>, Padding<kPadded>, Width<kS>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int taps = d.c * d.r * d.s;
@@ -116,7 +128,9 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
   const float4* taps_at = tile;
   for (int c = 0; c < d.c; ++c) {
     for (int r = 0; r < d.r; ++r) {
-      for (int s = 0; s < d.s; ++s, taps_at += 2) {
+      const int width = kS > 0 ? kS : d.s;
+      ALLOY_UNROLL
+      for (int s = 0; s < width; ++s, taps_at += 2) {
         const int offset = c * image + r * d.w + s;
         float value[kSpan];
         ALLOY_UNROLL
@@ -150,9 +164,10 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
 // dx[n, c, h, w] = sum over (k, r, s) of dy[n, k, h + ph - r, w + pw - s] w[k, c, r, s] (stride
 // 1): the forward's pattern with the roles of x and y swapped, a block's tile of 8 input channels
 // kept as [k][r][s][8], a thread summing 4 input positions' 8 values in (k, r, s) order.
-template <class T, int kCapacity>
+template <class T, int kCapacity, int kS>
 __global__ void direct_data_kernel(const T* __restrict__ w, const T* __restrict__ dy,
-                                   T* __restrict__ dx, DirectShape d, Capacity<kCapacity>) {
+                                   T* __restrict__ dx, DirectShape d, Capacity<kCapacity>,
+                                   Width<kS>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int rs = d.r * d.s;
@@ -190,7 +205,9 @@ __global__ void direct_data_kernel(const T* __restrict__ w, const T* __restrict_
         row_inside[m] = static_cast<unsigned>(oh) < static_cast<unsigned>(d.p);
         row[m] = source[m] + k * out_plane + oh * d.q;
       }
-      for (int s = 0; s < d.s; ++s, taps_at += 2) {
+      const int width = kS > 0 ? kS : d.s;
+      ALLOY_UNROLL
+      for (int s = 0; s < width; ++s, taps_at += 2) {
         float value[kSpan];
         ALLOY_UNROLL
         for (int m = 0; m < kSpan; ++m) {
@@ -447,12 +464,14 @@ void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, 
   dispatch_floating(dtype, "conv2d_direct_forward", [&](auto type) {
     using T = decltype(type);
     with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
-      const auto launch = [&](auto padding) {
-        ALLOY_LAUNCH(direct_forward_kernel, grid, kDirectThreads, 0, stream)
-        (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-         static_cast<T*>(y), d, capacity, padding);
-      };
-      padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+      with_width(d.s, [&](auto width) {
+        const auto launch = [&](auto padding) {
+          ALLOY_LAUNCH(direct_forward_kernel, grid, kDirectThreads, 0, stream)
+          (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
+           static_cast<T*>(y), d, capacity, padding, width);
+        };
+        padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+      });
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_forward_kernel over ", d.n, " images of ", d.c,
@@ -470,8 +489,11 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
   dispatch_floating(dtype, "conv2d_direct_data", [&](auto type) {
     using T = decltype(type);
     with_capacity(d.k * d.r * d.s * kTile, [&](auto capacity) {
-      ALLOY_LAUNCH(direct_data_kernel, grid, kDirectThreads, 0, stream)
-      (static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx), d, capacity);
+      with_width(d.s, [&](auto width) {
+        ALLOY_LAUNCH(direct_data_kernel, grid, kDirectThreads, 0, stream)
+        (static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx), d, capacity,
+         width);
+      });
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_data_kernel over ", d.n, " images of ", d.c, " channels, ",
