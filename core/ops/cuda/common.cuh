@@ -29,10 +29,15 @@
 
 // `#pragma unroll` for nvcc, where loops over register arrays must unroll to stay in registers;
 // nothing for the emulator's host compiler, which does not know the pragma.
+// ALLOY_UNROLL_BY(n) unrolls a loop of any trip count n times, so that the loads of n
+// iterations can be in flight together.
 #ifdef ALLOY_CUDA_EMULATOR
 #define ALLOY_UNROLL
+#define ALLOY_UNROLL_BY(n)
 #else
 #define ALLOY_UNROLL _Pragma("unroll")
+#define ALLOY_PRAGMA(text) _Pragma(#text)
+#define ALLOY_UNROLL_BY(n) ALLOY_PRAGMA(unroll n)
 #endif
 
 namespace alloy::cuda {

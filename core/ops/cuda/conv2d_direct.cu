@@ -4,6 +4,7 @@
 
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d_direct.h"
+#include "core/ops/cuda/int_divider.h"
 
 namespace alloy::cuda {
 
@@ -13,6 +14,9 @@ using cpu::Conv2dGeometry;
 
 constexpr int kTile = 8;  // outputs a thread computes: filters, or input channels for dx
 constexpr int kDirectThreads = 256;
+// Threads of a forward or input-gradient block: LeNet's second convolution then has about 2
+// blocks for each of 132 SMs, where 256 left some SMs with 2 and most with 1.
+constexpr int kSpanThreads = 128;
 constexpr int kMaxFilterTaps = 1536;   // C*R*S (forward, filter) or K*R*S (data) of a tile
 constexpr int kMaxFilterPlane = 1536;  // output positions of one image (filter gradient)
 // Blocks the filter gradient aims for: the batch is cut into enough chunks for 4 blocks on each
@@ -80,15 +84,15 @@ __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 lo
   acc[7] = fmaf(value, high.w, acc[7]);
 }
 
-// The flattened position of a thread's m-th output: block by block 1024 positions, 256 apart
+// The flattened position of a thread's m-th output: block by block 512 positions, 128 apart
 // within it; past `count` it is the last position (computed, never stored).
 __device__ __forceinline__ int span_position(int m, int count) {
-  return min(static_cast<int>(blockIdx.x) * kDirectThreads * kSpan + m * kDirectThreads +
+  return min(static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads +
                  static_cast<int>(threadIdx.x),
              count - 1);
 }
 __device__ __forceinline__ bool span_stored(int m, int count) {
-  return static_cast<int>(blockIdx.x) * kDirectThreads * kSpan + m * kDirectThreads +
+  return static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads +
              static_cast<int>(threadIdx.x) <
          count;
 }
@@ -244,6 +248,7 @@ struct FilterSplit {
   int filter_tiles;
   bool spread;
   int group, groups, lanes;
+  IntDivider planes, columns;  // by P*Q and by Q: a position's image, and its row
 };
 
 FilterSplit filter_split(const Conv2dGeometry& g) {
@@ -262,6 +267,8 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
   const int chunks = std::clamp(wanted, 1, g.batch);
   split.images = (g.batch + chunks - 1) / chunks;
   split.chunks = (g.batch + split.images - 1) / split.images;
+  split.planes = IntDivider(static_cast<std::uint32_t>(std::max(g.out_h * g.out_w, 1)));
+  split.columns = IntDivider(static_cast<std::uint32_t>(std::max(g.out_w, 1)));
   return split;
 }
 
@@ -304,10 +311,12 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
     __syncthreads();
     if (lane >= split.lanes) continue;
     const int source = n * d.c * image;
-    int oh = lane / d.q, ow = lane - oh * d.q;
+    ALLOY_UNROLL_BY(4)
     for (int position = lane; position < plane; position += split.lanes) {
+      const IntDivider::QuotientRemainder place = split.columns.divmod(position);
       const float4 low = tile[2 * position], high = tile[2 * position + 1];
-      const int h0 = oh * d.stride_h - d.pad_h, w0 = ow * d.stride_w - d.pad_w;
+      const int h0 = static_cast<int>(place.quotient) * d.stride_h - d.pad_h;
+      const int w0 = static_cast<int>(place.remainder) * d.stride_w - d.pad_w;
       ALLOY_UNROLL
       for (int m = 0; m < kSpan; ++m) {
         const int ih = h0 + tap_r[m], iw = w0 + tap_s[m];
@@ -315,8 +324,6 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
                             static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
         fma8(acc[m], inside ? widen(x[source + tap_offset[m] + ih * d.w + iw]) : 0.0f, low, high);
       }
-      for (ow += split.lanes; ow >= d.q; ow -= d.q)
-        ++oh;
     }
   }
   // Per tap of the thread, the lanes' sums added in lane order through shared memory.
@@ -364,8 +371,11 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
   const int last = min(d.n, (chunk + 1) * split.images) * plane;
   for (int position = first + static_cast<int>(threadIdx.x); position < last;
        position += kDirectThreads) {
-    const int n = position / plane, pq = position - n * plane;
-    const int oh = pq / d.q, ow = pq - oh * d.q;
+    const IntDivider::QuotientRemainder image_place = split.planes.divmod(position);
+    const int n = static_cast<int>(image_place.quotient),
+              pq = static_cast<int>(image_place.remainder);
+    const IntDivider::QuotientRemainder place = split.columns.divmod(image_place.remainder);
+    const int oh = static_cast<int>(place.quotient), ow = static_cast<int>(place.remainder);
     float gradient[kTile];
     ALLOY_UNROLL
     for (int j = 0; j < kTile; ++j)
@@ -457,7 +467,7 @@ void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, 
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
               "conv2d_direct_forward: the direct kernels do not take this convolution");
   const DirectShape d = shape_of(g);
-  constexpr int kBlockPositions = kDirectThreads * kSpan;
+  constexpr int kBlockPositions = kSpanThreads * kSpan;
   const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
                   (d.k + kTile - 1) / kTile);
   const bool padded = d.pad_h != 0 || d.pad_w != 0;
@@ -466,7 +476,7 @@ void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, 
     with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
       with_width(d.s, [&](auto width) {
         const auto launch = [&](auto padding) {
-          ALLOY_LAUNCH(direct_forward_kernel, grid, kDirectThreads, 0, stream)
+          ALLOY_LAUNCH(direct_forward_kernel, grid, kSpanThreads, 0, stream)
           (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
            static_cast<T*>(y), d, capacity, padding, width);
         };
@@ -483,14 +493,14 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::data),
               "conv2d_direct_data: the direct kernels do not take this convolution");
   const DirectShape d = shape_of(g);
-  constexpr int kBlockPositions = kDirectThreads * kSpan;
+  constexpr int kBlockPositions = kSpanThreads * kSpan;
   const dim3 grid((d.n * d.h * d.w + kBlockPositions - 1) / kBlockPositions,
                   (d.c + kTile - 1) / kTile);
   dispatch_floating(dtype, "conv2d_direct_data", [&](auto type) {
     using T = decltype(type);
     with_capacity(d.k * d.r * d.s * kTile, [&](auto capacity) {
       with_width(d.s, [&](auto width) {
-        ALLOY_LAUNCH(direct_data_kernel, grid, kDirectThreads, 0, stream)
+        ALLOY_LAUNCH(direct_data_kernel, grid, kSpanThreads, 0, stream)
         (static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx), d, capacity,
          width);
       });
