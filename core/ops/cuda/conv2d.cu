@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -248,25 +249,31 @@ using FindCall = std::function<cudnnStatus_t(void* workspace, std::size_t worksp
 // One call of a direction with a chosen algorithm: cuDNN's status (ours run or throw).
 using DirectionCall = std::function<cudnnStatus_t(const Choice&)>;
 
-// Runs of Alloy's direct kernels a measurement averages, after one warm-up run.
-constexpr int kDirectTimedRuns = 3;
+// Runs a timing averages, after one warm-up run.
+constexpr int kTimedRuns = 3;
 
-// The milliseconds one call of the direct kernels takes on the real buffers, timed with events
-// as Find times cuDNN's; a trial call, so an accumulating direction writes its scratch output.
-// The host's wait for the end event is not counted among the step's host waits
-// (core/round_trips.h), as cudnnFind's own waits are not: both are the first execution's
-// one-off measurement, not a cost of the step.
-float time_direct(const AlgorithmOffer& offer, void* workspace, Device device, cudaStream_t stream,
-                  const DirectionCall& call) {
-  const Choice choice{offer.algo, nullptr, workspace, offer.workspace, true};
-  call(choice);
+// The milliseconds one call of `offer` takes on the real buffers, timed with events; a trial
+// call, so an accumulating direction writes its scratch output. Alloy's direct kernels and the
+// cuDNN algorithm cudnnFind timed fastest are both timed this way before one is chosen: Find's
+// own figures are taken differently, and compared with ours they misplaced the direct kernels
+// (LeNet on an H200, docs/PERFORMANCE.md). The host's wait for the end event is not counted
+// among the step's host waits (core/round_trips.h), as cudnnFind's own waits are not: both are
+// the first execution's one-off measurement, not a cost of the step.
+float time_offer(const AlgorithmOffer& offer, const Plan& plan, void* workspace, Device device,
+                 cudaStream_t stream, const DirectionCall& call) {
+  const ConvDesc conv = conv_desc(plan.geometry, static_cast<cudnnMathType_t>(offer.math_type));
+  const Choice choice{offer.algo, conv.get(), workspace, offer.workspace, true};
+  if (call(choice) != CUDNN_STATUS_SUCCESS) {
+    static_cast<void>(cudaGetLastError());  // a refused launch is not this op's failure
+    return std::numeric_limits<float>::infinity();
+  }
   Event start(device.index, true), end(device.index, true);
   start.record(stream);
-  for (int run = 0; run < kDirectTimedRuns; ++run)
-    call(choice);
+  for (int run = 0; run < kTimedRuns; ++run)
+    ALLOY_CUDA_CHECK(call(choice), "conv2d: timing algorithm ", offer.name);
   end.record(stream);
-  ALLOY_CUDA_CHECK(cudaEventSynchronize(end.get()), "conv2d: waiting to time the direct kernels");
-  return end.elapsed_ms_since(start) / kDirectTimedRuns;
+  ALLOY_CUDA_CHECK(cudaEventSynchronize(end.get()), "conv2d: waiting to time ", offer.name);
+  return end.elapsed_ms_since(start) / kTimedRuns;
 }
 
 // The key of a direction's choice in the algorithm db: this GPU's name and cuDNN's version.
@@ -282,8 +289,9 @@ ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device d
 // resumed checkpoint or the algorithm db holds for this GPU, cuDNN and shape is taken as it is
 // (reruns then run the same algorithms, so give equal bits); otherwise cudnnFind*AlgorithmEx
 // times the candidates, with a workspace as large as the largest of them needs, and the fastest
-// (deterministic for the backward passes) is recorded; Alloy's direct kernels, where they are a
-// candidate, are timed beside them. Should Find fail or time none, the heuristic order stays.
+// (deterministic for the backward passes) is recorded; where Alloy's direct kernels are a
+// candidate, they and Find's fastest are timed again alike (time_offer) and the faster kept. Should
+// Find fail or time none, the heuristic order stays.
 void put_measured_first(Direction& direction, const Plan& plan, const char* key_direction,
                         Device device, cudaStream_t stream, const std::string& what,
                         const FindCall& find, const DirectionCall& call) {
@@ -309,14 +317,17 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
     }
     std::vector<AlgorithmOffer> timed;
     if (find(workspace.get(), workspace_bytes, timed) == CUDNN_STATUS_SUCCESS) {
-      for (const AlgorithmOffer& offer : direction.candidates) {
-        if (offer.algo != kDirectAlgorithm) continue;
-        AlgorithmOffer measured = offer;
-        measured.milliseconds = time_direct(offer, workspace.get(), device, stream, call);
-        timed.push_back(measured);
-      }
       const bool deterministic = std::string(key_direction) != "forward";
       index = fastest_candidate(direction.candidates, timed, deterministic, kWorkspaceLimit);
+      const std::optional<std::size_t> direct =
+          candidate_index(direction.candidates, kDirectAlgorithm, 0);
+      if (direct) {
+        const auto time = [&](std::size_t i) {
+          return time_offer(direction.candidates[i], plan, workspace.get(), device, stream, call);
+        };
+        const float direct_ms = time(*direct);
+        if (!index || direct_ms < time(*index)) index = direct;
+      }
     } else {
       static_cast<void>(cudaGetLastError());  // a refused launch is not this op's failure
     }
