@@ -5,7 +5,9 @@
 // algorithms in that order and keeps the first that runs (conv2d_algorithms.h), so it must not
 // be inside a CUDA-graph capture (a warm-up step runs it eagerly). With the process-wide
 // setting measured (conv2d_algorithm_db.h; `alloy train`'s default), the fastest by
-// cudnnFind*AlgorithmEx is tried first, and kept in the algorithm db for later runs. Workspaces
+// cudnnFind*AlgorithmEx is tried first, and kept in the algorithm db for later runs; small NCHW
+// convolutions also have Alloy's direct kernels as a candidate (conv2d_direct.h), which then
+// add the bias themselves. Workspaces
 // come from the caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
 // Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
 // data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
