@@ -3,8 +3,9 @@
 // shape, dtype, layout and direction it times every algorithm with cudnnFind*AlgorithmEx (the
 // best of three finds) and prints one line. A measurement tool for a GPU machine, not a test.
 //
-//   conv_algorithms [--batch N]
+//   conv_algorithms [--batch N] [--model lenet|resnet18]
 //
+// --model keeps one model's shapes (a profiler run then stops after them).
 // Columns: the heuristic choice and its time, the fastest deterministic algorithm and the
 // fastest of all, in milliseconds, and last the time of Alloy's own direct kernels
 // (core/ops/cuda/conv2d_direct.h; "-" where conv2d_direct_supports declines the convolution,
@@ -283,11 +284,21 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
 
 int main(int argc, char** argv) {
   int batch = 256;
-  if (argc == 3 && std::strcmp(argv[1], "--batch") == 0) {
-    batch = std::atoi(argv[2]);
-  } else if (argc != 1) {
-    std::fprintf(stderr, "usage: conv_algorithms [--batch N]\n");
-    return 2;
+  std::string model;
+  for (int i = 1; i < argc; i += 2) {
+    const bool has_value = i + 1 < argc;
+    if (has_value && std::strcmp(argv[i], "--batch") == 0 && std::atoi(argv[i + 1]) > 0) {
+      batch = std::atoi(argv[i + 1]);
+    } else if (has_value && std::strcmp(argv[i], "--model") == 0 &&
+               (std::strcmp(argv[i + 1], "lenet") == 0 ||
+                std::strcmp(argv[i + 1], "resnet18") == 0)) {
+      model = argv[i + 1];
+    } else {
+      std::fprintf(stderr,
+                   "usage: conv_algorithms [--batch N] [--model lenet|resnet18] (at '%s')\n",
+                   argv[i]);
+      return 2;
+    }
   }
   try {
     Handle<cudnnHandle_t, cudnnDestroy> handle;
@@ -304,8 +315,10 @@ int main(int argc, char** argv) {
                             {"resnet18", batch, 256, 7, 7, 512, 3, 2, 1},
                             {"resnet18", batch, 512, 4, 4, 512, 3, 1, 1}};
     for (const Shape& s : lenet)
-      measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
+      if (model.empty() || model == "lenet")
+        measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
     for (const Shape& s : resnet) {
+      if (!model.empty() && model != "resnet18") break;
       measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NCHW, "f16");
       measure(handle.raw, s, CUDNN_DATA_HALF, CUDNN_TENSOR_NHWC, "f16");
       measure(handle.raw, s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, "f32");
