@@ -115,6 +115,7 @@ struct State {
   ConvAlgorithmTable db;          // read at the first lookup
   bool db_read = false;
   ConvAlgorithmTable in_use;  // what a checkpoint saves
+  bool profiler_noted = false;
 };
 
 State& state() {
@@ -288,14 +289,31 @@ std::optional<ConvAlgorithm> known_conv_algorithm(const ConvAlgorithmKey& key) {
   return found->second;
 }
 
+bool cuda_profiler_attached() {
+  const char* injection = std::getenv("CUDA_INJECTION64_PATH");
+  return injection != nullptr && *injection != '\0';
+}
+
 ConvAlgorithm record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice) {
   const std::string text = conv_algorithm_key_text(key);
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  const ConvAlgorithmTable db =
-      merge_into_conv_algorithm_db(conv_algorithm_db_path(), {{text, choice}});
-  const auto written = db.find(text);
-  if (written != db.end()) choice = written->second;
+  if (cuda_profiler_attached()) {
+    // Nsight Compute replays and serializes kernels, so the timings behind `choice` are not
+    // this GPU's: saved, they would slow every later run (a profiled LeNet run once saved an
+    // algorithm that made the next runs 2.5x slower).
+    if (!s.profiler_noted) {
+      std::cerr << "alloy: note: a CUDA profiler is attached (CUDA_INJECTION64_PATH is set): "
+                   "this run's measured convolution algorithms are not saved to "
+                << conv_algorithm_db_path() << std::endl;
+      s.profiler_noted = true;
+    }
+  } else {
+    const ConvAlgorithmTable db =
+        merge_into_conv_algorithm_db(conv_algorithm_db_path(), {{text, choice}});
+    const auto written = db.find(text);
+    if (written != db.end()) choice = written->second;
+  }
   s.db[text] = choice;
   s.in_use[text] = choice;
   return choice;

@@ -91,7 +91,9 @@ std::optional<ConvAlgorithm> known_conv_algorithm(const ConvAlgorithmKey& key);
 
 // Records a choice the process measured: merged at once into the db, and in the table. Returns
 // the db's choice for `key`: another process's (a rank beside this one that measured the same
-// convolution first) where it won the race, so that the ranks of a node agree.
+// convolution first) where it won the race, so that the ranks of a node agree. Under a CUDA
+// profiler (CUDA_INJECTION64_PATH set, as Nsight Compute and Nsight Systems do) the choice goes
+// in the table only: timings taken under it are not the GPU's own, and the db outlives the run.
 ConvAlgorithm record_conv_algorithm(const ConvAlgorithmKey& key, ConvAlgorithm choice);
 
 // The choices this process used or loaded from a checkpoint, as lines: what a checkpoint saves.

@@ -236,8 +236,10 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
       out_w,
       {s.stride, s.stride, s.pad, s.pad},
       format == CUDNN_TENSOR_NHWC ? alloy::Layout::nhwc : alloy::Layout::nchw};
-  const std::size_t direct_workspace = alloy::cuda::conv2d_direct_filter_workspace(g);
-  const Buffer direct_filter_workspace = device_buffer(direct_workspace);
+  const std::size_t direct_workspace =
+      std::max(alloy::cuda::conv2d_direct_filter_workspace(g),
+               alloy::cuda::conv2d_direct_data_workspace(g, dtype));
+  const Buffer direct_workspace_buffer = device_buffer(direct_workspace);
   const auto direct_ms = [&](ConvDirection direction) {
     if (!alloy::cuda::conv2d_direct_supports(g, dtype, direction)) return -1.0f;
     return best_time_ms([&] {
@@ -247,11 +249,12 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
                                              nullptr);
           break;
         case ConvDirection::data:
-          alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(), nullptr);
+          alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(),
+                                          direct_workspace_buffer.get(), direct_workspace, nullptr);
           break;
         case ConvDirection::filter:
           alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
-                                            direct_filter_workspace.get(), direct_workspace,
+                                            direct_workspace_buffer.get(), direct_workspace,
                                             nullptr);
           break;
       }

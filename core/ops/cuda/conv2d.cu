@@ -214,7 +214,7 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
   if (conv2d_direct_supports(g, dtype, ConvDirection::forward))
     forward.candidates.push_back(direct_offer(0));
   if (conv2d_direct_supports(g, dtype, ConvDirection::data))
-    data.candidates.push_back(direct_offer(0));
+    data.candidates.push_back(direct_offer(conv2d_direct_data_workspace(g, dtype)));
   if (conv2d_direct_supports(g, dtype, ConvDirection::filter))
     filter.candidates.push_back(direct_offer(conv2d_direct_filter_workspace(g)));
 }
@@ -805,7 +805,7 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
         plan.data, plan, "input gradient", "data", device, stream, false,
         [&](const Choice& c) {
           if (c.algo == kDirectAlgorithm) {
-            conv2d_direct_data(g, dtype, w, dy, dx, stream);
+            conv2d_direct_data(g, dtype, w, dy, dx, c.workspace, c.workspace_bytes, stream);
             return CUDNN_STATUS_SUCCESS;
           }
           return cudnnConvolutionBackwardData(

@@ -97,21 +97,41 @@ __device__ __forceinline__ bool span_stored(int m, int count) {
          count;
 }
 
+// Which filter taps a block stages: the forward's, w[k][c][r][s] as they are; or those of the
+// input gradient, computed as a forward over dy padded by R-1-ph rows and S-1-pw columns
+// (stride 1): dy's channel k and dx's channel c swap roles and the taps are flipped,
+// w[k][c][R-1-r][S-1-s].
+template <bool kFlipped>
+struct Taps {};
+
 // y[n, k, oh, ow] = b[k] + sum over (c, r, s) of x[n, c, oh*sh - ph + r, ow*sw - pw + s] w[k, c, r,
-// s]. A block takes 1024 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
+// s]. A block takes 512 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
 // whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums 4 positions' 8 outputs
-// over the taps in (c, r, s) order.
-template <class T, int kCapacity, bool kPadded, int kS>
+// over the taps in (c, r, s) order. For 3- and 5-wide filters a row of taps' x values is loaded
+// while the row before it is summed: with 2-3 warps a scheduler (LeNet's second convolution) the
+// warps otherwise stalled on those loads for 60% of their cycles (Nsight Compute, H100).
+template <class T, int kCapacity, bool kPadded, int kS, bool kFlipped>
 __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                       const T* __restrict__ b, T* __restrict__ y, DirectShape d,
-                                      Capacity<kCapacity>, Padding<kPadded>, Width<kS>) {
+                                      Capacity<kCapacity>, Padding<kPadded>, Width<kS>,
+                                      Taps<kFlipped>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
-  const int taps = d.c * d.r * d.s;
+  const int rs = d.r * d.s;
+  const int taps = d.c * rs;
   const int k0 = blockIdx.y * kTile;
   for (int i = threadIdx.x; i < taps * kTile; i += blockDim.x) {
     const int tap = i / kTile, k = k0 + i % kTile;
-    tile_values[i] = k < d.k ? widen(w[k * taps + tap]) : 0.0f;
+    float value = 0.0f;
+    if (k < d.k) {
+      if (kFlipped) {
+        const int c = tap / rs, flipped = rs - 1 - (tap - c * rs);
+        value = widen(w[(c * d.k + k) * rs + flipped]);
+      } else {
+        value = widen(w[k * taps + tap]);
+      }
+    }
+    tile_values[i] = value;
   }
   __syncthreads();
   const int plane = d.p * d.q, image = d.h * d.w;
@@ -128,110 +148,90 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
     source[m] = n * d.c * image + (kPadded ? 0 : h0[m] * d.w + w0[m]);
     out[m] = n * d.k * plane + pq;
   }
+  // The x value of tap (c, r, s) for position m (zero outside a padded x).
+  const auto input = [&](int c, int r, int s, int m) {
+    if (!kPadded) return widen(x[source[m] + c * image + r * d.w + s]);
+    const int ih = h0[m] + r, iw = w0[m] + s;
+    const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
+                        static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
+    return inside ? widen(x[source[m] + c * image + ih * d.w + iw]) : 0.0f;
+  };
   float acc[kSpan][kTile] = {};
   const float4* taps_at = tile;
-  for (int c = 0; c < d.c; ++c) {
-    for (int r = 0; r < d.r; ++r) {
-      const int width = kS > 0 ? kS : d.s;
+  if constexpr (kS > 0) {
+    // Two buffers that take turns, so no value is copied (a copy would wait for its load).
+    float even[kS][kSpan], odd[kS][kSpan];
+    int c = 0, r = 0;  // the row whose values load next
+    const auto load_row = [&](float(&values)[kS][kSpan]) {
       ALLOY_UNROLL
-      for (int s = 0; s < width; ++s, taps_at += 2) {
-        const int offset = c * image + r * d.w + s;
-        float value[kSpan];
+      for (int s = 0; s < kS; ++s) {
         ALLOY_UNROLL
-        for (int m = 0; m < kSpan; ++m) {
-          if (kPadded) {
-            const int ih = h0[m] + r, iw = w0[m] + s;
-            const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
-                                static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
-            value[m] = inside ? widen(x[source[m] + c * image + ih * d.w + iw]) : 0.0f;
-          } else {
-            value[m] = widen(x[source[m] + offset]);
-          }
-        }
+        for (int m = 0; m < kSpan; ++m)
+          values[s][m] = input(c, r, s, m);
+      }
+      if (++r == d.r) r = 0, ++c;
+    };
+    const auto sum_row = [&](const float(&values)[kS][kSpan]) {
+      ALLOY_UNROLL
+      for (int s = 0; s < kS; ++s, taps_at += 2) {
         const float4 low = taps_at[0], high = taps_at[1];
         ALLOY_UNROLL
         for (int m = 0; m < kSpan; ++m)
-          fma8(acc[m], value[m], low, high);
+          fma8(acc[m], values[s][m], low, high);
+      }
+    };
+    const int rows = d.c * d.r;
+    load_row(even);
+    for (int row = 0; row < rows; row += 2) {
+      if (row + 1 < rows) load_row(odd);
+      sum_row(even);
+      if (row + 1 == rows) break;
+      if (row + 2 < rows) load_row(even);
+      sum_row(odd);
+    }
+  } else {
+    for (int c = 0; c < d.c; ++c) {
+      for (int r = 0; r < d.r; ++r) {
+        for (int s = 0; s < d.s; ++s, taps_at += 2) {
+          float value[kSpan];
+          ALLOY_UNROLL
+          for (int m = 0; m < kSpan; ++m)
+            value[m] = input(c, r, s, m);
+          const float4 low = taps_at[0], high = taps_at[1];
+          ALLOY_UNROLL
+          for (int m = 0; m < kSpan; ++m)
+            fma8(acc[m], value[m], low, high);
+        }
       }
     }
   }
   ALLOY_UNROLL
   for (int m = 0; m < kSpan; ++m) {
     if (!span_stored(m, count)) continue;
-    for (int j = 0; j < kTile && k0 + j < d.k; ++j) {
+    ALLOY_UNROLL
+    for (int j = 0; j < kTile; ++j) {
+      if (k0 + j >= d.k) continue;
       const float sum = b != nullptr ? __fadd_rn(acc[m][j], widen(b[k0 + j])) : acc[m][j];
       y[out[m] + (k0 + j) * plane] = narrow<T>(sum);
     }
   }
 }
 
-// dx[n, c, h, w] = sum over (k, r, s) of dy[n, k, h + ph - r, w + pw - s] w[k, c, r, s] (stride
-// 1): the forward's pattern with the roles of x and y swapped, a block's tile of 8 input channels
-// kept as [k][r][s][8], a thread summing 4 input positions' 8 values in (k, r, s) order.
-template <class T, int kCapacity, int kS>
-__global__ void direct_data_kernel(const T* __restrict__ w, const T* __restrict__ dy,
-                                   T* __restrict__ dx, DirectShape d, Capacity<kCapacity>,
-                                   Width<kS>) {
-  __shared__ float4 tile[kCapacity / 4];
-  float* const tile_values = reinterpret_cast<float*>(tile);
-  const int rs = d.r * d.s;
-  const int taps = d.k * rs;
-  const int c0 = blockIdx.y * kTile;
-  for (int i = threadIdx.x; i < taps * kTile; i += blockDim.x) {
-    const int tap = i / kTile, c = c0 + i % kTile;
-    const int k = tap / rs, offset = tap - k * rs;
-    tile_values[i] = c < d.c ? widen(w[(k * d.c + c) * rs + offset]) : 0.0f;
-  }
-  __syncthreads();
-  const int image = d.h * d.w, out_plane = d.p * d.q;
-  const int count = d.n * image;
-  // Per position: where its image's dy starts, the dy position of tap (0, 0), and its dx offset.
-  int source[kSpan], oh0[kSpan], ow0[kSpan], out[kSpan];
-  ALLOY_UNROLL
-  for (int m = 0; m < kSpan; ++m) {
-    const int position = span_position(m, count);
-    const int n = position / image, hw = position - n * image;
-    const int ih = hw / d.w, iw = hw - ih * d.w;
-    source[m] = n * d.k * out_plane;
-    oh0[m] = ih + d.pad_h;
-    ow0[m] = iw + d.pad_w;
-    out[m] = n * d.c * image + hw;
-  }
-  float acc[kSpan][kTile] = {};
-  const float4* taps_at = tile;
-  for (int k = 0; k < d.k; ++k) {
-    for (int r = 0; r < d.r; ++r) {
-      int row[kSpan];
-      bool row_inside[kSpan];
-      ALLOY_UNROLL
-      for (int m = 0; m < kSpan; ++m) {
-        const int oh = oh0[m] - r;
-        row_inside[m] = static_cast<unsigned>(oh) < static_cast<unsigned>(d.p);
-        row[m] = source[m] + k * out_plane + oh * d.q;
-      }
-      const int width = kS > 0 ? kS : d.s;
-      ALLOY_UNROLL
-      for (int s = 0; s < width; ++s, taps_at += 2) {
-        float value[kSpan];
-        ALLOY_UNROLL
-        for (int m = 0; m < kSpan; ++m) {
-          const int ow = ow0[m] - s;
-          const bool inside =
-              row_inside[m] && static_cast<unsigned>(ow) < static_cast<unsigned>(d.q);
-          value[m] = inside ? widen(dy[row[m] + ow]) : 0.0f;
-        }
-        const float4 low = taps_at[0], high = taps_at[1];
-        ALLOY_UNROLL
-        for (int m = 0; m < kSpan; ++m)
-          fma8(acc[m], value[m], low, high);
-      }
-    }
-  }
-  ALLOY_UNROLL
-  for (int m = 0; m < kSpan; ++m) {
-    if (!span_stored(m, count)) continue;
-    for (int j = 0; j < kTile && c0 + j < d.c; ++j)
-      dx[out[m] + (c0 + j) * image] = narrow<T>(acc[m][j]);
+// dy padded for the input gradient's forward: padded[n, k, i, j] = dy[n, k, i - a, j - b_], zero
+// outside dy, for a = R-1-ph rows and b_ = S-1-pw columns on each side.
+template <class T>
+__global__ void direct_pad_kernel(const T* __restrict__ dy, T* __restrict__ padded, DirectShape d,
+                                  int rows_before, int columns_before, IntDivider padded_w,
+                                  IntDivider padded_h, unsigned int count) {
+  ALLOY_GRID_STRIDE_32(i, count) {
+    const IntDivider::QuotientRemainder column = padded_w.divmod(i);
+    const IntDivider::QuotientRemainder row = padded_h.divmod(column.quotient);
+    const int oh = static_cast<int>(row.remainder) - rows_before;
+    const int ow = static_cast<int>(column.remainder) - columns_before;
+    const bool inside = static_cast<unsigned>(oh) < static_cast<unsigned>(d.p) &&
+                        static_cast<unsigned>(ow) < static_cast<unsigned>(d.q);
+    padded[i] =
+        inside ? dy[static_cast<int>(row.quotient) * d.p * d.q + oh * d.q + ow] : narrow<T>(0.0f);
   }
 }
 
@@ -278,10 +278,10 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
 // member + group, ... of its block's group and sums the positions lane, lane + lanes, ... in
 // order (each position's 8 dy values then serve 32 sums); the lanes of a tap are added in lane
 // order, and the chunk's sums written to partials[chunk][k][tap].
-template <class T, int kCapacity>
+template <class T, int kCapacity, bool kPadded>
 __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                      float* __restrict__ partials, DirectShape d, FilterSplit split,
-                                     Capacity<kCapacity>) {
+                                     Capacity<kCapacity>, Padding<kPadded>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int taps = d.c * d.r * d.s;
@@ -294,9 +294,10 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
   for (int m = 0; m < kSpan; ++m) {
     const int tap = min(first_tap + m * split.group, taps - 1);  // past the end: computed, unused
     const int c = tap / rs, r = (tap - c * rs) / d.s;
-    tap_offset[m] = c * image;
     tap_r[m] = r;
     tap_s[m] = tap - c * rs - r * d.s;
+    // Unpadded, every tap is inside x: its offset from the window's corner is all it needs.
+    tap_offset[m] = c * image + (kPadded ? 0 : r * d.w + tap_s[m]);
   }
   float acc[kSpan][kTile] = {};
   const int first = chunk * split.images, last = min(d.n, first + split.images);
@@ -317,12 +318,19 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
       const float4 low = tile[2 * position], high = tile[2 * position + 1];
       const int h0 = static_cast<int>(place.quotient) * d.stride_h - d.pad_h;
       const int w0 = static_cast<int>(place.remainder) * d.stride_w - d.pad_w;
+      const int corner = source + h0 * d.w + w0;
       ALLOY_UNROLL
       for (int m = 0; m < kSpan; ++m) {
-        const int ih = h0 + tap_r[m], iw = w0 + tap_s[m];
-        const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
-                            static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
-        fma8(acc[m], inside ? widen(x[source + tap_offset[m] + ih * d.w + iw]) : 0.0f, low, high);
+        float value;
+        if (kPadded) {
+          const int ih = h0 + tap_r[m], iw = w0 + tap_s[m];
+          const bool inside = static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
+                              static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
+          value = inside ? widen(x[source + tap_offset[m] + ih * d.w + iw]) : 0.0f;
+        } else {
+          value = widen(x[corner + tap_offset[m]]);
+        }
+        fma8(acc[m], value, low, high);
       }
     }
   }
@@ -445,8 +453,14 @@ bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection 
   switch (direction) {
     case ConvDirection::forward:
       return g.channels * rs <= kMaxFilterTaps;
-    case ConvDirection::data:
-      return g.params.stride_h == 1 && g.params.stride_w == 1 && g.filters * rs <= kMaxFilterTaps;
+    case ConvDirection::data: {
+      // dy padded to H+R-1 x W+S-1 (the forward over it needs pad <= R-1, S-1).
+      const std::int64_t padded = std::int64_t{g.batch} * g.filters * (g.height + g.kernel_h - 1) *
+                                  (g.width + g.kernel_w - 1);
+      return g.params.stride_h == 1 && g.params.stride_w == 1 && g.params.pad_h <= g.kernel_h - 1 &&
+             g.params.pad_w <= g.kernel_w - 1 && g.filters * rs <= kMaxFilterTaps &&
+             fits_32_bits(padded);
+    }
     case ConvDirection::filter: {
       const std::int64_t taps = g.channels * rs;
       const std::int64_t partials = std::int64_t{g.filters} * taps * filter_split(g).chunks;
@@ -457,16 +471,22 @@ bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection 
   return false;
 }
 
+std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype) {
+  return dtype_size(dtype) * static_cast<std::size_t>(g.batch) * g.filters *
+         (g.height + g.kernel_h - 1) * (g.width + g.kernel_w - 1);
+}
+
 std::size_t conv2d_direct_filter_workspace(const Conv2dGeometry& g) {
   const std::size_t taps = static_cast<std::size_t>(g.channels) * g.kernel_h * g.kernel_w;
   return sizeof(float) * static_cast<std::size_t>(filter_split(g).chunks) * g.filters * taps;
 }
 
-void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream) {
-  ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
-              "conv2d_direct_forward: the direct kernels do not take this convolution");
-  const DirectShape d = shape_of(g);
+namespace {
+
+// The forward kernel over shape d (the input gradient's padded shape, with flipped taps).
+template <bool kFlipped>
+void launch_forward(const DirectShape& d, DType dtype, const void* x, const void* w, const void* b,
+                    void* y, cudaStream_t stream) {
   constexpr int kBlockPositions = kSpanThreads * kSpan;
   const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
                   (d.k + kTile - 1) / kTile);
@@ -478,36 +498,66 @@ void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, 
         const auto launch = [&](auto padding) {
           ALLOY_LAUNCH(direct_forward_kernel, grid, kSpanThreads, 0, stream)
           (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-           static_cast<T*>(y), d, capacity, padding, width);
+           static_cast<T*>(y), d, capacity, padding, width, Taps<kFlipped>{});
         };
-        padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+        // The input gradient's dy is padded in memory, so its forward never checks bounds.
+        if constexpr (kFlipped) {
+          launch(Padding<false>{});
+        } else {
+          padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+        }
       });
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_forward_kernel over ", d.n, " images of ", d.c,
-                          " channels, ", d.k, " filters ", d.r, "x", d.s);
+                          " channels, ", d.k, " filters ", d.r, "x", d.s,
+                          kFlipped ? " (input gradient)" : "");
+}
+
+}  // namespace
+
+void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, const void* w,
+                           const void* b, void* y, cudaStream_t stream) {
+  ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
+              "conv2d_direct_forward: the direct kernels do not take this convolution");
+  launch_forward<false>(shape_of(g), dtype, x, w, b, y, stream);
 }
 
 void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
-                        void* dx, cudaStream_t stream) {
+                        void* dx, void* workspace, std::size_t workspace_bytes,
+                        cudaStream_t stream) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::data),
               "conv2d_direct_data: the direct kernels do not take this convolution");
-  const DirectShape d = shape_of(g);
-  constexpr int kBlockPositions = kSpanThreads * kSpan;
-  const dim3 grid((d.n * d.h * d.w + kBlockPositions - 1) / kBlockPositions,
-                  (d.c + kTile - 1) / kTile);
+  ALLOY_CHECK(workspace_bytes >= conv2d_direct_data_workspace(g, dtype),
+              "conv2d_direct_data: a workspace of ", workspace_bytes, " bytes, not the ",
+              conv2d_direct_data_workspace(g, dtype), " it needs");
+  const DirectShape original = shape_of(g);
+  const int rows_before = g.kernel_h - 1 - g.params.pad_h;
+  const int columns_before = g.kernel_w - 1 - g.params.pad_w;
+  // The forward over padded dy: dy's K channels in, dx's C out, dx's H x W positions.
+  const DirectShape d{g.batch,
+                      g.filters,
+                      g.height + g.kernel_h - 1,
+                      g.width + g.kernel_w - 1,
+                      g.channels,
+                      g.kernel_h,
+                      g.kernel_w,
+                      g.height,
+                      g.width,
+                      1,
+                      1,
+                      0,
+                      0};
+  const auto count = static_cast<unsigned int>(std::int64_t{d.n} * d.c * d.h * d.w);
   dispatch_floating(dtype, "conv2d_direct_data", [&](auto type) {
     using T = decltype(type);
-    with_capacity(d.k * d.r * d.s * kTile, [&](auto capacity) {
-      with_width(d.s, [&](auto width) {
-        ALLOY_LAUNCH(direct_data_kernel, grid, kSpanThreads, 0, stream)
-        (static_cast<const T*>(w), static_cast<const T*>(dy), static_cast<T*>(dx), d, capacity,
-         width);
-      });
-    });
+    ALLOY_LAUNCH(direct_pad_kernel, grid_for(count), kThreads, 0, stream)
+    (static_cast<const T*>(dy), static_cast<T*>(workspace), original, rows_before, columns_before,
+     IntDivider(static_cast<std::uint32_t>(d.w)), IntDivider(static_cast<std::uint32_t>(d.h)),
+     count);
   });
-  ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_data_kernel over ", d.n, " images of ", d.c, " channels, ",
-                          d.k, " filters ", d.r, "x", d.s);
+  ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_pad_kernel over ", count, " values of padded dy");
+  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, stream);
 }
 
 void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, const void* dy,
@@ -532,9 +582,13 @@ void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, c
     } else {
       // The tile holds an image's dy for 8 filters, then the 256 threads' 8 sums.
       with_capacity(std::max(d.p * d.q, kDirectThreads) * kTile, [&](auto capacity) {
-        ALLOY_LAUNCH(direct_filter_kernel, dim3(split.chunks, split.filter_tiles, split.groups),
-                     kDirectThreads, 0, stream)
-        (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split, capacity);
+        const auto launch = [&](auto padding) {
+          ALLOY_LAUNCH(direct_filter_kernel, dim3(split.chunks, split.filter_tiles, split.groups),
+                       kDirectThreads, 0, stream)
+          (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split, capacity,
+           padding);
+        };
+        d.pad_h != 0 || d.pad_w != 0 ? launch(Padding<true>{}) : launch(Padding<false>{});
       });
     }
     ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_kernel over ", split.chunks, " chunks of ",

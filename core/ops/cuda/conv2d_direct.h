@@ -28,8 +28,12 @@ enum class ConvDirection { forward, data, filter };
 // Whether the direct kernels take `direction` of g: NCHW, f32/f16/bf16, every tensor indexable
 // in 32 bits, the filter tile within a block's shared memory (C*R*S <= 1536 for the forward and
 // the filter gradient, K*R*S <= 1536 and stride 1 for the input gradient) and, for the filter
-// gradient, an output plane of at most 1536 positions.
+// gradient, an output plane of at most 1536 positions; the input gradient also needs stride 1
+// and padding of at most R-1 rows and S-1 columns.
 bool conv2d_direct_supports(const cpu::Conv2dGeometry& g, DType dtype, ConvDirection direction);
+
+// Bytes of workspace conv2d_direct_data needs: dy padded to (H+R-1) x (W+S-1), in `dtype`.
+std::size_t conv2d_direct_data_workspace(const cpu::Conv2dGeometry& g, DType dtype);
 
 // Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients.
 std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
@@ -38,9 +42,12 @@ std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
 void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* w,
                            const void* b, void* y, cudaStream_t stream);
 
-// dx = dL/dx from dy and w (all `dtype`); stride 1.
+// dx = dL/dx from dy and w (all `dtype`); stride 1. Computed as the forward kernel over dy
+// padded into `workspace` (at least conv2d_direct_data_workspace(g, dtype) bytes) with the
+// filters' taps flipped, so that no tap checks its bounds.
 void conv2d_direct_data(const cpu::Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
-                        void* dx, cudaStream_t stream);
+                        void* dx, void* workspace, std::size_t workspace_bytes,
+                        cudaStream_t stream);
 
 // dw = dL/dw, or dw += dL/dw when `accumulate` (one fp32 addition and one rounding per element);
 // x, dy, dw all `dtype`. `workspace` holds at least conv2d_direct_filter_workspace(g) bytes.

@@ -252,6 +252,22 @@ BOOST_AUTO_TEST_CASE(a_choice_another_process_recorded_first_is_the_one_kept) {
   BOOST_TEST(cuda::merge_into_conv_algorithm_db("/proc/no/such/dir/db.txt", mine) == mine);
 }
 
+BOOST_AUTO_TEST_CASE(a_choice_measured_under_a_profiler_is_used_but_not_saved) {
+  FreshCache cache;
+  const ConvAlgorithmKey forward = resnet_key("forward");
+  const std::string key = cuda::conv_algorithm_key_text(forward);
+  BOOST_TEST(!cuda::known_conv_algorithm(forward).has_value());  // looked up, then measured
+  setenv("CUDA_INJECTION64_PATH", "/opt/nsight/libInjection.so", 1);
+  BOOST_TEST((cuda::record_conv_algorithm(forward, {7, 3}) == ConvAlgorithm{7, 3}));
+  unsetenv("CUDA_INJECTION64_PATH");
+  BOOST_TEST(cuda::conv_algorithms_in_use() == key + "\t7\t3\n");
+  BOOST_TEST((cuda::known_conv_algorithm(forward).value() == ConvAlgorithm{7, 3}));
+  BOOST_TEST(!std::filesystem::exists(cache.db()));
+  // Without the profiler the same choice is saved.
+  BOOST_TEST((cuda::record_conv_algorithm(forward, {7, 3}) == ConvAlgorithm{7, 3}));
+  BOOST_TEST(cuda::read_conv_algorithm_db(cache.db()).count(key) == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(the_setting_is_heuristic_until_set) {
   BOOST_TEST((cuda::conv_algorithm_choice() == cuda::ConvAlgorithmChoice::heuristic));
   cuda::set_conv_algorithm_choice(cuda::ConvAlgorithmChoice::measured);

@@ -45,6 +45,7 @@ const Case kCases[] = {
     {{2, 1, 12, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}},  // a 1-channel stem with padding
     {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
     {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
+    {{2, 3, 6, 7}, {4, 3, 2, 4}, {1, 1, 1, 0}},     // a width the kernels do not unroll
 };
 
 bool strided(const Case& c) {
@@ -97,20 +98,28 @@ Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tenso
   return y;
 }
 
-Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
-  Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
-  dx.fill(std::numeric_limits<float>::quiet_NaN());
-  cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), stream());
-  return dx;
-}
-
-// The workspace is filled with NaN first: the kernel must not count on it being zero.
-void direct_filter(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw,
-                   bool accumulate) {
-  const std::size_t bytes = cuda::conv2d_direct_filter_workspace(g);
+// A workspace of `bytes` filled with NaN: the kernels must not count on it being zero.
+Tensor nan_workspace(std::size_t bytes) {
   Tensor workspace = Tensor::empty({static_cast<std::int64_t>((bytes + 3) / 4) + 1}, DType::f32,
                                    Device::cuda(0), MemoryCategory::workspace);
   workspace.fill(std::numeric_limits<float>::quiet_NaN());
+  return workspace;
+}
+
+Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
+  Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
+  dx.fill(std::numeric_limits<float>::quiet_NaN());
+  const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype());
+  Tensor workspace = nan_workspace(bytes);
+  cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), workspace.raw(), bytes,
+                           stream());
+  return dx;
+}
+
+void direct_filter(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& dy, Tensor& dw,
+                   bool accumulate) {
+  const std::size_t bytes = cuda::conv2d_direct_filter_workspace(g);
+  Tensor workspace = nan_workspace(bytes);
   cuda::conv2d_direct_filter(g, x.dtype(), x.raw(), dy.raw(), dw.raw(), accumulate, workspace.raw(),
                              bytes, stream());
 }
@@ -254,6 +263,10 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   const Case& stride_two = kCases[3];
   BOOST_TEST(!supports(stride_two.x, stride_two.w, stride_two.params, ConvDirection::data));
   BOOST_TEST(!supports(stride_two.x, stride_two.w, {1, 2, 1, 1}, ConvDirection::data));
+  // The input gradient pads dy by R-1-ph rows: more padding than R-1 has no such forward.
+  BOOST_TEST(supports({1, 2, 6, 6}, {3, 2, 3, 3}, {1, 1, 2, 2}, ConvDirection::data));
+  BOOST_TEST(!supports({1, 2, 6, 6}, {3, 2, 3, 3}, {1, 1, 3, 2}, ConvDirection::data));
+  BOOST_TEST(supports({1, 2, 6, 6}, {3, 2, 3, 3}, {1, 1, 3, 2}, ConvDirection::forward));
   // The filter gradient's output plane: at most 1536 positions (32x48 yes, 29x53 = 1537 no;
   // 40x40 = 1600 no), which the forward does not mind.
   BOOST_TEST(supports({2, 1, 32, 48}, {2, 1, 1, 1}, plain, ConvDirection::filter));
