@@ -14,10 +14,11 @@ using cpu::Conv2dGeometry;
 
 constexpr int kTile = 8;  // outputs a thread computes: filters, or input channels for dx
 constexpr int kDirectThreads = 256;
-// Threads of a forward block (the input gradient's too). Small blocks spread LeNet's second
-// convolution evenly: 567 blocks of 64 give each of 132 SMs 4 or 5, where 287 blocks of 128
-// gave most SMs 2 and some 3, and those set the kernel's time.
-constexpr int kSpanThreads = 64;
+// Threads of a forward block (the input gradient's too). Blocks of 64 spread LeNet's second
+// convolution more evenly (4-5 a SM, not 2-3) but measured no faster on the H100 (62.8 against
+// 61.9 us), and its first convolution and input gradient slower (15.0 and 147.8 against 11.6
+// and 140.1 us).
+constexpr int kSpanThreads = 128;
 constexpr int kMaxFilterTaps = 1536;   // C*R*S (forward, filter) or K*R*S (data) of a tile
 constexpr int kMaxFilterPlane = 1536;  // output positions of one image (filter gradient)
 // Blocks the filter gradient aims for: the batch is cut into enough chunks for 4 blocks on each
@@ -85,7 +86,7 @@ __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 lo
   acc[7] = fmaf(value, high.w, acc[7]);
 }
 
-// The flattened position of a thread's m-th output: block by block 256 positions, 64 apart
+// The flattened position of a thread's m-th output: block by block 512 positions, 128 apart
 // within it; past `count` it is the last position (computed, never stored).
 __device__ __forceinline__ int span_position(int m, int count) {
   return min(static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads +
@@ -106,7 +107,7 @@ template <bool kFlipped>
 struct Taps {};
 
 // y[n, k, oh, ow] = b[k] + sum over (c, r, s) of x[n, c, oh*sh - ph + r, ow*sw - pw + s] w[k, c, r,
-// s]. A block takes 256 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
+// s]. A block takes 512 output positions (of the flattened n, oh, ow) and a tile of 8 filters,
 // whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums 4 positions' 8 outputs
 // over the taps in (c, r, s) order. For 3- and 5-wide filters a row of taps' x values is loaded
 // while the row before it is summed: with 2-3 warps a scheduler (LeNet's second convolution) the

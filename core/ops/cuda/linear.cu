@@ -9,6 +9,7 @@
 #include "core/ops/cuda/gemm.h"
 #include "core/ops/cuda/last_block.h"
 #include "core/ops/cuda/linear.h"
+#include "core/ops/cuda/linear_weight_gradient.h"
 
 namespace alloy::cuda {
 
@@ -297,7 +298,11 @@ void linear_backward(cublasHandle_t handle, cudaStream_t stream, int batch, int 
                      const void* x, const void* w, const void* dy, DType dtype, void* dw,
                      DType dw_dtype, void* db, DType db_dtype, void* dx) {
   // dw[out, in] += dy[batch, out]^T x[batch, in]
-  gemm(handle, true, false, out, in, batch, 1.0f, dy, out, x, in, dtype, 1.0f, dw, in, dw_dtype);
+  if (linear_weight_gradient_fits(in, out)) {
+    linear_weight_gradient(batch, in, out, dy, x, dtype, dw, dw_dtype, stream);
+  } else {
+    gemm(handle, true, false, out, in, batch, 1.0f, dy, out, x, in, dtype, 1.0f, dw, in, dw_dtype);
+  }
   if (db != nullptr) add_column_sums(dy, dtype, batch, out, db, db_dtype, stream);
   // dx[batch, in] = dy[batch, out] w[out, in]
   if (dx != nullptr) {
