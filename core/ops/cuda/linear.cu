@@ -9,7 +9,7 @@
 #include "core/ops/cuda/gemm.h"
 #include "core/ops/cuda/last_block.h"
 #include "core/ops/cuda/linear.h"
-#include "core/ops/cuda/linear_weight_gradient.h"
+#include "core/ops/cuda/small_gemm.h"
 
 namespace alloy::cuda {
 
@@ -273,6 +273,11 @@ void add_column_sums(const void* dy, DType dtype, int rows, int columns, void* b
 
 void linear_forward(cublasHandle_t handle, cudaStream_t stream, int batch, int in, int out,
                     const void* x, const void* w, const void* b, void* y, DType dtype) {
+  // y[batch, out] = x[batch, in] w[out, in]^T + b
+  if (batch > 0 && small_gemm_fits(batch, out, in)) {
+    small_gemm({batch, out, in, false, true}, x, w, dtype, b, y, dtype, false, stream);
+    return;
+  }
   if (b != nullptr && batch > 0 && out > 0 && in > 0 &&
       fused_bias_gemm(batch, in, out, x, w, b, y, dtype, stream)) {
     return;
@@ -298,14 +303,16 @@ void linear_backward(cublasHandle_t handle, cudaStream_t stream, int batch, int 
                      const void* x, const void* w, const void* dy, DType dtype, void* dw,
                      DType dw_dtype, void* db, DType db_dtype, void* dx) {
   // dw[out, in] += dy[batch, out]^T x[batch, in]
-  if (linear_weight_gradient_fits(in, out)) {
-    linear_weight_gradient(batch, in, out, dy, x, dtype, dw, dw_dtype, stream);
+  if (small_gemm_fits(out, in, batch)) {
+    small_gemm({out, in, batch, true, false}, dy, x, dtype, nullptr, dw, dw_dtype, true, stream);
   } else {
     gemm(handle, true, false, out, in, batch, 1.0f, dy, out, x, in, dtype, 1.0f, dw, in, dw_dtype);
   }
   if (db != nullptr) add_column_sums(dy, dtype, batch, out, db, db_dtype, stream);
   // dx[batch, in] = dy[batch, out] w[out, in]
-  if (dx != nullptr) {
+  if (dx != nullptr && small_gemm_fits(batch, in, out)) {
+    small_gemm({batch, in, out, false, false}, dy, w, dtype, nullptr, dx, dtype, false, stream);
+  } else if (dx != nullptr) {
     gemm(handle, false, false, batch, in, out, 1.0f, dy, out, w, in, dtype, 0.0f, dx, in, dtype);
   }
 }

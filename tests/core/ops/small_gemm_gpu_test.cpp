@@ -1,0 +1,96 @@
+// Alloy's GEMM for small products (core/ops/cuda/small_gemm.h) against the CPU's gemm: both
+// operands plain or transposed, every dtype, overwriting and accumulating, shapes that end
+// inside a 32x32 tile and a 32-deep k chunk; reruns bit-identical; the sizes it takes. The
+// linear layers' use of it (bias, fp32 gradients of half layers) is linear_gpu_test's.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <string>
+
+#include "core/ops/gemm.h"
+#include "tests/support/gpu.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/small_gemm.h"
+#endif
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(small_gemm_gpu)
+
+#ifdef ALLOY_HAVE_CUDA
+namespace {
+
+cudaStream_t stream() {
+  return cuda::context(Device::cuda(0)).stream.get();
+}
+
+Tensor gpu_product(const cuda::SmallGemm& shape, const Tensor& a, const Tensor& b, const Tensor& c,
+                   bool accumulate) {
+  Tensor out = to_cuda(c);
+  cuda::small_gemm(shape, to_cuda(a).raw(), to_cuda(b).raw(), a.dtype(), nullptr, out.raw(),
+                   c.dtype(), accumulate, stream());
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(matches_the_cpu_gemm_for_every_transposition_and_repeats_bit_for_bit) {
+  Generator generator(141);
+  struct Case {
+    int m, n, k;
+  };
+  // LeNet's weight gradient and input gradient at batch 256; partial tiles and a partial last
+  // k chunk; k of 1 and 0 (c alone, or zero).
+  for (const Case s : {Case{128, 800, 256}, Case{256, 800, 128}, Case{37, 45, 512},
+                       Case{37, 45, 33}, Case{3, 2, 1}, Case{5, 4, 0}}) {
+    for (const bool a_transposed : {false, true}) {
+      for (const bool b_transposed : {false, true}) {
+        for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+          for (const bool accumulate : {false, true}) {
+            const std::string what = std::string(dtype_name(dtype)) + " [" + std::to_string(s.m) +
+                                     ", " + std::to_string(s.k) + "] x [" + std::to_string(s.k) +
+                                     ", " + std::to_string(s.n) + "]" +
+                                     (a_transposed ? " a^T" : "") + (b_transposed ? " b^T" : "") +
+                                     (accumulate ? " accumulating" : "");
+            const Tensor a =
+                random_tensor(a_transposed ? Shape{s.k, s.m} : Shape{s.m, s.k}, dtype, generator);
+            const Tensor b =
+                random_tensor(b_transposed ? Shape{s.n, s.k} : Shape{s.k, s.n}, dtype, generator);
+            const Tensor c = random_tensor({s.m, s.n}, dtype, generator);
+            Tensor expected = c.clone();
+            gemm(a, b, expected, {a_transposed, b_transposed, 1.0f, accumulate ? 1.0f : 0.0f});
+            const cuda::SmallGemm shape{s.m, s.n, s.k, a_transposed, b_transposed};
+            const Tensor gpu = gpu_product(shape, a, b, c, accumulate);
+            const double tol = gpu_tolerance(dtype);
+            const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(std::max(s.k, 1));
+            check_gpu_close(gpu, expected, what, tol, atol);
+            check_gpu_equal(gpu_product(shape, a, b, c, accumulate), to_host(gpu),
+                            what + ", run twice");
+          }
+        }
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(takes_up_to_2_to_the_18_outputs_and_k_up_to_512) {
+  BOOST_TEST(cuda::small_gemm_fits(128, 800, 256));
+  BOOST_TEST(cuda::small_gemm_fits(512, 512, 512));
+  BOOST_TEST(!cuda::small_gemm_fits(513, 512, 10));
+  BOOST_TEST(!cuda::small_gemm_fits(256, 128, 800));
+  BOOST_TEST(!cuda::small_gemm_fits(0, 10, 10));
+  const Tensor c = Tensor::zeros({2, 2}, DType::bf16, Device::cuda(0));
+  BOOST_CHECK_EXCEPTION(cuda::small_gemm({2, 2, 2}, c.raw(), c.raw(), DType::f16, nullptr,
+                                         const_cast<void*>(c.raw()), DType::bf16, false, stream()),
+                        Error, [](const Error& error) {
+                          return std::string(error.what()).find("bf16 output of f16") !=
+                                 std::string::npos;
+                        });
+}
+#else
+BOOST_AUTO_TEST_CASE(needs_the_cuda_backend) {}  // never reached: the fixture skips first
+#endif
+
+BOOST_AUTO_TEST_SUITE_END()
