@@ -1,3 +1,5 @@
+#include <type_traits>
+
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"
@@ -82,14 +84,29 @@ __device__ __forceinline__ Window window_of(const Geometry& g, const PlaneIndex&
 
 // One thread per output element; the window clipped to the input, summed in row-major order
 // like the CPU kernel, divided by the full window (count_include_pad).
-template <class T>
-__global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
+//
+// kHalving: the window is 2x2 with stride 2 and no padding (LeNet's pools), so every window
+// lies inside and the division is by the constant 4 (a multiplication, exactly): the same sums
+// and bits without the loops and the division, which made the generic kernel twice the memory
+// floor on LeNet's first pool (H100).
+template <class T, bool kHalving>
+__global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count,
+                                   std::bool_constant<kHalving>) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
-    const Window win = window_of(g, o);
     const T* in = x + o.plane * g.in_plane;
     float sum = 0.0f;
+    if (kHalving) {
+      const T* corner = in + 2 * o.row * g.width + 2 * o.column;
+      sum += widen(corner[0]);
+      sum += widen(corner[1]);
+      sum += widen(corner[g.width]);
+      sum += widen(corner[g.width + 1]);
+      y[index] = narrow<T>(sum / 4.0f);
+      continue;
+    }
+    const Window win = window_of(g, o);
     for (int h = win.h0; h < win.h1; ++h) {
       for (int w = win.w0; w < win.w1; ++w)
         sum += widen(in[h * g.width + w]);
@@ -99,12 +116,22 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int co
 }
 
 // One thread per input element gathers the shares of the windows covering it, in the (oh, ow)
-// order in which the CPU kernel scatters them: the same fp32 sums.
-template <class T>
-__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int count) {
+// order in which the CPU kernel scatters them: the same fp32 sums. kHalving as for the forward:
+// at most one window covers an element (none past an odd last row or column).
+template <class T, bool kHalving>
+__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int count,
+                                    std::bool_constant<kHalving>) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
+    if (kHalving) {
+      const int oh = i.row / 2, ow = i.column / 2;
+      const bool covered = oh < g.out_height && ow < g.out_width;
+      // 0 + share, as the CPU's scatter adds it to a zeroed dx (a -0 share gives +0).
+      dx[index] = narrow<T>(
+          covered ? 0.0f + widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
+      continue;
+    }
     // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel. A negative numerator
     // gives a first window of 0 either way, so it is clamped before the unsigned division.
     const int oh_begin = static_cast<int>(
@@ -291,6 +318,13 @@ void for_each_image_piece(const Pool2dGeometry& g, std::int64_t channels, const 
   for_each_piece(g.planes / channels, std::max(in_image, out_image), op, launch);
 }
 
+// Whether the pool's windows are 2x2 with stride 2 and no padding (the kernels' kHalving).
+bool halves(const Pool2dGeometry& g) {
+  const Pool2dParams& p = g.params;
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0;
+}
+
 }  // namespace
 
 void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
@@ -298,15 +332,19 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
   if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    for_each_plane_piece(
-        geometry, "avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
-          const Geometry g = device_geometry(geometry);
-          const std::int64_t count = planes * g.out_plane;
-          ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
-          (static_cast<const T*>(x) + first * g.in_plane, static_cast<T*>(y) + first * g.out_plane,
-           g, static_cast<unsigned int>(count));
-          ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
-        });
+    for_each_plane_piece(geometry, "avg_pool2d_forward",
+                         [&](std::int64_t first, std::int64_t planes) {
+                           const Geometry g = device_geometry(geometry);
+                           const std::int64_t count = planes * g.out_plane;
+                           const auto launch = [&](auto halving) {
+                             ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+                             (static_cast<const T*>(x) + first * g.in_plane,
+                              static_cast<T*>(y) + first * g.out_plane, g,
+                              static_cast<unsigned int>(count), halving);
+                           };
+                           halves(geometry) ? launch(std::true_type{}) : launch(std::false_type{});
+                           ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
+                         });
   });
 }
 
@@ -315,15 +353,19 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
   if (geometry.planes * geometry.height * geometry.width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_backward", [&](auto type) {
     using T = decltype(type);
-    for_each_plane_piece(
-        geometry, "avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
-          const Geometry g = device_geometry(geometry);
-          const std::int64_t count = planes * g.in_plane;
-          ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
-          (static_cast<const T*>(dy) + first * g.out_plane,
-           static_cast<T*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count));
-          ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
-        });
+    for_each_plane_piece(geometry, "avg_pool2d_backward",
+                         [&](std::int64_t first, std::int64_t planes) {
+                           const Geometry g = device_geometry(geometry);
+                           const std::int64_t count = planes * g.in_plane;
+                           const auto launch = [&](auto halving) {
+                             ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
+                             (static_cast<const T*>(dy) + first * g.out_plane,
+                              static_cast<T*>(dx) + first * g.in_plane, g,
+                              static_cast<unsigned int>(count), halving);
+                           };
+                           halves(geometry) ? launch(std::true_type{}) : launch(std::false_type{});
+                           ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
+                         });
   });
 }
 
