@@ -253,8 +253,8 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
                                           direct_workspace_buffer.get(), direct_workspace, nullptr);
           break;
         case ConvDirection::filter:
-          alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false, nullptr,
-                                            dtype, direct_workspace_buffer.get(), direct_workspace,
+          alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
+                                            direct_workspace_buffer.get(), direct_workspace,
                                             nullptr);
           break;
       }

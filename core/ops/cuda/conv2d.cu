@@ -688,8 +688,6 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
   const bool nhwc = g.layout == Layout::nhwc;
   const std::int64_t taps = std::int64_t{g.kernel_h} * g.kernel_w;
 
-  // Whether the filter gradient added db too (Alloy's direct kernels do, in the same pass).
-  bool bias_added = false;
   // dw += dL/dw (beta = 1). The first execution tries its algorithms on a scratch output, since a
   // failed attempt may have written part of it; dw is then written once, by the one chosen.
   // Channels-last: cuDNN writes a KRSC gradient (beta = 0, so every attempt may write it) into
@@ -730,11 +728,8 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
         plan.filter, plan, what, "filter", device, stream, true,
         [&](const Choice& c) {
           if (c.algo == kDirectAlgorithm) {
-            // The bias gradient rides along, but only in the run that writes dw.
-            void* const bias = c.trial ? nullptr : db;
             conv2d_direct_filter(g, plan.dtype, x_data, dy_data, c.trial ? scratch_output() : dw,
-                                 !c.trial, bias, db_dtype, c.workspace, c.workspace_bytes, stream);
-            bias_added = bias_added || bias != nullptr;
+                                 !c.trial, c.workspace, c.workspace_bytes, stream);
             return CUDNN_STATUS_SUCCESS;
           }
           return cudnnConvolutionBackwardFilter(
@@ -771,9 +766,7 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
                     "fp32 filter gradient of half data");
   }
 
-  if (bias_added) {
-    // db is done.
-  } else if (db != nullptr && nhwc) {
+  if (db != nullptr && nhwc) {
     const std::int64_t rows = std::int64_t{g.batch} * g.out_h * g.out_w;
     dispatch_floating(dtype, "conv2d_backward", [&](auto type) {
       using T = decltype(type);

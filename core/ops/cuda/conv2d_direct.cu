@@ -293,14 +293,11 @@ FilterSplit filter_split(const Conv2dGeometry& g) {
 // staged in shared memory as [position][8]; thread (lane, member) takes the 4 taps member,
 // member + group, ... of its block's group and sums the positions lane, lane + lanes, ... in
 // order (each position's 8 dy values then serve 32 sums); the lanes of a tap are added in lane
-// order, and the chunk's sums written to partials[chunk][k][tap]. With `bias_partials`, the
-// first 8 threads of the first group's blocks also sum each image's dy of filter k0 + thread in
-// position order, into bias_partials[chunk][k].
+// order, and the chunk's sums written to partials[chunk][k][tap].
 template <class T, int kCapacity, bool kPadded>
 __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
-                                     float* __restrict__ partials,
-                                     float* __restrict__ bias_partials, DirectShape d,
-                                     FilterSplit split, Capacity<kCapacity>, Padding<kPadded>) {
+                                     float* __restrict__ partials, DirectShape d, FilterSplit split,
+                                     Capacity<kCapacity>, Padding<kPadded>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int taps = d.c * d.r * d.s;
@@ -319,9 +316,6 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
     tap_offset[m] = c * image + (kPadded ? 0 : r * d.w + tap_s[m]);
   }
   float acc[kSpan][kTile] = {};
-  const bool bias_thread =
-      bias_partials != nullptr && blockIdx.z == 0 && threadIdx.x < static_cast<unsigned>(kTile);
-  float bias_sum = 0.0f;
   const int first = chunk * split.images, last = min(d.n, first + split.images);
   for (int n = first; n < last; ++n) {
     __syncthreads();  // the previous image's tile is no longer read
@@ -332,10 +326,6 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
             k0 + j < d.k ? widen(gradient[j * plane + position]) : 0.0f;
     }
     __syncthreads();
-    if (bias_thread) {
-      for (int position = 0; position < plane; ++position)
-        bias_sum += tile_values[position * kTile + threadIdx.x];
-    }
     if (lane >= split.lanes) continue;
     const int source = n * d.c * image;
     ALLOY_UNROLL_BY(4)
@@ -377,25 +367,18 @@ __global__ void direct_filter_kernel(const T* __restrict__ x, const T* __restric
       partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + tap] = sum;
     }
   }
-  if (bias_thread && k0 + static_cast<int>(threadIdx.x) < d.k)
-    bias_partials[chunk * d.k + k0 + threadIdx.x] = bias_sum;
 }
 
 // The same partials for filters of at most kSpreadTaps taps: a thread takes the chunk's
 // positions threadIdx.x, + 256, ... and sums dy times x for every tap and the tile's 8 filters
 // (72 sums, each position's 8 dy values and its taps' x values loaded once); the block's threads
-// are then added in a fixed order, a shuffle tree within each warp, the warps in order. The dy
-// values' own sums, the bias gradient, ride along as a tenth tap of value 1 (into
-// bias_partials[chunk][k], when given): the bias kernel's separate pass over dy (LeNet's first
-// convolution's 13.8 MB, 11.5 us on the H100) is then not needed.
+// are then added in a fixed order, a shuffle tree within each warp, the warps in order.
 template <class T>
 __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __restrict__ dy,
-                                            float* __restrict__ partials,
-                                            float* __restrict__ bias_partials, DirectShape d,
+                                            float* __restrict__ partials, DirectShape d,
                                             FilterSplit split) {
   constexpr int kWarps = kDirectThreads / 32;
-  constexpr int kBiasRow = kSpreadTaps;  // the sums' row of the bias
-  __shared__ float sums[kWarps][(kSpreadTaps + 1) * kTile];
+  __shared__ float sums[kWarps][kSpreadTaps * kTile];
   const int taps = d.c * d.r * d.s;
   const int rs = d.r * d.s, image = d.h * d.w, plane = d.p * d.q;
   const int chunk = blockIdx.x, k0 = blockIdx.y * kTile;
@@ -407,7 +390,7 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
     tap_r[t] = r;
     tap_s[t] = t - c * rs - r * d.s;
   }
-  float acc[kSpreadTaps + 1][kTile] = {};
+  float acc[kSpreadTaps][kTile] = {};
   const int first = chunk * split.images * plane;
   const int last = min(d.n, (chunk + 1) * split.images) * plane;
   for (int position = first + static_cast<int>(threadIdx.x); position < last;
@@ -419,10 +402,8 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
     const int oh = static_cast<int>(place.quotient), ow = static_cast<int>(place.remainder);
     float gradient[kTile];
     ALLOY_UNROLL
-    for (int j = 0; j < kTile; ++j) {
+    for (int j = 0; j < kTile; ++j)
       gradient[j] = k0 + j < d.k ? widen(dy[(n * d.k + k0 + j) * plane + pq]) : 0.0f;
-      acc[kBiasRow][j] += gradient[j];
-    }
     const int h0 = oh * d.stride_h - d.pad_h, w0 = ow * d.stride_w - d.pad_w;
     const int source = n * d.c * image;
     ALLOY_UNROLL
@@ -439,7 +420,7 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
   }
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   ALLOY_UNROLL
-  for (int t = 0; t <= kBiasRow; ++t) {
+  for (int t = 0; t < kSpreadTaps; ++t) {
     ALLOY_UNROLL
     for (int j = 0; j < kTile; ++j) {
       float sum = acc[t][j];
@@ -449,43 +430,25 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < (taps + 1) * kTile; i += blockDim.x) {
-    int t = i / kTile;
-    const int j = i - t * kTile;
-    if (t == taps) t = kBiasRow;  // the last row read is the bias's
-    if (k0 + j >= d.k || (t == kBiasRow && bias_partials == nullptr)) continue;
+  for (int i = threadIdx.x; i < taps * kTile; i += blockDim.x) {
+    const int t = i / kTile, j = i - t * kTile;
+    if (k0 + j >= d.k) continue;
     float total = 0.0f;
     for (int from = 0; from < kWarps; ++from)
-      total += sums[from][t * kTile + j];
-    if (t == kBiasRow) {
-      bias_partials[chunk * d.k + k0 + j] = total;
-    } else {
-      partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + t] = total;
-    }
+      total += sums[from][i];
+    partials[(static_cast<std::int64_t>(chunk) * d.k + k0 + j) * taps + t] = total;
   }
 }
 
-// dw[i] = (accumulate ? dw[i] : 0) + the chunks' partials of i, added in chunk order; with db,
-// the `filters` entries past dw's `count` are db += the chunks' bias partials.
+// dw[i] = (accumulate ? dw[i] : 0) + the chunks' partials of i, added in chunk order.
 template <class T>
-__global__ void direct_filter_sum_kernel(const float* __restrict__ partials,
-                                         const float* __restrict__ bias_partials, int chunks,
-                                         int count, int filters, T* dw, bool accumulate, void* db,
-                                         DType db_dtype) {
-  const unsigned int total = static_cast<unsigned int>(count + (db != nullptr ? filters : 0));
-  ALLOY_GRID_STRIDE_32(i, total) {
-    const bool bias = static_cast<int>(i) >= count;
-    const int index = bias ? static_cast<int>(i) - count : static_cast<int>(i);
-    const int stride = bias ? filters : count;
-    const float* from = bias ? bias_partials : partials;
+__global__ void direct_filter_sum_kernel(const float* __restrict__ partials, int chunks, int count,
+                                         T* dw, bool accumulate) {
+  ALLOY_GRID_STRIDE_32(i, static_cast<unsigned int>(count)) {
     float sum = 0.0f;
     for (int chunk = 0; chunk < chunks; ++chunk)
-      sum += from[static_cast<std::int64_t>(chunk) * stride + index];
-    if (bias) {
-      store_any(db, db_dtype, index, __fadd_rn(load_any(db, db_dtype, index), sum));
-    } else {
-      dw[index] = narrow<T>(accumulate ? __fadd_rn(widen(dw[index]), sum) : sum);
-    }
+      sum += partials[static_cast<std::int64_t>(chunk) * count + i];
+    dw[i] = narrow<T>(accumulate ? __fadd_rn(widen(dw[i]), sum) : sum);
   }
 }
 
@@ -531,8 +494,7 @@ std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype) {
 
 std::size_t conv2d_direct_filter_workspace(const Conv2dGeometry& g) {
   const std::size_t taps = static_cast<std::size_t>(g.channels) * g.kernel_h * g.kernel_w;
-  // The chunks' weight partials, then their bias partials.
-  return sizeof(float) * static_cast<std::size_t>(filter_split(g).chunks) * g.filters * (taps + 1);
+  return sizeof(float) * static_cast<std::size_t>(filter_split(g).chunks) * g.filters * taps;
 }
 
 namespace {
@@ -615,46 +577,40 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
 }
 
 void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, const void* dy,
-                          void* dw, bool accumulate, void* db, DType db_dtype, void* workspace,
-                          std::size_t workspace_bytes, cudaStream_t stream) {
+                          void* dw, bool accumulate, void* workspace, std::size_t workspace_bytes,
+                          cudaStream_t stream) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::filter),
               "conv2d_direct_filter: the direct kernels do not take this convolution");
   ALLOY_CHECK(workspace_bytes >= conv2d_direct_filter_workspace(g),
               "conv2d_direct_filter: a workspace of ", workspace_bytes, " bytes, not the ",
               conv2d_direct_filter_workspace(g), " it needs");
-  ALLOY_CHECK(db == nullptr || db_dtype == DType::f32 || db_dtype == dtype,
-              "conv2d_direct_filter: a ", dtype_name(db_dtype), " bias gradient of ",
-              dtype_name(dtype), " data");
   const DirectShape d = shape_of(g);
   const FilterSplit split = filter_split(g);
   const int taps = d.c * d.r * d.s;
   const int count = d.k * taps;
   float* const partials = static_cast<float*>(workspace);
-  float* const bias_partials =
-      db != nullptr ? partials + static_cast<std::int64_t>(split.chunks) * count : nullptr;
   dispatch_floating(dtype, "conv2d_direct_filter", [&](auto type) {
     using T = decltype(type);
     if (split.spread) {
       ALLOY_LAUNCH(direct_filter_spread_kernel, dim3(split.chunks, split.filter_tiles),
                    kDirectThreads, 0, stream)
-      (static_cast<const T*>(x), static_cast<const T*>(dy), partials, bias_partials, d, split);
+      (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split);
     } else {
       // The tile holds an image's dy for 8 filters, then the 256 threads' 8 sums.
       with_capacity(std::max(d.p * d.q, kDirectThreads) * kTile, [&](auto capacity) {
         const auto launch = [&](auto padding) {
           ALLOY_LAUNCH(direct_filter_kernel, dim3(split.chunks, split.filter_tiles, split.groups),
                        kDirectThreads, 0, stream)
-          (static_cast<const T*>(x), static_cast<const T*>(dy), partials, bias_partials, d, split,
-           capacity, padding);
+          (static_cast<const T*>(x), static_cast<const T*>(dy), partials, d, split, capacity,
+           padding);
         };
         d.pad_h != 0 || d.pad_w != 0 ? launch(Padding<true>{}) : launch(Padding<false>{});
       });
     }
     ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_kernel over ", split.chunks, " chunks of ",
                             split.images, " images, ", d.k, " filters of ", taps, " taps");
-    ALLOY_LAUNCH(direct_filter_sum_kernel, grid_for(count + d.k), kThreads, 0, stream)
-    (partials, bias_partials, split.chunks, count, d.k, static_cast<T*>(dw), accumulate, db,
-     db_dtype);
+    ALLOY_LAUNCH(direct_filter_sum_kernel, grid_for(count), kThreads, 0, stream)
+    (partials, split.chunks, count, static_cast<T*>(dw), accumulate);
     ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_sum_kernel over ", count, " weights of ",
                             split.chunks, " chunks");
   });

@@ -35,8 +35,7 @@ bool conv2d_direct_supports(const cpu::Conv2dGeometry& g, DType dtype, ConvDirec
 // Bytes of workspace conv2d_direct_data needs: dy padded to (H+R-1) x (W+S-1), in `dtype`.
 std::size_t conv2d_direct_data_workspace(const cpu::Conv2dGeometry& g, DType dtype);
 
-// Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients (of dw and
-// of db).
+// Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients.
 std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
 
 // y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`; fp32 sums, y rounded once.
@@ -51,11 +50,9 @@ void conv2d_direct_data(const cpu::Conv2dGeometry& g, DType dtype, const void* w
                         cudaStream_t stream);
 
 // dw = dL/dw, or dw += dL/dw when `accumulate` (one fp32 addition and one rounding per element);
-// x, dy, dw all `dtype`. With db (may be null), also db += dL/db, the sums of dy per filter
-// (db in `db_dtype`: f32 or `dtype`), in the same pass over dy. `workspace` holds at least
-// conv2d_direct_filter_workspace(g) bytes.
+// x, dy, dw all `dtype`. `workspace` holds at least conv2d_direct_filter_workspace(g) bytes.
 void conv2d_direct_filter(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* dy,
-                          void* dw, bool accumulate, void* db, DType db_dtype, void* workspace,
-                          std::size_t workspace_bytes, cudaStream_t stream);
+                          void* dw, bool accumulate, void* workspace, std::size_t workspace_bytes,
+                          cudaStream_t stream);
 
 }  // namespace alloy::cuda
