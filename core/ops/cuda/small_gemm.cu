@@ -73,12 +73,21 @@ __global__ void __launch_bounds__(kGemmThreads)
     }
     __syncthreads();
     if (k0 + kTileSize < k) load(k0 + kTileSize);
-    const int depth = min(kTileSize, k - k0);
-    for (int kk = 0; kk < depth; ++kk) {
+    const auto sum_over = [&](int kk) {
       const float value = bs[kk][lane];
       ALLOY_UNROLL
       for (int q = 0; q < kOutputsPerThread; ++q)
         acc[q] = fmaf(as[kk][row + kRows * q], value, acc[q]);
+    };
+    // A whole chunk unrolled, so that its shared-memory loads are in flight together: looped,
+    // each k waited for its loads (LeNet's five products took 9.2 us each on the H100).
+    if (k - k0 >= kTileSize) {
+      ALLOY_UNROLL
+      for (int kk = 0; kk < kTileSize; ++kk)
+        sum_over(kk);
+    } else {
+      for (int kk = 0; kk < k - k0; ++kk)
+        sum_over(kk);
     }
   }
   const int column = n0 + lane;
