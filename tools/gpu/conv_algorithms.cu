@@ -27,6 +27,7 @@
 
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/conv2d_direct.h"
+#include "tools/gpu/probe_support.h"
 
 namespace {
 
@@ -35,69 +36,17 @@ using alloy::cuda::ConvDirection;
 // The finds per direction, and the timed runs of the direct kernels.
 constexpr int kRounds = 3;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
+using alloy::probe::best_time_ms;
+using alloy::probe::Buffer;
+using alloy::probe::check;
+using alloy::probe::device_buffer;
 
 void check(cudnnStatus_t status, const char* what) {
   if (status != CUDNN_STATUS_SUCCESS)
     throw std::runtime_error(std::string(what) + ": " + cudnnGetErrorString(status));
 }
 
-struct CudaFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using Buffer = std::unique_ptr<void, CudaFree>;
-
-Buffer device_buffer(std::size_t bytes) {
-  void* p = nullptr;
-  check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
-  check(cudaMemset(p, 0, bytes == 0 ? 1 : bytes), "cudaMemset");
-  return Buffer(p);
-}
-
-template <class T, cudnnStatus_t (*Destroy)(T)>
-struct Handle {
-  T raw = nullptr;
-  Handle() = default;
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  ~Handle() {
-    if (raw != nullptr) Destroy(raw);
-  }
-};
-
-class Event {
- public:
-  Event() { check(cudaEventCreate(&raw_), "cudaEventCreate"); }
-  ~Event() { cudaEventDestroy(raw_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return raw_; }
-
- private:
-  cudaEvent_t raw_ = nullptr;
-};
-
-// The best of kRounds runs of `run` on the default stream (cuDNN's, too), each between two
-// events, after one untimed run that loads the kernels.
-template <class Run>
-float best_time_ms(const Run& run) {
-  const Event start, stop;
-  run();
-  float best = std::numeric_limits<float>::infinity();
-  for (int round = 0; round < kRounds; ++round) {
-    check(cudaEventRecord(start.get(), nullptr), "cudaEventRecord");
-    run();
-    check(cudaEventRecord(stop.get(), nullptr), "cudaEventRecord");
-    check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
-    best = std::min(best, ms);
-  }
-  return best;
-}
+using alloy::probe::Owned;
 
 struct Shape {
   const char* model;
@@ -162,9 +111,9 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
   const int out_h = (s.h + 2 * s.pad - s.r) / s.stride + 1;
   const int out_w = (s.w + 2 * s.pad - s.r) / s.stride + 1;
   const std::size_t size = type == CUDNN_DATA_FLOAT ? 4 : 2;
-  Handle<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x, y;
-  Handle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w;
-  Handle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv;
+  Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x, y;
+  Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w;
+  Owned<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv;
   check(cudnnCreateTensorDescriptor(&x.raw), "tensor descriptor");
   check(cudnnCreateTensorDescriptor(&y.raw), "tensor descriptor");
   check(cudnnCreateFilterDescriptor(&w.raw), "filter descriptor");
@@ -242,23 +191,26 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
   const Buffer direct_workspace_buffer = device_buffer(direct_workspace);
   const auto direct_ms = [&](ConvDirection direction) {
     if (!alloy::cuda::conv2d_direct_supports(g, dtype, direction)) return -1.0f;
-    return best_time_ms([&] {
-      switch (direction) {
-        case ConvDirection::forward:
-          alloy::cuda::conv2d_direct_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
-                                             nullptr);
-          break;
-        case ConvDirection::data:
-          alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(),
-                                          direct_workspace_buffer.get(), direct_workspace, nullptr);
-          break;
-        case ConvDirection::filter:
-          alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
-                                            direct_workspace_buffer.get(), direct_workspace,
-                                            nullptr);
-          break;
-      }
-    });
+    return best_time_ms(
+        [&] {
+          switch (direction) {
+            case ConvDirection::forward:
+              alloy::cuda::conv2d_direct_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
+                                                 nullptr);
+              break;
+            case ConvDirection::data:
+              alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(),
+                                              direct_workspace_buffer.get(), direct_workspace,
+                                              nullptr);
+              break;
+            case ConvDirection::filter:
+              alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
+                                                direct_workspace_buffer.get(), direct_workspace,
+                                                nullptr);
+              break;
+          }
+        },
+        kRounds);
   };
 
   const struct {
@@ -304,7 +256,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    Handle<cudnnHandle_t, cudnnDestroy> handle;
+    Owned<cudnnHandle_t, cudnnDestroy> handle;
     check(cudnnCreate(&handle.raw), "cudnnCreate");
     const Shape lenet[] = {{"lenet", batch, 1, 28, 28, 20, 3, 1, 0},
                            {"lenet", batch, 20, 13, 13, 50, 5, 1, 0}};

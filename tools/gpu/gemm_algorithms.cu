@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tools/gpu/probe_support.h"
+
 namespace {
 
 constexpr int kRounds = 5;
@@ -27,68 +29,20 @@ constexpr int kCalls = 20;
 constexpr int kAlgorithms = 16;
 constexpr std::size_t kWorkspace = std::size_t{32} << 20;
 
-void check(cudaError_t status, const char* what) {
-  if (status != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
-}
+using alloy::probe::Buffer;
+using alloy::probe::check;
+using alloy::probe::device_buffer;
+using alloy::probe::Owned;
 
 void check(cublasStatus_t status, const char* what) {
   if (status != CUBLAS_STATUS_SUCCESS)
     throw std::runtime_error(std::string(what) + ": cuBLAS status " + std::to_string(status));
 }
 
-struct CudaFree {
-  void operator()(void* p) const { cudaFree(p); }
-};
-using Buffer = std::unique_ptr<void, CudaFree>;
-
-Buffer device_buffer(std::size_t bytes) {
-  void* p = nullptr;
-  check(cudaMalloc(&p, bytes), "cudaMalloc");
-  check(cudaMemset(p, 0, bytes), "cudaMemset");
-  return Buffer(p);
-}
-
-template <class T, cublasStatus_t (*Destroy)(T)>
-struct Owned {
-  T raw = nullptr;
-  Owned() = default;
-  Owned(const Owned&) = delete;
-  Owned& operator=(const Owned&) = delete;
-  ~Owned() {
-    if (raw != nullptr) Destroy(raw);
-  }
-};
-
-class Event {
- public:
-  Event() { check(cudaEventCreate(&raw_), "cudaEventCreate"); }
-  ~Event() { cudaEventDestroy(raw_); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  cudaEvent_t get() const { return raw_; }
-
- private:
-  cudaEvent_t raw_ = nullptr;
-};
-
 // Microseconds a call of `run` takes: the best of kRounds rounds of kCalls calls.
 template <class Run>
 float time_us(const Run& run) {
-  const Event start, stop;
-  run();
-  float best = std::numeric_limits<float>::infinity();
-  for (int round = 0; round < kRounds; ++round) {
-    check(cudaEventRecord(start.get(), nullptr), "cudaEventRecord");
-    for (int call = 0; call < kCalls; ++call)
-      run();
-    check(cudaEventRecord(stop.get(), nullptr), "cudaEventRecord");
-    check(cudaEventSynchronize(stop.get()), "cudaEventSynchronize");
-    float ms = 0.0f;
-    check(cudaEventElapsedTime(&ms, start.get(), stop.get()), "cudaEventElapsedTime");
-    best = std::min(best, ms * 1000.0f / kCalls);
-  }
-  return best;
+  return 1000.0f * alloy::probe::best_time_ms(run, kRounds, kCalls);
 }
 
 // A row-major c[m, n] = alpha op(a)[m, k] op(b)[k, n] + beta c, as core/ops/cuda/gemm.cu states it.
