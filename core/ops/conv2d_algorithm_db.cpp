@@ -279,7 +279,9 @@ std::optional<ConvAlgorithm> known_conv_algorithm(const ConvAlgorithmKey& key) {
   auto found = s.checkpoint.find(text);
   if (found == s.checkpoint.end()) {
     if (!s.db_read) {
-      s.db = read_conv_algorithm_db(conv_algorithm_db_path());
+      // Choices this process recorded before its first lookup stay (one under a profiler is in
+      // no file); the file adds the rest.
+      s.db.merge(read_conv_algorithm_db(conv_algorithm_db_path()));
       s.db_read = true;
     }
     found = s.db.find(text);
