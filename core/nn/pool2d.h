@@ -16,6 +16,7 @@ class AvgPool2d : public Module {
   Tensor backward(const Tensor& dy) override;
   std::string type_name() const override { return "AvgPool2d"; }
   std::string options() const override;
+  const Pool2dParams& params() const { return params_; }
 
  private:
   Pool2dParams params_;

@@ -1,5 +1,11 @@
 #include "core/nn/sequential.h"
 
+#include <algorithm>
+
+#include "core/nn/pool2d.h"
+#include "core/nn/relu.h"
+#include "core/ops/pool2d.h"
+
 namespace alloy::nn {
 
 Module& Sequential::add(std::unique_ptr<Module> module) {
@@ -12,6 +18,7 @@ Module& Sequential::add(const std::string& name, std::unique_ptr<Module> module)
   modules_.push_back(&child);
   recompute_.push_back(false);
   recompute_inputs_.emplace_back();
+  fused_with_next_.push_back(false);
   return child;
 }
 
@@ -45,9 +52,25 @@ Tensor Sequential::forward_child(std::size_t index, const Tensor& x, ForwardMode
   return child.forward(x);
 }
 
+bool Sequential::fuses_with_next(std::size_t index) const {
+  if (index + 1 >= modules_.size() || recompute_[index] || recompute_[index + 1]) return false;
+  const auto* pool = dynamic_cast<const AvgPool2d*>(modules_[index + 1]);
+  return pool != nullptr && dynamic_cast<const ReLU*>(modules_[index]) != nullptr &&
+         relu_avg_pool2d_fuses(pool->params(), pool->layout());
+}
+
 Tensor Sequential::forward(const Tensor& x) {
   Tensor y = x;
+  std::fill(fused_with_next_.begin(), fused_with_next_.end(), false);
   for (std::size_t i = 0; i < modules_.size(); ++i) {
+    if (fuses_with_next(i)) {
+      recompute_inputs_[i] = recompute_inputs_[i + 1] = Tensor();
+      y = static_cast<ReLU*>(modules_[i])
+              ->forward_with_pool(*static_cast<const AvgPool2d*>(modules_[i + 1]), y);
+      fused_with_next_[i] = true;
+      ++i;
+      continue;
+    }
     if (recompute_[i] && keeps_activations()) {
       recompute_inputs_[i] = y;
       ForwardMode discard = forward_mode();
@@ -70,6 +93,13 @@ Tensor Sequential::backward(const Tensor& dy) {
     modules_[i]->set_needs_input_grad(needs_input_grad());
   Tensor dx = dy;
   for (std::size_t i = modules_.size(); i-- > 0;) {
+    if (i > 0 && fused_with_next_[i - 1]) {
+      dx = static_cast<ReLU*>(modules_[i - 1])
+               ->backward_with_pool(*static_cast<const AvgPool2d*>(modules_[i]), dx);
+      fused_with_next_[i - 1] = false;
+      --i;
+      continue;
+    }
     if (recompute_inputs_[i].defined()) {
       const Tensor input = std::move(recompute_inputs_[i]);
       recompute_inputs_[i] = Tensor();

@@ -6,6 +6,10 @@
 // what its backward needs, without updating batch norm's running statistics a second time)
 // just before its backward. Kernels are deterministic, so the gradients and the running
 // statistics are the same bits as without it; the cost is the child's forward once more.
+//
+// Fusion: a ReLU followed by an average pool that core/ops/pool2d.h's relu_avg_pool2d fuses
+// (2x2 windows, stride 2, NCHW; LeNet's), neither recomputed, runs as one pass each way
+// (nn::ReLU::forward_with_pool): the same bits, without the ReLU's output in memory.
 #pragma once
 
 #include <memory>
@@ -47,11 +51,15 @@ class Sequential : public Module {
  private:
   // Runs child `index`'s forward in a mode of its own, restoring this module's after.
   Tensor forward_child(std::size_t index, const Tensor& x, ForwardMode mode);
+  // Whether child `index` and the next run fused (a ReLU and an average pool).
+  bool fuses_with_next(std::size_t index) const;
 
   std::vector<Module*> modules_;  // owned through register_module
   std::vector<bool> recompute_;
   // Until backward: the input of each recomputed child (undefined for the others).
   std::vector<Tensor> recompute_inputs_;
+  // Until backward: whether the last forward ran child i with child i + 1 fused.
+  std::vector<bool> fused_with_next_;
 };
 
 }  // namespace alloy::nn

@@ -115,6 +115,52 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
   return dx;
 }
 
+bool relu_avg_pool2d_fuses(const Pool2dParams& p, Layout layout) {
+  return layout == Layout::nchw && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 &&
+         p.stride_w == 2 && p.pad_h == 0 && p.pad_w == 0;
+}
+
+Tensor relu_avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {
+  constexpr const char* op = "relu_avg_pool2d_forward";
+  const Device device = common_device(op, {&x});
+  check_floating(op, "x", x);
+  ALLOY_CHECK(relu_avg_pool2d_fuses(params, Layout::nchw), op,
+              ": only 2x2 windows at stride 2 without padding");
+  const Shape x_nchw = nchw_shape(op, x.shape(), Layout::nchw);
+  const Shape y_shape = output_shape(op, x_nchw, params);
+  Tensor y = Tensor::empty(y_shape, x.dtype(), device, MemoryCategory::activations);
+  const cpu::Pool2dGeometry g = geometry(x_nchw, y_shape, params);
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::relu_avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), g, cuda::stream_of(device));
+      return y;
+    });
+  cpu::relu_avg_pool2d_forward(x.raw(), y.raw(), x.dtype(), g);
+  return y;
+}
+
+Tensor relu_avg_pool2d_backward(const Tensor& x, const Tensor& dy, const Pool2dParams& params) {
+  constexpr const char* op = "relu_avg_pool2d_backward";
+  const Device device = common_device(op, {&x, &dy});
+  check_floating(op, "x", x);
+  check_floating(op, "dy", dy);
+  ALLOY_CHECK(relu_avg_pool2d_fuses(params, Layout::nchw), op,
+              ": only 2x2 windows at stride 2 without padding");
+  const Shape x_nchw = nchw_shape(op, x.shape(), Layout::nchw);
+  const Shape y_shape = output_shape(op, x_nchw, params);
+  check_shape(op, "dy", dy, y_shape);
+  Tensor dx = Tensor::empty(x_nchw, dy.dtype(), device, MemoryCategory::activations);
+  const cpu::Pool2dGeometry g = geometry(x_nchw, y_shape, params);
+  if (device.is_cuda())
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::relu_avg_pool2d_backward(x.raw(), x.dtype(), dy.raw(), dx.raw(), dy.dtype(), g,
+                                     cuda::stream_of(device));
+      return dx;
+    });
+  cpu::relu_avg_pool2d_backward(x.raw(), x.dtype(), dy.raw(), dx.raw(), dy.dtype(), g);
+  return dx;
+}
+
 MaxPoolResult max_pool2d_forward(const Tensor& x, const Pool2dParams& params, Layout layout) {
   constexpr const char* op = "max_pool2d_forward";
   const Device device = common_device(op, {&x});

@@ -27,6 +27,16 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params,
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params,
                            Layout layout = Layout::nchw);
 
+// ReLU then average pooling over 2x2 windows at stride 2 without padding (LeNet's), NCHW, as one
+// pass each way: the same values and bits as relu_forward then avg_pool2d_forward, and as
+// avg_pool2d_backward then relu_backward, without the ReLU's output or the pool's input gradient
+// in memory (on LeNet's first layer, 13.8 MB a batch, written and read again each way).
+bool relu_avg_pool2d_fuses(const Pool2dParams& params, Layout layout);
+Tensor relu_avg_pool2d_forward(const Tensor& x, const Pool2dParams& params);
+// dx = dL/dx, ReLU's input's gradient, from x (ReLU's input: positive exactly where its output
+// is) and dy, the pool output's gradient; dx has dy's dtype.
+Tensor relu_avg_pool2d_backward(const Tensor& x, const Tensor& dy, const Pool2dParams& params);
+
 struct MaxPoolResult {
   Tensor y;
   // i32, y's (physical) shape: flat index h * W + w within each (n, c) input plane, whatever
@@ -52,6 +62,9 @@ struct Pool2dGeometry {
 
 void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry);
 void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeometry& geometry);
+void relu_avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry);
+void relu_avg_pool2d_backward(const void* x, DType x_dtype, const void* dy, void* dx,
+                              DType dy_dtype, const Pool2dGeometry& geometry);
 void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
                         const Pool2dGeometry& geometry);
 // Throws when an argmax entry is outside its plane.

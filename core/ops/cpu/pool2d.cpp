@@ -202,6 +202,50 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
   });
 }
 
+// ReLU on widened values: negatives and -0 become +0, NaN stays, as relu_forward does on the
+// stored values (widening is exact, so the order does not matter).
+void relu_avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  parallel_ranges(g.planes, 4 * out_size, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> in(static_cast<std::size_t>(in_size));
+    std::vector<float> scratch(static_cast<std::size_t>(out_size));
+    for (std::int64_t plane = begin; plane < end; ++plane) {
+      const float* values = load_floats(x, dtype, plane * in_size, in_size, in.data());
+      if (values != in.data()) std::copy(values, values + in_size, in.begin());
+      for (float& value : in)
+        value = value <= 0.0f ? 0.0f : value;
+      float* out = output_floats(y, dtype, plane * out_size, scratch.data());
+      avg_plane_2x2(in.data(), out, g);
+      store_floats(out, y, dtype, plane * out_size, out_size);
+    }
+  });
+}
+
+// The pool's share (dy / 4, rounded to dy's dtype, zero under no window) where x > 0, else +0:
+// avg_pool2d_backward's dx, then relu_backward's selection.
+void relu_avg_pool2d_backward(const void* x, DType x_dtype, const void* dy, void* dx,
+                              DType dy_dtype, const Pool2dGeometry& g) {
+  const std::int64_t in_size = std::int64_t{g.height} * g.width;
+  const std::int64_t out_size = std::int64_t{g.out_height} * g.out_width;
+  parallel_ranges(g.planes, 2 * in_size, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> inputs(static_cast<std::size_t>(in_size));
+    std::vector<float> grads(static_cast<std::size_t>(out_size));
+    std::vector<float> scratch(static_cast<std::size_t>(in_size));
+    for (std::int64_t plane = begin; plane < end; ++plane) {
+      const float* input = load_floats(x, x_dtype, plane * in_size, in_size, inputs.data());
+      const float* grad = load_floats(dy, dy_dtype, plane * out_size, out_size, grads.data());
+      float* result = output_floats(dx, dy_dtype, plane * in_size, scratch.data());
+      avg_plane_backward(grad, result, g);
+      // The share is rounded to dy's dtype by the pool before ReLU selects it: selecting the
+      // fp32 share and rounding after gives the same bits (+0 rounds to +0).
+      for (std::int64_t i = 0; i < in_size; ++i)
+        result[i] = input[i] > 0.0f ? result[i] : 0.0f;
+      store_floats(result, dx, dy_dtype, plane * in_size, in_size);
+    }
+  });
+}
+
 void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
                         const Pool2dGeometry& g) {
   const std::int64_t in_size = std::int64_t{g.height} * g.width;

@@ -127,9 +127,9 @@ __global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int
     if (kHalving) {
       const int oh = i.row / 2, ow = i.column / 2;
       const bool covered = oh < g.out_height && ow < g.out_width;
-      // 0 + share, as the CPU's scatter adds it to a zeroed dx (a -0 share gives +0).
+      // The share itself, as the CPU assigns it for tiling windows (a -0 share stays -0).
       dx[index] = narrow<T>(
-          covered ? 0.0f + widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
+          covered ? widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
       continue;
     }
     // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel. A negative numerator
@@ -150,6 +150,36 @@ __global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int
       }
     }
     dx[index] = narrow<T>(sum);
+  }
+}
+
+// relu_avg_pool2d_forward: the halving average of ReLU'd values, widened first (exactly), each
+// negative or -0 made +0 and NaN kept, as relu_forward does to the stored values.
+template <class T>
+__global__ void relu_avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
+    const T* corner = x + o.plane * g.in_plane + 2 * o.row * g.width + 2 * o.column;
+    const auto relu = [](float value) { return value <= 0.0f ? 0.0f : value; };
+    float sum = 0.0f;
+    sum += relu(widen(corner[0]));
+    sum += relu(widen(corner[1]));
+    sum += relu(widen(corner[g.width]));
+    sum += relu(widen(corner[g.width + 1]));
+    y[index] = narrow<T>(sum / 4.0f);
+  }
+}
+
+// relu_avg_pool2d_backward: the pool's share where ReLU's input is positive, else +0.
+template <class X, class D>
+__global__ void relu_avg_backward_kernel(const X* x, const D* dy, D* dx, Geometry g,
+                                         unsigned int count) {
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
+    const int oh = i.row / 2, ow = i.column / 2;
+    const bool passes = oh < g.out_height && ow < g.out_width && widen(x[index]) > 0.0f;
+    dx[index] =
+        narrow<D>(passes ? widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
   }
 }
 
@@ -367,6 +397,43 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
                            ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
                          });
   });
+}
+
+void relu_avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
+                             cudaStream_t stream) {
+  if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
+  dispatch_floating(dtype, "relu_avg_pool2d_forward", [&](auto type) {
+    using T = decltype(type);
+    for_each_plane_piece(
+        geometry, "relu_avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t count = planes * g.out_plane;
+          ALLOY_LAUNCH(relu_avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+          (static_cast<const T*>(x) + first * g.in_plane, static_cast<T*>(y) + first * g.out_plane,
+           g, static_cast<unsigned int>(count));
+          ALLOY_CUDA_CHECK_LAUNCH("relu_avg_forward_kernel on ", count, " outputs");
+        });
+  });
+}
+
+void relu_avg_pool2d_backward(const void* x, DType x_dtype, const void* dy, void* dx,
+                              DType dy_dtype, const Pool2dGeometry& geometry, cudaStream_t stream) {
+  if (geometry.planes * geometry.height * geometry.width == 0) return;
+  dispatch_floating_pair(
+      x_dtype, dy_dtype, "relu_avg_pool2d_backward", [&](auto x_type, auto d_type) {
+        using X = decltype(x_type);
+        using D = decltype(d_type);
+        for_each_plane_piece(
+            geometry, "relu_avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
+              const Geometry g = device_geometry(geometry);
+              const std::int64_t count = planes * g.in_plane;
+              ALLOY_LAUNCH(relu_avg_backward_kernel, grid_for(count), kThreads, 0, stream)
+              (static_cast<const X*>(x) + first * g.in_plane,
+               static_cast<const D*>(dy) + first * g.out_plane,
+               static_cast<D*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count));
+              ALLOY_CUDA_CHECK_LAUNCH("relu_avg_backward_kernel on ", count, " inputs");
+            });
+      });
 }
 
 void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,

@@ -16,6 +16,11 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
                         cudaStream_t stream);
 void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeometry& geometry,
                          cudaStream_t stream);
+// ReLU then a 2x2, stride-2 average pool in one pass each way (core/ops/pool2d.h).
+void relu_avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
+                             cudaStream_t stream);
+void relu_avg_pool2d_backward(const void* x, DType x_dtype, const void* dy, void* dx,
+                              DType dy_dtype, const Pool2dGeometry& geometry, cudaStream_t stream);
 void max_pool2d_forward(const void* x, void* y, std::int32_t* argmax, DType dtype,
                         const Pool2dGeometry& geometry, cudaStream_t stream);
 // Scatters dy through argmax into an fp32 accumulator (dx itself when f32; otherwise

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/memory.h"
 #include "core/nn/batch_norm2d.h"
 #include "core/nn/conv2d.h"
 #include "core/nn/flatten.h"
@@ -177,6 +178,55 @@ BOOST_AUTO_TEST_CASE(sequential_gradients) {
   net.emplace<nn::Linear>(12, 4);
   randomize_parameters(net, generator);
   check_gradients(net, test::random_tensor({2, 2, 4, 4}, DType::f32, generator), generator, {});
+}
+
+// A ReLU then a 2x2 average pool run fused inside a Sequential (nn/sequential.h): the output,
+// the input gradient and the parameter gradients are the bits of the same modules run one by
+// one, and finite differences agree; a pool that does not fuse (3x3) takes the plain path.
+BOOST_AUTO_TEST_CASE(relu_then_average_pool_fuse_with_the_same_bits) {
+  Generator generator(16);
+  for (const int pool_kernel : {2, 3}) {
+    nn::Sequential net;
+    auto& conv = net.emplace<nn::Conv2d>(2, 3, 3);
+    auto& relu = net.emplace<nn::ReLU>();
+    auto& pool = net.emplace<nn::AvgPool2d>(pool_kernel);
+    randomize_parameters(net, generator);
+    const Tensor x = test::random_tensor({2, 2, 9, 8}, DType::f32, generator);  // 7x6 out: odd rows
+    net.zero_grad();
+    MemoryStats& stats = memory_stats(Device::cpu());
+    stats.reset_peaks();
+    const std::int64_t before = stats.snapshot().current_of(MemoryCategory::activations);
+    const Tensor y = net.forward(x);
+    const std::int64_t peak = stats.snapshot().peak_of(MemoryCategory::activations) - before;
+    const Tensor dy = test::random_tensor(y.shape(), DType::f32, generator);
+    const Tensor dx = net.backward(dy);
+    const Tensor dw = net.parameters()[0]->grad.clone();
+
+    net.zero_grad();
+    stats.reset_peaks();
+    const std::int64_t before_apart = stats.snapshot().current_of(MemoryCategory::activations);
+    // One module at a time, each output replacing the last, as a Sequential holds them.
+    Tensor y_apart = conv.forward(x);
+    y_apart = relu.forward(y_apart);
+    y_apart = pool.forward(y_apart);
+    const std::int64_t peak_apart =
+        stats.snapshot().peak_of(MemoryCategory::activations) - before_apart;
+    const Tensor dx_apart = conv.backward(relu.backward(pool.backward(dy)));
+    const std::string what = "pool " + std::to_string(pool_kernel);
+    BOOST_TEST(test::same_bits(y, y_apart), what);
+    BOOST_TEST(test::same_bits(dx, dx_apart), what);
+    BOOST_TEST(test::same_bits(dw, net.parameters()[0]->grad), what);
+    // Fused, the ReLU's output is never allocated.
+    if (pool_kernel == 2) {
+      BOOST_TEST(peak < peak_apart, what);
+    } else {
+      BOOST_TEST(peak == peak_apart, what);
+    }
+  }
+  nn::Sequential net;
+  net.emplace<nn::ReLU>();
+  net.emplace<nn::AvgPool2d>(2);
+  check_gradients(net, away_from_zero({2, 3, 6, 5}, generator), generator, {});
 }
 
 BOOST_AUTO_TEST_CASE(residual_block_gradients) {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <string>
 
+#include "core/ops/relu.h"
 #include "tests/support/gradcheck.h"
 
 using namespace alloy;
@@ -275,6 +276,46 @@ BOOST_AUTO_TEST_CASE(half_backward_matches_float64_reference) {
                   dtype_tolerance(dtype), 1e-5, "max dx " + describe(p, dtype));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(relu_then_pool_fused_gives_the_composition_bit_for_bit) {
+  Generator generator(47);
+  const Pool2dParams halving = make_params(2, 2, 2, 2, 0, 0);
+  const Shape shape = {3, 4, 9, 8};  // an odd height: the last row is under no window
+  for (const DType dtype : kFloatTypes) {
+    // Random values with the special ones ReLU treats apart: -0, +0, NaN, +-inf.
+    std::vector<float> values = test::random_tensor(shape, DType::f32, generator).to_floats();
+    const float specials[] = {-0.0f, 0.0f, std::numeric_limits<float>::quiet_NaN(), INFINITY,
+                              -INFINITY};
+    for (std::size_t i = 0; i < values.size(); i += 7)
+      values[i] = specials[(i / 7) % 5];
+    const Tensor x = Tensor::from_floats(shape, values, dtype);
+    const std::string what = std::string(dtype_name(dtype));
+    const Tensor y = relu_avg_pool2d_forward(x, halving);
+    BOOST_TEST(test::same_bits(y, avg_pool2d_forward(relu_forward(x), halving)), what);
+    for (const DType grad_type : {dtype, DType::f32}) {
+      std::vector<float> grads = test::random_tensor(y.shape(), DType::f32, generator).to_floats();
+      grads[0] = -0.0f;
+      const Tensor dy = Tensor::from_floats(y.shape(), grads, grad_type);
+      const Tensor apart = relu_backward(relu_forward(x), avg_pool2d_backward(dy, shape, halving));
+      BOOST_TEST(test::same_bits(relu_avg_pool2d_backward(x, dy, halving), apart),
+                 what << " with " << dtype_name(grad_type) << " gradients");
+    }
+  }
+  BOOST_TEST(relu_avg_pool2d_fuses(halving, Layout::nchw));
+  BOOST_TEST(!relu_avg_pool2d_fuses(halving, Layout::nhwc));
+  for (const Pool2dParams& other : {make_params(3, 3, 2, 2, 1, 1), make_params(2, 2, 1, 1, 0, 0),
+                                    make_params(2, 2, 2, 2, 1, 1)}) {
+    BOOST_TEST(!relu_avg_pool2d_fuses(other, Layout::nchw));
+    BOOST_CHECK_EXCEPTION(relu_avg_pool2d_forward(Tensor::zeros({1, 1, 4, 4}, DType::f32), other),
+                          Error, [](const Error& e) {
+                            return std::string(e.what()).find("only 2x2 windows") !=
+                                   std::string::npos;
+                          });
+  }
+  BOOST_CHECK_THROW(relu_avg_pool2d_backward(Tensor::zeros({1, 1, 4, 4}, DType::f32),
+                                             Tensor::zeros({1, 1, 3, 2}, DType::f32), halving),
+                    Error);
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_params) {
