@@ -43,17 +43,19 @@ constexpr std::int64_t kLenetParams = 200 + 25050 + 102528 + 1290;
 constexpr std::int64_t kMlpParams = 200960 + 2570;
 
 // LeNet's activation peak in elements per image, with `half` the bytes of the compute dtype.
-// The peak is in ReLU 1's backward: alive then are conv 1's saved input (the normalized image,
-// 1x28x28 = 784), ReLU 1's saved output (20x26x26 = 13520), its incoming gradient (pool 1's
-// dx, 13520) and the dx it allocates (13520); everything of the later layers is released by
-// their backwards already. The loss's tensors live through the whole backward: the logits
-// (10, compute dtype), the logits' gradient (10, compute dtype) and the f32 loss (4 bytes per
-// batch); the training step's fused loss (softmax_cross_entropy_step) keeps no probabilities.
-// Every other moment holds less: the forward peaks at ReLU 1 with 784 + 2 * 13520, pool 1's
-// backward holds 784 + 13520 + 3380 + 13520.
+// The peak is in the backward of ReLU 1 and pool 1, which a Sequential runs fused (one pass
+// each way, core/nn/sequential.h): alive then are conv 1's saved input (the normalized image,
+// 1x28x28 = 784), ReLU 1's saved input (conv 1's output, 20x26x26 = 13520), the incoming
+// gradient (pool 1's output's, 20x13x13 = 3380) and the dx it allocates (13520); everything of
+// the later layers is released by their backwards already. The loss's tensors live through the
+// whole backward: the logits (10, compute dtype), the logits' gradient (10, compute dtype) and
+// the f32 loss (4 bytes per batch); the training step's fused loss (softmax_cross_entropy_step)
+// keeps no probabilities. Every other moment holds less: the fused forward holds 784 + 13520 +
+// 3380, conv 1's backward 784 + 13520. (Unfused, ReLU 1's output and pool 1's dx made it
+// 784 + 3 * 13520.)
 std::int64_t lenet_activation_bytes(std::int64_t batch, std::int64_t half) {
-  const std::int64_t image = 784, relu1 = 20 * 26 * 26;
-  return batch * ((image + 3 * relu1) * half + 10 * half + 10 * half) + 4;
+  const std::int64_t image = 784, relu1 = 20 * 26 * 26, pool1 = 20 * 13 * 13;
+  return batch * ((image + 2 * relu1 + pool1) * half + 10 * half + 10 * half) + 4;
 }
 
 // The MLP's activation peak is in the first linear layer's backward. Flatten, not the linear
