@@ -115,9 +115,13 @@ Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dP
   return dx;
 }
 
-bool relu_avg_pool2d_fuses(const Pool2dParams& p, Layout layout) {
-  return layout == Layout::nchw && p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 &&
-         p.stride_w == 2 && p.pad_h == 0 && p.pad_w == 0;
+bool pool2d_halves(const Pool2dParams& p) {
+  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+         p.pad_w == 0;
+}
+
+bool relu_avg_pool2d_fuses(const Pool2dParams& params, Layout layout) {
+  return layout == Layout::nchw && pool2d_halves(params);
 }
 
 Tensor relu_avg_pool2d_forward(const Tensor& x, const Pool2dParams& params) {

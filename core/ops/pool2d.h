@@ -27,10 +27,14 @@ Tensor avg_pool2d_forward(const Tensor& x, const Pool2dParams& params,
 Tensor avg_pool2d_backward(const Tensor& dy, const Shape& x_shape, const Pool2dParams& params,
                            Layout layout = Layout::nchw);
 
-// ReLU then average pooling over 2x2 windows at stride 2 without padding (LeNet's), NCHW, as one
-// pass each way: the same values and bits as relu_forward then avg_pool2d_forward, and as
-// avg_pool2d_backward then relu_backward, without the ReLU's output or the pool's input gradient
-// in memory (on LeNet's first layer, 13.8 MB a batch, written and read again each way).
+// Whether the windows are 2x2 at stride 2 without padding (LeNet's): each input under at most
+// one window, every window inside the input.
+bool pool2d_halves(const Pool2dParams& params);
+
+// ReLU then average pooling over such halving windows, NCHW, as one pass each way: the same values
+// and bits as relu_forward then avg_pool2d_forward, and as avg_pool2d_backward then relu_backward,
+// without the ReLU's output or the pool's input gradient in memory (on LeNet's first layer, 13.8 MB
+// a batch, written and read again each way).
 bool relu_avg_pool2d_fuses(const Pool2dParams& params, Layout layout);
 Tensor relu_avg_pool2d_forward(const Tensor& x, const Pool2dParams& params);
 // dx = dL/dx, ReLU's input's gradient, from x (ReLU's input: positive exactly where its output

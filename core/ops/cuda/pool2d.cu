@@ -82,6 +82,32 @@ __device__ __forceinline__ Window window_of(const Geometry& g, const PlaneIndex&
           min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width)};
 }
 
+// Output o's 2x2 window at stride 2 in `plane` (pool2d_halves), each value widened and passed
+// through `value_of`, summed from 0 in row-major order and divided by 4 (exactly a
+// multiplication), as the CPU kernel does.
+template <class T, class ValueOf>
+__device__ __forceinline__ float halving_average(const T* plane, const Geometry& g,
+                                                 const PlaneIndex& o, ValueOf value_of) {
+  const T* corner = plane + 2 * o.row * g.width + 2 * o.column;
+  float sum = 0.0f;
+  sum += value_of(widen(corner[0]));
+  sum += value_of(widen(corner[1]));
+  sum += value_of(widen(corner[g.width]));
+  sum += value_of(widen(corner[g.width + 1]));
+  return sum / 4.0f;
+}
+
+// Input i's share of the gradient of the one halving window over it (the output gradients of
+// its plane in `dy_plane`), or 0 past an odd last row or column, which no window covers. The
+// share itself, as the CPU assigns it for tiling windows (a -0 share stays -0).
+template <class T>
+__device__ __forceinline__ float halving_share(const T* dy_plane, const Geometry& g,
+                                               const PlaneIndex& i) {
+  const int oh = i.row / 2, ow = i.column / 2;
+  return oh < g.out_height && ow < g.out_width ? widen(dy_plane[oh * g.out_width + ow]) / 4.0f
+                                               : 0.0f;
+}
+
 // One thread per output element; the window clipped to the input, summed in row-major order
 // like the CPU kernel, divided by the full window (count_include_pad).
 //
@@ -96,16 +122,11 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int co
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
     const T* in = x + o.plane * g.in_plane;
-    float sum = 0.0f;
     if (kHalving) {
-      const T* corner = in + 2 * o.row * g.width + 2 * o.column;
-      sum += widen(corner[0]);
-      sum += widen(corner[1]);
-      sum += widen(corner[g.width]);
-      sum += widen(corner[g.width + 1]);
-      y[index] = narrow<T>(sum / 4.0f);
+      y[index] = narrow<T>(halving_average(in, g, o, [](float value) { return value; }));
       continue;
     }
+    float sum = 0.0f;
     const Window win = window_of(g, o);
     for (int h = win.h0; h < win.h1; ++h) {
       for (int w = win.w0; w < win.w1; ++w)
@@ -125,11 +146,7 @@ __global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
     if (kHalving) {
-      const int oh = i.row / 2, ow = i.column / 2;
-      const bool covered = oh < g.out_height && ow < g.out_width;
-      // The share itself, as the CPU assigns it for tiling windows (a -0 share stays -0).
-      dx[index] = narrow<T>(
-          covered ? widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
+      dx[index] = narrow<T>(halving_share(dy + i.plane * g.out_plane, g, i));
       continue;
     }
     // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel. A negative numerator
@@ -159,14 +176,8 @@ template <class T>
 __global__ void relu_avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
-    const T* corner = x + o.plane * g.in_plane + 2 * o.row * g.width + 2 * o.column;
-    const auto relu = [](float value) { return value <= 0.0f ? 0.0f : value; };
-    float sum = 0.0f;
-    sum += relu(widen(corner[0]));
-    sum += relu(widen(corner[1]));
-    sum += relu(widen(corner[g.width]));
-    sum += relu(widen(corner[g.width + 1]));
-    y[index] = narrow<T>(sum / 4.0f);
+    y[index] = narrow<T>(halving_average(x + o.plane * g.in_plane, g, o,
+                                         [](float value) { return value <= 0.0f ? 0.0f : value; }));
   }
 }
 
@@ -176,10 +187,8 @@ __global__ void relu_avg_backward_kernel(const X* x, const D* dy, D* dx, Geometr
                                          unsigned int count) {
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
-    const int oh = i.row / 2, ow = i.column / 2;
-    const bool passes = oh < g.out_height && ow < g.out_width && widen(x[index]) > 0.0f;
     dx[index] =
-        narrow<D>(passes ? widen(dy[i.plane * g.out_plane + oh * g.out_width + ow]) / 4.0f : 0.0f);
+        narrow<D>(widen(x[index]) > 0.0f ? halving_share(dy + i.plane * g.out_plane, g, i) : 0.0f);
   }
 }
 
@@ -348,13 +357,6 @@ void for_each_image_piece(const Pool2dGeometry& g, std::int64_t channels, const 
   for_each_piece(g.planes / channels, std::max(in_image, out_image), op, launch);
 }
 
-// Whether the pool's windows are 2x2 with stride 2 and no padding (the kernels' kHalving).
-bool halves(const Pool2dGeometry& g) {
-  const Pool2dParams& p = g.params;
-  return p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
-         p.pad_w == 0;
-}
-
 }  // namespace
 
 void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometry& geometry,
@@ -362,19 +364,19 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
   if (geometry.planes * geometry.out_height * geometry.out_width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_forward", [&](auto type) {
     using T = decltype(type);
-    for_each_plane_piece(geometry, "avg_pool2d_forward",
-                         [&](std::int64_t first, std::int64_t planes) {
-                           const Geometry g = device_geometry(geometry);
-                           const std::int64_t count = planes * g.out_plane;
-                           const auto launch = [&](auto halving) {
-                             ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
-                             (static_cast<const T*>(x) + first * g.in_plane,
-                              static_cast<T*>(y) + first * g.out_plane, g,
-                              static_cast<unsigned int>(count), halving);
-                           };
-                           halves(geometry) ? launch(std::true_type{}) : launch(std::false_type{});
-                           ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
-                         });
+    for_each_plane_piece(
+        geometry, "avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t count = planes * g.out_plane;
+          const auto launch = [&](auto halving) {
+            ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+            (static_cast<const T*>(x) + first * g.in_plane,
+             static_cast<T*>(y) + first * g.out_plane, g, static_cast<unsigned int>(count),
+             halving);
+          };
+          pool2d_halves(geometry.params) ? launch(std::true_type{}) : launch(std::false_type{});
+          ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
+        });
   });
 }
 
@@ -383,19 +385,19 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
   if (geometry.planes * geometry.height * geometry.width == 0) return;
   dispatch_floating(dtype, "avg_pool2d_backward", [&](auto type) {
     using T = decltype(type);
-    for_each_plane_piece(geometry, "avg_pool2d_backward",
-                         [&](std::int64_t first, std::int64_t planes) {
-                           const Geometry g = device_geometry(geometry);
-                           const std::int64_t count = planes * g.in_plane;
-                           const auto launch = [&](auto halving) {
-                             ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
-                             (static_cast<const T*>(dy) + first * g.out_plane,
-                              static_cast<T*>(dx) + first * g.in_plane, g,
-                              static_cast<unsigned int>(count), halving);
-                           };
-                           halves(geometry) ? launch(std::true_type{}) : launch(std::false_type{});
-                           ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
-                         });
+    for_each_plane_piece(
+        geometry, "avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
+          const Geometry g = device_geometry(geometry);
+          const std::int64_t count = planes * g.in_plane;
+          const auto launch = [&](auto halving) {
+            ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
+            (static_cast<const T*>(dy) + first * g.out_plane,
+             static_cast<T*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count),
+             halving);
+          };
+          pool2d_halves(geometry.params) ? launch(std::true_type{}) : launch(std::false_type{});
+          ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
+        });
   });
 }
 
