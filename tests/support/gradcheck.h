@@ -22,6 +22,11 @@ std::vector<double> to_doubles(const Tensor& tensor);
 // Whether two host tensors hold the same shape, dtype and bytes (two undefined ones do).
 bool same_bits(const Tensor& a, const Tensor& b);
 
+// same_bits for floating tensors whose NaNs may carry different payloads: x86 keeps an input
+// NaN's payload through arithmetic where a GPU gives its canonical NaN, and no result of Alloy's
+// depends on a payload. Every other value (the sign of a zero included) must match bit for bit.
+bool same_bits_but_nan_payloads(const Tensor& a, const Tensor& b);
+
 // Checks |actual - expected| <= atol + rtol * |expected| for every element and reports, in
 // one BOOST_TEST failure, the count of bad elements and the worst one with its index.
 void check_close(const std::vector<double>& actual, const std::vector<double>& expected,
