@@ -1,9 +1,11 @@
 // Alloy's direct convolution kernels (core/ops/cuda/conv2d_direct.h), called directly, against
 // the CPU convolution on the same data, in f32, f16 and bf16: LeNet's shapes (filter and
 // channel counts that are not multiples of a thread's 8), a padded 1-channel stem, stride 2, a
-// non-square filter with unequal padding; the forward with and without its fused bias, the
-// filter gradient overwriting garbage or adding to what dw holds, every direction twice with
-// equal bits; and which geometries conv2d_direct_supports takes.
+// non-square filter with unequal padding, blocks of images that the batch does not fill, planes
+// staged a chunk of channels at a time, and planes too large to stage; the forward with and
+// without its fused bias, the filter gradient overwriting garbage or adding to what dw holds,
+// every direction twice with equal bits; which geometries conv2d_direct_supports takes, and
+// which input gradients need a workspace.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -46,6 +48,13 @@ const Case kCases[] = {
     {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
     {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
     {{2, 3, 6, 7}, {4, 3, 2, 4}, {1, 1, 1, 0}},     // a width the kernels do not unroll
+    // The forward kernels' blocks take 3 images of 144 positions: the last block holds 2.
+    {{11, 2, 12, 12}, {9, 2, 3, 3}, {1, 1, 1, 1}},
+    // Planes that the staged kernels take a chunk of 11 channels at a time (3 chunks forward, 2
+    // for the input gradient).
+    {{2, 24, 30, 30}, {12, 24, 3, 3}, {1, 1, 1, 1}},
+    // 1296 positions an image: more than a staged block computes, so the streaming kernels run.
+    {{1, 2, 36, 36}, {3, 2, 3, 3}, {1, 1, 1, 1}},
 };
 
 bool strided(const Case& c) {
@@ -273,6 +282,19 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   BOOST_TEST(!supports({2, 1, 29, 53}, {2, 1, 1, 1}, plain, ConvDirection::filter));
   BOOST_TEST(!supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::filter));
   BOOST_TEST(supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::forward));
+}
+
+// The staged input gradient pads dy as it stages it: no workspace. Only planes too large to
+// stage pad dy in one, (H+R-1) x (W+S-1) values of each image and filter.
+BOOST_AUTO_TEST_CASE(only_unstaged_input_gradients_need_a_workspace) {
+  for (const Case& c : {kCases[0], kCases[1], kCases[7]}) {
+    BOOST_TEST(
+        cuda::conv2d_direct_data_workspace(geometry_of(c.x, c.w, c.params), DType::f16) == 0u,
+        describe(DType::f16, c));
+  }
+  const Case& large = kCases[8];
+  BOOST_TEST(cuda::conv2d_direct_data_workspace(geometry_of(large.x, large.w, large.params),
+                                                DType::f16) == 2u * 1 * 3 * 38 * 38);
 }
 
 #else
