@@ -74,6 +74,15 @@ void with_width(int width, Launch&& launch) {
   return launch(Width<0>{});
 }
 
+// Loads a thread has in flight at once while it stages values in shared memory.
+constexpr int kStagedLoads = 8;
+
+// A value staged in shared memory, and its slot there (-1: none).
+struct Staged {
+  int slot;
+  float value;
+};
+
 // Eight fp32 products value * taps[0..7] added into acc, one fused multiply-add each.
 __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 low, float4 high) {
   acc[0] = fmaf(value, low.x, acc[0]);
@@ -127,7 +136,6 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
   // The tile is read filter by filter, so that a warp's loads are neighbours in w, with
   // kStagedLoads loads of a thread in flight at once: read one at a time, tap by tap, the
   // staging was 13% of the forward's stalls (Nsight Compute, H100).
-  constexpr int kStagedLoads = 8;
   const int tile_count = taps * kTile;
   for (int first = threadIdx.x; first < tile_count; first += kStagedLoads * blockDim.x) {
     float values[kStagedLoads];
@@ -297,7 +305,6 @@ __global__ void direct_staged_forward_kernel(const T* __restrict__ x, const T* _
   __shared__ float4 staged[kMaxCapacity / 4];
   float* const planes = reinterpret_cast<float*>(staged);
   const int taps_offset = staged_taps_offset(split);
-  float* const tile_values = planes + taps_offset;
   const float4* const tile = staged + taps_offset / 4;
   const int rs = d.r * d.s, plane = d.p * d.q, image = d.h * d.w;
   const int padded_plane = split.rows * split.columns;
@@ -318,12 +325,28 @@ __global__ void direct_staged_forward_kernel(const T* __restrict__ x, const T* _
     corner[m] = i * padded_plane + oh * d.stride_h * split.columns + ow * d.stride_w;
     out[m] = (first_image + i) * d.k * plane + pq;
   }
+  // Stages values 0 .. count-1: value_of(i) gives one's slot in `staged` and value.
+  const auto stage = [&](int count, auto value_of) {
+    for (int first = threadIdx.x; first < count; first += kStagedLoads * blockDim.x) {
+      Staged loaded[kStagedLoads];
+      ALLOY_UNROLL
+      for (int u = 0; u < kStagedLoads; ++u) {
+        const int i = first + u * static_cast<int>(blockDim.x);
+        loaded[u] = i < count ? value_of(i) : Staged{-1, 0.0f};
+      }
+      ALLOY_UNROLL
+      for (int u = 0; u < kStagedLoads; ++u)
+        if (loaded[u].slot >= 0) planes[loaded[u].slot] = loaded[u].value;
+    }
+  };
   float acc[kSpan][kTile] = {};
   for (int c0 = 0; c0 < d.c; c0 += split.channels) {
     const int channels = min(split.channels, d.c - c0);
     __syncthreads();  // the previous chunk is no longer read
+    // kStagedLoads loads of a thread in flight at once: one at a time, each waited for its load
+    // (LeNet's second convolution took 91.6 us, H200).
     const int plane_values = channels * channel_stride;
-    for (int i = threadIdx.x; i < plane_values; i += blockDim.x) {
+    stage(plane_values, [&](int i) {
       const IntDivider::QuotientRemainder column = split.by_columns.divmod(i);
       const IntDivider::QuotientRemainder row = split.by_rows.divmod(column.quotient);
       const IntDivider::QuotientRemainder which = split.by_images.divmod(row.quotient);
@@ -333,11 +356,11 @@ __global__ void direct_staged_forward_kernel(const T* __restrict__ x, const T* _
       const int c = c0 + static_cast<int>(which.quotient);
       const bool inside = n < d.n && static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
                           static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
-      planes[i] = inside ? widen(x[(n * d.c + c) * image + ih * d.w + iw]) : 0.0f;
-    }
+      return Staged{i, inside ? widen(x[(n * d.c + c) * image + ih * d.w + iw]) : 0.0f};
+    });
     // Filter by filter, so that a warp's loads are neighbours in w.
     const int chunk_taps = channels * rs;
-    for (int i = threadIdx.x; i < chunk_taps * kTile; i += blockDim.x) {
+    stage(chunk_taps * kTile, [&](int i) {
       const int j = i / chunk_taps, tap = i - j * chunk_taps, k = k0 + j;
       float value = 0.0f;
       if (k < d.k) {
@@ -348,8 +371,8 @@ __global__ void direct_staged_forward_kernel(const T* __restrict__ x, const T* _
           value = widen(w[k * d.c * rs + c0 * rs + tap]);
         }
       }
-      tile_values[tap * kTile + j] = value;
-    }
+      return Staged{taps_offset + tap * kTile + j, value};
+    });
     __syncthreads();
     const float4* taps_at = tile;
     for (int c = 0; c < channels; ++c) {
@@ -663,8 +686,9 @@ bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection 
   return false;
 }
 
-std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype) {
-  if (staged_split(data_shape(g, false)).images > 0) return 0;  // padded as it is staged
+std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype, Staging staging) {
+  // Staged, dy is padded as it is staged.
+  if (staging == Staging::where_it_fits && staged_split(data_shape(g, false)).images > 0) return 0;
   return dtype_size(dtype) * static_cast<std::size_t>(g.batch) * g.filters *
          (g.height + g.kernel_h - 1) * (g.width + g.kernel_w - 1);
 }
@@ -680,8 +704,8 @@ namespace {
 // kernel where staged_split takes d, else the streaming one.
 template <bool kFlipped>
 void launch_forward(const DirectShape& d, DType dtype, const void* x, const void* w, const void* b,
-                    void* y, cudaStream_t stream) {
-  const StagedSplit staged = staged_split(d);
+                    void* y, Staging staging, cudaStream_t stream) {
+  const StagedSplit staged = staging == Staging::where_it_fits ? staged_split(d) : StagedSplit{};
   dispatch_floating(dtype, "conv2d_direct_forward", [&](auto type) {
     using T = decltype(type);
     with_width(d.s, [&](auto width) {
@@ -714,23 +738,23 @@ void launch_forward(const DirectShape& d, DType dtype, const void* x, const void
 }  // namespace
 
 void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream) {
+                           const void* b, void* y, cudaStream_t stream, Staging staging) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
               "conv2d_direct_forward: the direct kernels do not take this convolution");
-  launch_forward<false>(shape_of(g), dtype, x, w, b, y, stream);
+  launch_forward<false>(shape_of(g), dtype, x, w, b, y, staging, stream);
 }
 
 void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
-                        void* dx, void* workspace, std::size_t workspace_bytes,
-                        cudaStream_t stream) {
+                        void* dx, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
+                        Staging staging) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::data),
               "conv2d_direct_data: the direct kernels do not take this convolution");
   const DirectShape around_dy = data_shape(g, false);
-  if (staged_split(around_dy).images > 0)
-    return launch_forward<true>(around_dy, dtype, dy, w, nullptr, dx, stream);
-  ALLOY_CHECK(workspace_bytes >= conv2d_direct_data_workspace(g, dtype),
-              "conv2d_direct_data: a workspace of ", workspace_bytes, " bytes, not the ",
-              conv2d_direct_data_workspace(g, dtype), " it needs");
+  if (staging == Staging::where_it_fits && staged_split(around_dy).images > 0)
+    return launch_forward<true>(around_dy, dtype, dy, w, nullptr, dx, staging, stream);
+  const std::size_t needed = conv2d_direct_data_workspace(g, dtype, Staging::never);
+  ALLOY_CHECK(workspace_bytes >= needed, "conv2d_direct_data: a workspace of ", workspace_bytes,
+              " bytes, not the ", needed, " it needs");
   const DirectShape original = shape_of(g);
   const DirectShape d = data_shape(g, true);
   const auto count = static_cast<unsigned int>(std::int64_t{d.n} * d.c * d.h * d.w);
@@ -742,7 +766,7 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
      IntDivider(static_cast<std::uint32_t>(d.h)), count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_pad_kernel over ", count, " values of padded dy");
-  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, stream);
+  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, Staging::never, stream);
 }
 
 void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, const void* dy,

@@ -18,7 +18,7 @@ constexpr int kOutputsPerThread = kTileSize / kRows;
 constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
-constexpr int kMaxK = 1024;
+constexpr int kMaxK = 512;
 
 // Element (row, column) of a row-major [rows, columns] matrix with `stride` columns; zero past
 // its edge, so partial tiles add nothing.

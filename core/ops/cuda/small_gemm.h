@@ -19,10 +19,9 @@ struct SmallGemm {
 };
 
 // Whether small_gemm takes the product: at most 2^18 outputs (LeNet's 800x128 weight gradient
-// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 1024.
-// LeNet's first layer's forward (k = 800, 256x128 outputs) took cuBLAS 30.5 us (H200: an FFMA
-// kernel of 32x64 tiles, 16 blocks for 132 SMs); here its 32 blocks sum 25 chunks each, the
-// next chunk's loads in flight while one is summed.
+// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 512 (a
+// longer sum, such as LeNet's first layer's forward over 800 inputs, would wait on its loads
+// chunk after chunk: cuBLAS splits it).
 bool small_gemm_fits(int m, int n, int k);
 
 // c = op(a) op(b) (+ bias) (+ c when `accumulate`): a, b and bias (may be null) in `dtype`

@@ -4,7 +4,8 @@
 // non-square filter with unequal padding, blocks of images that the batch does not fill, planes
 // staged a chunk of channels at a time, and planes too large to stage; the forward with and
 // without its fused bias, the filter gradient overwriting garbage or adding to what dw holds,
-// every direction twice with equal bits; which geometries conv2d_direct_supports takes, and
+// every direction twice with equal bits, the staged kernels with the streaming ones' bits;
+// which geometries conv2d_direct_supports takes, and
 // which input gradients need a workspace.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -30,6 +31,7 @@ BOOST_AUTO_TEST_SUITE(conv2d_direct_gpu)
 namespace {
 
 using cuda::ConvDirection;
+using cuda::Staging;
 
 constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
 
@@ -98,12 +100,12 @@ void check_sum(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude, DT
 }
 
 Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                      const Tensor& b) {
+                      const Tensor& b, Staging staging = Staging::where_it_fits) {
   Tensor y = Tensor::empty({g.batch, g.filters, g.out_h, g.out_w}, x.dtype(), Device::cuda(0));
   // Garbage where the kernel must write everything.
   y.fill(std::numeric_limits<float>::quiet_NaN());
   cuda::conv2d_direct_forward(g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
-                              y.raw(), stream());
+                              y.raw(), stream(), staging);
   return y;
 }
 
@@ -115,13 +117,14 @@ Tensor nan_workspace(std::size_t bytes) {
   return workspace;
 }
 
-Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
+Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy,
+                   Staging staging = Staging::where_it_fits) {
   Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
   dx.fill(std::numeric_limits<float>::quiet_NaN());
-  const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype());
+  const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype(), staging);
   Tensor workspace = nan_workspace(bytes);
   cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), workspace.raw(), bytes,
-                           stream());
+                           stream(), staging);
   return dx;
 }
 
@@ -155,6 +158,9 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
                 what + " with bias");
       check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu), to_host(y),
                       what + " with bias, run twice");
+      BOOST_TEST(
+          same_bits(to_host(direct_forward(g, x_gpu, w_gpu, b_gpu, Staging::never)), to_host(y)),
+          what << " with bias: the streaming kernel's bits");
 
       const Tensor y_plain = direct_forward(g, x_gpu, w_gpu, Tensor());
       check_sum(y_plain, conv2d_forward(x, w, Tensor(), c.params),
@@ -188,6 +194,8 @@ BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
       check_sum(dx_gpu, dx, dx_magnitude, dtype, static_cast<double>(c.w[0] * c.w[2] * c.w[3]),
                 what);
       check_gpu_equal(direct_data(g, w_gpu, dy_gpu), to_host(dx_gpu), what + ", run twice");
+      BOOST_TEST(same_bits(to_host(direct_data(g, w_gpu, dy_gpu, Staging::never)), to_host(dx_gpu)),
+                 what << ": the streaming kernel's bits");
     }
   }
 }
@@ -295,6 +303,10 @@ BOOST_AUTO_TEST_CASE(only_unstaged_input_gradients_need_a_workspace) {
   const Case& large = kCases[8];
   BOOST_TEST(cuda::conv2d_direct_data_workspace(geometry_of(large.x, large.w, large.params),
                                                 DType::f16) == 2u * 1 * 3 * 38 * 38);
+  const Case& lenet = kCases[1];
+  BOOST_TEST(cuda::conv2d_direct_data_workspace(geometry_of(lenet.x, lenet.w, lenet.params),
+                                                DType::f32,
+                                                Staging::never) == 4u * 3 * 50 * 17 * 17);
 }
 
 #else
