@@ -10,9 +10,8 @@
 // fastest of all, in milliseconds, and last the time of Alloy's own direct kernels
 // (core/ops/cuda/conv2d_direct.h; "-" where conv2d_direct_supports declines the convolution,
 // e.g. every NHWC row), the best of as many event-timed runs as there are finds, after one
-// warm-up run, and for the forward and the input gradient the streaming kernels' time alone
-// (conv2d_direct.h's Staging::never). NHWC rows time the same fp16 convolutions in channels-last
-// layout, which cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
+// warm-up run. NHWC rows time the same fp16 convolutions in channels-last layout, which
+// cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -186,24 +185,23 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
       out_w,
       {s.stride, s.stride, s.pad, s.pad},
       format == CUDNN_TENSOR_NHWC ? alloy::Layout::nhwc : alloy::Layout::nchw};
-  using alloy::cuda::Staging;
   const std::size_t direct_workspace =
       std::max(alloy::cuda::conv2d_direct_filter_workspace(g),
-               alloy::cuda::conv2d_direct_data_workspace(g, dtype, Staging::never));
+               alloy::cuda::conv2d_direct_data_workspace(g, dtype));
   const Buffer direct_workspace_buffer = device_buffer(direct_workspace);
-  const auto direct_ms = [&](ConvDirection direction, Staging staging) {
+  const auto direct_ms = [&](ConvDirection direction) {
     if (!alloy::cuda::conv2d_direct_supports(g, dtype, direction)) return -1.0f;
     return best_time_ms(
         [&] {
           switch (direction) {
             case ConvDirection::forward:
               alloy::cuda::conv2d_direct_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
-                                                 nullptr, staging);
+                                                 nullptr);
               break;
             case ConvDirection::data:
               alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(),
                                               direct_workspace_buffer.get(), direct_workspace,
-                                              nullptr, staging);
+                                              nullptr);
               break;
             case ConvDirection::filter:
               alloy::cuda::conv2d_direct_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
@@ -218,21 +216,14 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
   const struct {
     const char* direction;
     const Timing* timing;
-    float direct_ms, streaming_ms;
-  } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward, Staging::where_it_fits),
-               direct_ms(ConvDirection::forward, Staging::never)},
-              {"data", &data, direct_ms(ConvDirection::data, Staging::where_it_fits),
-               direct_ms(ConvDirection::data, Staging::never)},
-              {"filter", &filter, direct_ms(ConvDirection::filter, Staging::where_it_fits), -1.0f}};
+    float direct_ms;
+  } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward)},
+              {"data", &data, direct_ms(ConvDirection::data)},
+              {"filter", &filter, direct_ms(ConvDirection::filter)}};
   for (const auto& row : rows) {
     const Timing* t = row.timing;
-    char direct[64] = "-";
-    if (row.direct_ms >= 0.0f && row.streaming_ms >= 0.0f) {
-      std::snprintf(direct, sizeof direct, "%.4f (streaming %.4f)", row.direct_ms,
-                    row.streaming_ms);
-    } else if (row.direct_ms >= 0.0f) {
-      std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
-    }
+    char direct[32] = "-";
+    if (row.direct_ms >= 0.0f) std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
     std::printf(
         "%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
         "fastest det. %-22s %8.4f | fastest %-22s %8.4f | ALLOY_DIRECT %s\n",

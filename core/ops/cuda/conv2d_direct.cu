@@ -74,15 +74,6 @@ void with_width(int width, Launch&& launch) {
   return launch(Width<0>{});
 }
 
-// Loads a thread has in flight at once while it stages values in shared memory.
-constexpr int kStagedLoads = 8;
-
-// A value staged in shared memory, and its slot there (-1: none).
-struct Staged {
-  int slot;
-  float value;
-};
-
 // Eight fp32 products value * taps[0..7] added into acc, one fused multiply-add each.
 __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 low, float4 high) {
   acc[0] = fmaf(value, low.x, acc[0]);
@@ -122,7 +113,10 @@ struct Taps {};
 // while the row before it is summed: with 2-3 warps a scheduler (LeNet's second convolution) the
 // warps stalled on those loads for 60% of their cycles (Nsight Compute, H100). That gained 9%
 // (67.7 -> 61.9 us): with its loads in flight the kernel is bound by L1 throughput, each x value
-// read once per tap, a warp's loads spanning 3-4 output rows.
+// read once per tap, a warp's loads spanning 3-4 output rows. Staging a block's images in shared
+// memory instead (zero-padded, a chunk of channels at a time, the same sums) was measured slower
+// on the H200 and removed: 74.0 against 62.5 us for that convolution, 16.0 against 10.4 for the
+// first, and the input gradient about even (132.9 against 134.5).
 template <class T, int kCapacity, bool kPadded, int kS, bool kFlipped>
 __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                       const T* __restrict__ b, T* __restrict__ y, DirectShape d,
@@ -136,6 +130,7 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
   // The tile is read filter by filter, so that a warp's loads are neighbours in w, with
   // kStagedLoads loads of a thread in flight at once: read one at a time, tap by tap, the
   // staging was 13% of the forward's stalls (Nsight Compute, H100).
+  constexpr int kStagedLoads = 8;
   const int tile_count = taps * kTile;
   for (int first = threadIdx.x; first < tile_count; first += kStagedLoads * blockDim.x) {
     float values[kStagedLoads];
@@ -234,179 +229,6 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
   ALLOY_UNROLL
   for (int m = 0; m < kSpan; ++m) {
     if (!span_stored(m, count)) continue;
-    ALLOY_UNROLL
-    for (int j = 0; j < kTile; ++j) {
-      if (k0 + j >= d.k) continue;
-      const float sum = b != nullptr ? __fadd_rn(acc[m][j], widen(b[k0 + j])) : acc[m][j];
-      y[out[m] + (k0 + j) * plane] = narrow<T>(sum);
-    }
-  }
-}
-
-// How the staged forward splits its work: blocks of `images` whole images and a tile of 8
-// filters; their input channels in chunks of `channels`, each chunk's zero-padded planes
-// ([channel][image][row][column], `rows` x `columns`) and its filter taps ([tap][8]) staged in
-// shared memory together.
-struct StagedSplit {
-  int images, channels;
-  int rows, columns;
-  int threads;
-  IntDivider by_columns, by_rows, by_images;
-};
-
-// Output positions a staged block computes at most: kSpan to each of 256 threads.
-constexpr int kStagedPositions = kSpan * kDirectThreads;
-
-// Where a chunk's taps start in the staged floats: after its planes, on a float4.
-ALLOY_HOST_DEVICE int staged_taps_offset(const StagedSplit& split) {
-  return (split.channels * split.images * split.rows * split.columns + 3) / 4 * 4;
-}
-
-// The staged split of shape d, or none (images == 0) where an image's outputs exceed
-// kStagedPositions or one padded channel plane and its taps exceed the largest capacity.
-StagedSplit staged_split(const DirectShape& d) {
-  StagedSplit split{};
-  const int plane = d.p * d.q;
-  split.rows = d.h + 2 * d.pad_h;
-  split.columns = d.w + 2 * d.pad_w;
-  const std::int64_t padded_plane = std::int64_t{split.rows} * split.columns;
-  const int taps = d.r * d.s * kTile;
-  if (plane > kStagedPositions || padded_plane + taps + 3 > kMaxCapacity) return split;
-  // About 512 positions a block, as the streaming kernel's: more images would leave LeNet's
-  // second convolution fewer blocks than an H200 has SMs.
-  split.images = std::clamp(kSpanThreads * kSpan / plane, 1, d.n);
-  while (split.images > 1 && split.images * padded_plane + taps + 3 > kMaxCapacity)
-    --split.images;
-  const std::int64_t per_channel = split.images * padded_plane + taps;
-  split.channels = static_cast<int>(std::min<std::int64_t>(d.c, (kMaxCapacity - 3) / per_channel));
-  split.threads =
-      std::min(kDirectThreads, ((split.images * plane + kSpan - 1) / kSpan + 31) / 32 * 32);
-  split.by_columns = IntDivider(static_cast<std::uint32_t>(split.columns));
-  split.by_rows = IntDivider(static_cast<std::uint32_t>(split.rows));
-  split.by_images = IntDivider(static_cast<std::uint32_t>(split.images));
-  return split;
-}
-
-// The forward (or, with flipped taps, the input gradient's) sums of direct_forward_kernel, in
-// the same (c, r, s) order and so with its bits, for convolutions whose images are small: a
-// block stages its images' x, zero-padded, and the tile's taps a chunk of channels at a time, so
-// that each x value is read from memory once per filter tile and from shared memory once per
-// tap, and no tap checks its bounds. The streaming kernel read x through L1 once per tap and
-// position, which bound LeNet's second convolution by L1 throughput at 57 us (H200) for 61M
-// fused multiply-adds.
-//
-// One capacity (48 KB) for every shape: the blocks are few (LeNet's second convolution has 2.3
-// an SM), and three would triple the kernel's instances in every binary.
-template <class T, int kS, bool kFlipped>
-__global__ void direct_staged_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                             const T* __restrict__ b, T* __restrict__ y,
-                                             DirectShape d, StagedSplit split, Width<kS>,
-                                             Taps<kFlipped>) {
-  __shared__ float4 staged[kMaxCapacity / 4];
-  float* const planes = reinterpret_cast<float*>(staged);
-  const int taps_offset = staged_taps_offset(split);
-  const float4* const tile = staged + taps_offset / 4;
-  const int rs = d.r * d.s, plane = d.p * d.q, image = d.h * d.w;
-  const int padded_plane = split.rows * split.columns;
-  const int channel_stride = split.images * padded_plane;  // between a chunk's channels
-  const int first_image = blockIdx.x * split.images;
-  const int images = min(split.images, d.n - first_image);
-  const int k0 = blockIdx.y * kTile;
-  // This thread's positions (past the block's last, the last: computed, never stored), their
-  // windows' corners in the staged planes and their outputs in y.
-  const int positions = images * plane;
-  int corner[kSpan], out[kSpan];
-  ALLOY_UNROLL
-  for (int m = 0; m < kSpan; ++m) {
-    const int local =
-        min(m * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x), positions - 1);
-    const int i = local / plane, pq = local - i * plane;
-    const int oh = pq / d.q, ow = pq - oh * d.q;
-    corner[m] = i * padded_plane + oh * d.stride_h * split.columns + ow * d.stride_w;
-    out[m] = (first_image + i) * d.k * plane + pq;
-  }
-  // Stages values 0 .. count-1: value_of(i) gives one's slot in `staged` and value.
-  const auto stage = [&](int count, auto value_of) {
-    for (int first = threadIdx.x; first < count; first += kStagedLoads * blockDim.x) {
-      Staged loaded[kStagedLoads];
-      ALLOY_UNROLL
-      for (int u = 0; u < kStagedLoads; ++u) {
-        const int i = first + u * static_cast<int>(blockDim.x);
-        loaded[u] = i < count ? value_of(i) : Staged{-1, 0.0f};
-      }
-      ALLOY_UNROLL
-      for (int u = 0; u < kStagedLoads; ++u)
-        if (loaded[u].slot >= 0) planes[loaded[u].slot] = loaded[u].value;
-    }
-  };
-  float acc[kSpan][kTile] = {};
-  for (int c0 = 0; c0 < d.c; c0 += split.channels) {
-    const int channels = min(split.channels, d.c - c0);
-    __syncthreads();  // the previous chunk is no longer read
-    // kStagedLoads loads of a thread in flight at once: one at a time, each waited for its load
-    // (LeNet's second convolution took 91.6 us, H200).
-    const int plane_values = channels * channel_stride;
-    stage(plane_values, [&](int i) {
-      const IntDivider::QuotientRemainder column = split.by_columns.divmod(i);
-      const IntDivider::QuotientRemainder row = split.by_rows.divmod(column.quotient);
-      const IntDivider::QuotientRemainder which = split.by_images.divmod(row.quotient);
-      const int ih = static_cast<int>(row.remainder) - d.pad_h;
-      const int iw = static_cast<int>(column.remainder) - d.pad_w;
-      const int n = first_image + static_cast<int>(which.remainder);
-      const int c = c0 + static_cast<int>(which.quotient);
-      const bool inside = n < d.n && static_cast<unsigned>(ih) < static_cast<unsigned>(d.h) &&
-                          static_cast<unsigned>(iw) < static_cast<unsigned>(d.w);
-      return Staged{i, inside ? widen(x[(n * d.c + c) * image + ih * d.w + iw]) : 0.0f};
-    });
-    // Filter by filter, so that a warp's loads are neighbours in w.
-    const int chunk_taps = channels * rs;
-    stage(chunk_taps * kTile, [&](int i) {
-      const int j = i / chunk_taps, tap = i - j * chunk_taps, k = k0 + j;
-      float value = 0.0f;
-      if (k < d.k) {
-        if (kFlipped) {
-          const int c = c0 + tap / rs, flipped = rs - 1 - tap % rs;
-          value = widen(w[(c * d.k + k) * rs + flipped]);
-        } else {
-          value = widen(w[k * d.c * rs + c0 * rs + tap]);
-        }
-      }
-      return Staged{taps_offset + tap * kTile + j, value};
-    });
-    __syncthreads();
-    const float4* taps_at = tile;
-    for (int c = 0; c < channels; ++c) {
-      for (int r = 0; r < d.r; ++r) {
-        const float* row = planes + c * channel_stride + r * split.columns;
-        if constexpr (kS > 0) {
-          float values[kS][kSpan];
-          ALLOY_UNROLL
-          for (int s = 0; s < kS; ++s) {
-            ALLOY_UNROLL
-            for (int m = 0; m < kSpan; ++m)
-              values[s][m] = row[corner[m] + s];
-          }
-          ALLOY_UNROLL
-          for (int s = 0; s < kS; ++s, taps_at += 2) {
-            const float4 low = taps_at[0], high = taps_at[1];
-            ALLOY_UNROLL
-            for (int m = 0; m < kSpan; ++m)
-              fma8(acc[m], values[s][m], low, high);
-          }
-        } else {
-          for (int s = 0; s < d.s; ++s, taps_at += 2) {
-            const float4 low = taps_at[0], high = taps_at[1];
-            ALLOY_UNROLL
-            for (int m = 0; m < kSpan; ++m)
-              fma8(acc[m], row[corner[m] + s], low, high);
-          }
-        }
-      }
-    }
-  }
-  ALLOY_UNROLL
-  for (int m = 0; m < kSpan; ++m) {
-    if (m * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x) >= positions) continue;
     ALLOY_UNROLL
     for (int j = 0; j < kTile; ++j) {
       if (k0 + j >= d.k) continue;
@@ -639,22 +461,6 @@ bool fits_32_bits(std::int64_t count) {
   return count <= std::numeric_limits<int>::max();
 }
 
-// The input gradient's forward over dy with R-1-ph rows and S-1-pw columns of zeros about it:
-// dy's K channels in, dx's C out, dx's H x W positions. With `padded_in_memory`, over dy padded
-// into a workspace instead (the streaming kernel's, which would check every tap's bounds).
-DirectShape data_shape(const Conv2dGeometry& g, bool padded_in_memory) {
-  const int rows_before = g.kernel_h - 1 - g.params.pad_h;
-  const int columns_before = g.kernel_w - 1 - g.params.pad_w;
-  DirectShape d{g.batch,  g.filters, g.out_h, g.out_w, g.channels,  g.kernel_h,    g.kernel_w,
-                g.height, g.width,   1,       1,       rows_before, columns_before};
-  if (padded_in_memory) {
-    d.h = g.height + g.kernel_h - 1;
-    d.w = g.width + g.kernel_w - 1;
-    d.pad_h = d.pad_w = 0;
-  }
-  return d;
-}
-
 }  // namespace
 
 bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection direction) {
@@ -686,9 +492,7 @@ bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection 
   return false;
 }
 
-std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype, Staging staging) {
-  // Staged, dy is padded as it is staged.
-  if (staging == Staging::where_it_fits && staged_split(data_shape(g, false)).images > 0) return 0;
+std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype) {
   return dtype_size(dtype) * static_cast<std::size_t>(g.batch) * g.filters *
          (g.height + g.kernel_h - 1) * (g.width + g.kernel_w - 1);
 }
@@ -700,73 +504,81 @@ std::size_t conv2d_direct_filter_workspace(const Conv2dGeometry& g) {
 
 namespace {
 
-// The forward kernels over shape d (for the input gradient, with flipped taps): the staged
-// kernel where staged_split takes d, else the streaming one.
+// The forward kernel over shape d (the input gradient's padded shape, with flipped taps).
 template <bool kFlipped>
 void launch_forward(const DirectShape& d, DType dtype, const void* x, const void* w, const void* b,
-                    void* y, Staging staging, cudaStream_t stream) {
-  const StagedSplit staged = staging == Staging::where_it_fits ? staged_split(d) : StagedSplit{};
+                    void* y, cudaStream_t stream) {
+  constexpr int kBlockPositions = kSpanThreads * kSpan;
+  const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
+                  (d.k + kTile - 1) / kTile);
+  const bool padded = d.pad_h != 0 || d.pad_w != 0;
   dispatch_floating(dtype, "conv2d_direct_forward", [&](auto type) {
     using T = decltype(type);
-    with_width(d.s, [&](auto width) {
-      if (staged.images > 0) {
-        const dim3 grid((d.n + staged.images - 1) / staged.images, (d.k + kTile - 1) / kTile);
-        ALLOY_LAUNCH(direct_staged_forward_kernel, grid, staged.threads, 0, stream)
-        (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-         static_cast<T*>(y), d, staged, width, Taps<kFlipped>{});
-        return;
-      }
-      constexpr int kBlockPositions = kSpanThreads * kSpan;
-      const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
-                      (d.k + kTile - 1) / kTile);
-      with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
+    with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
+      with_width(d.s, [&](auto width) {
         const auto launch = [&](auto padding) {
           ALLOY_LAUNCH(direct_forward_kernel, grid, kSpanThreads, 0, stream)
           (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
            static_cast<T*>(y), d, capacity, padding, width, Taps<kFlipped>{});
         };
-        d.pad_h != 0 || d.pad_w != 0 ? launch(Padding<true>{}) : launch(Padding<false>{});
+        // The input gradient's dy is padded in memory, so its forward never checks bounds.
+        if constexpr (kFlipped) {
+          launch(Padding<false>{});
+        } else {
+          padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+        }
       });
     });
   });
-  ALLOY_CUDA_CHECK_LAUNCH(
-      "conv2d ", staged.images > 0 ? "direct_staged_forward_kernel" : "direct_forward_kernel",
-      " over ", d.n, " images of ", d.c, " channels, ", d.k, " filters ", d.r, "x", d.s,
-      kFlipped ? " (input gradient)" : "");
+  ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_forward_kernel over ", d.n, " images of ", d.c,
+                          " channels, ", d.k, " filters ", d.r, "x", d.s,
+                          kFlipped ? " (input gradient)" : "");
 }
 
 }  // namespace
 
 void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream, Staging staging) {
+                           const void* b, void* y, cudaStream_t stream) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
               "conv2d_direct_forward: the direct kernels do not take this convolution");
-  launch_forward<false>(shape_of(g), dtype, x, w, b, y, staging, stream);
+  launch_forward<false>(shape_of(g), dtype, x, w, b, y, stream);
 }
 
 void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
-                        void* dx, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
-                        Staging staging) {
+                        void* dx, void* workspace, std::size_t workspace_bytes,
+                        cudaStream_t stream) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::data),
               "conv2d_direct_data: the direct kernels do not take this convolution");
-  const DirectShape around_dy = data_shape(g, false);
-  if (staging == Staging::where_it_fits && staged_split(around_dy).images > 0)
-    return launch_forward<true>(around_dy, dtype, dy, w, nullptr, dx, staging, stream);
-  const std::size_t needed = conv2d_direct_data_workspace(g, dtype, Staging::never);
-  ALLOY_CHECK(workspace_bytes >= needed, "conv2d_direct_data: a workspace of ", workspace_bytes,
-              " bytes, not the ", needed, " it needs");
+  ALLOY_CHECK(workspace_bytes >= conv2d_direct_data_workspace(g, dtype),
+              "conv2d_direct_data: a workspace of ", workspace_bytes, " bytes, not the ",
+              conv2d_direct_data_workspace(g, dtype), " it needs");
   const DirectShape original = shape_of(g);
-  const DirectShape d = data_shape(g, true);
+  const int rows_before = g.kernel_h - 1 - g.params.pad_h;
+  const int columns_before = g.kernel_w - 1 - g.params.pad_w;
+  // The forward over padded dy: dy's K channels in, dx's C out, dx's H x W positions.
+  const DirectShape d{g.batch,
+                      g.filters,
+                      g.height + g.kernel_h - 1,
+                      g.width + g.kernel_w - 1,
+                      g.channels,
+                      g.kernel_h,
+                      g.kernel_w,
+                      g.height,
+                      g.width,
+                      1,
+                      1,
+                      0,
+                      0};
   const auto count = static_cast<unsigned int>(std::int64_t{d.n} * d.c * d.h * d.w);
   dispatch_floating(dtype, "conv2d_direct_data", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(direct_pad_kernel, grid_for(count), kThreads, 0, stream)
-    (static_cast<const T*>(dy), static_cast<T*>(workspace), original, around_dy.pad_h,
-     around_dy.pad_w, IntDivider(static_cast<std::uint32_t>(d.w)),
-     IntDivider(static_cast<std::uint32_t>(d.h)), count);
+    (static_cast<const T*>(dy), static_cast<T*>(workspace), original, rows_before, columns_before,
+     IntDivider(static_cast<std::uint32_t>(d.w)), IntDivider(static_cast<std::uint32_t>(d.h)),
+     count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_pad_kernel over ", count, " values of padded dy");
-  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, Staging::never, stream);
+  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, stream);
 }
 
 void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, const void* dy,

@@ -4,13 +4,11 @@
 // filter of 20 channels. The forward and the input gradient give each thread 4 positions x 8
 // outputs (filters, or input channels for dx) from a tile of taps in shared memory: each tap's
 // 8 values (read as a broadcast, which costs a shared-memory wavefront per value) then serve 32
-// fused multiply-adds. Where a block's images fit (at most 1024 output positions an image), it
-// stages their inputs in shared memory too, zero-padded, a chunk of channels at a time. The filter
-// gradient splits the batch into a fixed number of chunks; filters of at most 9 taps give each
-// thread every tap's 8 sums over a share of the chunk's positions, larger ones a tap to each
-// thread; each chunk's sums are added in a fixed order and the chunks' partials in chunk order.
-// Every sum runs in a fixed order in fp32 and is rounded once: deterministic, run to run and for
-// any GPU.
+// fused multiply-adds. The filter gradient splits the batch into a fixed number of chunks;
+// filters of at most 9 taps give each thread every tap's 8 sums over a share of the chunk's
+// positions, larger ones a tap to each thread; each chunk's sums are added in a fixed order and
+// the chunks' partials in chunk order. Every sum runs in a fixed order in fp32 and is rounded
+// once: deterministic, run to run and for any GPU.
 //
 // NCHW only; conv2d.cu offers them as one more algorithm per direction (kDirectAlgorithm), which
 // --conv-algorithms measured times against cuDNN's, so they run only where they are faster.
@@ -34,31 +32,22 @@ enum class ConvDirection { forward, data, filter };
 // and padding of at most R-1 rows and S-1 columns.
 bool conv2d_direct_supports(const cpu::Conv2dGeometry& g, DType dtype, ConvDirection direction);
 
-// Whether the forward and the input gradient stage their inputs in shared memory where a
-// block's images fit (the default: the same bits, faster), or never (the streaming kernel alone,
-// which tests and tools/gpu/conv_algorithms compare the staged one with).
-enum class Staging { where_it_fits, never };
-
-// Bytes of workspace conv2d_direct_data needs: none where its images are small enough to stage
-// (it pads dy as it stages it), else dy padded to (H+R-1) x (W+S-1), in `dtype`.
-std::size_t conv2d_direct_data_workspace(const cpu::Conv2dGeometry& g, DType dtype,
-                                         Staging staging = Staging::where_it_fits);
+// Bytes of workspace conv2d_direct_data needs: dy padded to (H+R-1) x (W+S-1), in `dtype`.
+std::size_t conv2d_direct_data_workspace(const cpu::Conv2dGeometry& g, DType dtype);
 
 // Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients.
 std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
 
 // y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`; fp32 sums, y rounded once.
 void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream,
-                           Staging staging = Staging::where_it_fits);
+                           const void* b, void* y, cudaStream_t stream);
 
-// dx = dL/dx from dy and w (all `dtype`); stride 1. Computed as the forward over dy padded by
-// R-1-ph rows and S-1-pw columns, with the filters' taps flipped: padded as it is staged, or,
-// for images too large to stage, padded into `workspace` (at least
-// conv2d_direct_data_workspace(g, dtype) bytes), so that no tap checks its bounds.
+// dx = dL/dx from dy and w (all `dtype`); stride 1. Computed as the forward kernel over dy
+// padded into `workspace` (at least conv2d_direct_data_workspace(g, dtype) bytes) with the
+// filters' taps flipped, so that no tap checks its bounds.
 void conv2d_direct_data(const cpu::Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
-                        void* dx, void* workspace, std::size_t workspace_bytes, cudaStream_t stream,
-                        Staging staging = Staging::where_it_fits);
+                        void* dx, void* workspace, std::size_t workspace_bytes,
+                        cudaStream_t stream);
 
 // dw = dL/dw, or dw += dL/dw when `accumulate` (one fp32 addition and one rounding per element);
 // x, dy, dw all `dtype`. `workspace` holds at least conv2d_direct_filter_workspace(g) bytes.

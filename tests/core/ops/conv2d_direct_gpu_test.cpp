@@ -1,12 +1,9 @@
 // Alloy's direct convolution kernels (core/ops/cuda/conv2d_direct.h), called directly, against
 // the CPU convolution on the same data, in f32, f16 and bf16: LeNet's shapes (filter and
 // channel counts that are not multiples of a thread's 8), a padded 1-channel stem, stride 2, a
-// non-square filter with unequal padding, blocks of images that the batch does not fill, planes
-// staged a chunk of channels at a time, and planes too large to stage; the forward with and
-// without its fused bias, the filter gradient overwriting garbage or adding to what dw holds,
-// every direction twice with equal bits, the staged kernels with the streaming ones' bits;
-// which geometries conv2d_direct_supports takes, and
-// which input gradients need a workspace.
+// non-square filter with unequal padding; the forward with and without its fused bias, the
+// filter gradient overwriting garbage or adding to what dw holds, every direction twice with
+// equal bits; and which geometries conv2d_direct_supports takes.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -31,7 +28,6 @@ BOOST_AUTO_TEST_SUITE(conv2d_direct_gpu)
 namespace {
 
 using cuda::ConvDirection;
-using cuda::Staging;
 
 constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
 
@@ -50,13 +46,6 @@ const Case kCases[] = {
     {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
     {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
     {{2, 3, 6, 7}, {4, 3, 2, 4}, {1, 1, 1, 0}},     // a width the kernels do not unroll
-    // The forward kernels' blocks take 3 images of 144 positions: the last block holds 2.
-    {{11, 2, 12, 12}, {9, 2, 3, 3}, {1, 1, 1, 1}},
-    // Planes that the staged kernels take a chunk of 11 channels at a time (3 chunks forward, 2
-    // for the input gradient).
-    {{2, 24, 30, 30}, {12, 24, 3, 3}, {1, 1, 1, 1}},
-    // 1296 positions an image: more than a staged block computes, so the streaming kernels run.
-    {{1, 2, 36, 36}, {3, 2, 3, 3}, {1, 1, 1, 1}},
 };
 
 bool strided(const Case& c) {
@@ -100,12 +89,12 @@ void check_sum(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude, DT
 }
 
 Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                      const Tensor& b, Staging staging = Staging::where_it_fits) {
+                      const Tensor& b) {
   Tensor y = Tensor::empty({g.batch, g.filters, g.out_h, g.out_w}, x.dtype(), Device::cuda(0));
   // Garbage where the kernel must write everything.
   y.fill(std::numeric_limits<float>::quiet_NaN());
   cuda::conv2d_direct_forward(g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
-                              y.raw(), stream(), staging);
+                              y.raw(), stream());
   return y;
 }
 
@@ -117,14 +106,13 @@ Tensor nan_workspace(std::size_t bytes) {
   return workspace;
 }
 
-Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy,
-                   Staging staging = Staging::where_it_fits) {
+Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
   Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
   dx.fill(std::numeric_limits<float>::quiet_NaN());
-  const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype(), staging);
+  const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype());
   Tensor workspace = nan_workspace(bytes);
   cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), workspace.raw(), bytes,
-                           stream(), staging);
+                           stream());
   return dx;
 }
 
@@ -158,9 +146,6 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
                 what + " with bias");
       check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu), to_host(y),
                       what + " with bias, run twice");
-      BOOST_TEST(
-          same_bits(to_host(direct_forward(g, x_gpu, w_gpu, b_gpu, Staging::never)), to_host(y)),
-          what << " with bias: the streaming kernel's bits");
 
       const Tensor y_plain = direct_forward(g, x_gpu, w_gpu, Tensor());
       check_sum(y_plain, conv2d_forward(x, w, Tensor(), c.params),
@@ -194,8 +179,6 @@ BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
       check_sum(dx_gpu, dx, dx_magnitude, dtype, static_cast<double>(c.w[0] * c.w[2] * c.w[3]),
                 what);
       check_gpu_equal(direct_data(g, w_gpu, dy_gpu), to_host(dx_gpu), what + ", run twice");
-      BOOST_TEST(same_bits(to_host(direct_data(g, w_gpu, dy_gpu, Staging::never)), to_host(dx_gpu)),
-                 what << ": the streaming kernel's bits");
     }
   }
 }
@@ -290,23 +273,6 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   BOOST_TEST(!supports({2, 1, 29, 53}, {2, 1, 1, 1}, plain, ConvDirection::filter));
   BOOST_TEST(!supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::filter));
   BOOST_TEST(supports({2, 1, 40, 40}, {2, 1, 3, 3}, {1, 1, 1, 1}, ConvDirection::forward));
-}
-
-// The staged input gradient pads dy as it stages it: no workspace. Only planes too large to
-// stage pad dy in one, (H+R-1) x (W+S-1) values of each image and filter.
-BOOST_AUTO_TEST_CASE(only_unstaged_input_gradients_need_a_workspace) {
-  for (const Case& c : {kCases[0], kCases[1], kCases[7]}) {
-    BOOST_TEST(
-        cuda::conv2d_direct_data_workspace(geometry_of(c.x, c.w, c.params), DType::f16) == 0u,
-        describe(DType::f16, c));
-  }
-  const Case& large = kCases[8];
-  BOOST_TEST(cuda::conv2d_direct_data_workspace(geometry_of(large.x, large.w, large.params),
-                                                DType::f16) == 2u * 1 * 3 * 38 * 38);
-  const Case& lenet = kCases[1];
-  BOOST_TEST(cuda::conv2d_direct_data_workspace(geometry_of(lenet.x, lenet.w, lenet.params),
-                                                DType::f32,
-                                                Staging::never) == 4u * 3 * 50 * 17 * 17);
 }
 
 #else
