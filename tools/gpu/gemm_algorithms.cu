@@ -2,7 +2,8 @@
 // shapes its models use, and which of cuBLASLt's algorithms would be faster: per layer shape and
 // GEMM it times cublasGemmEx's default (what core/ops/cuda/gemm.cu calls) and each algorithm
 // cuBLASLt's heuristic offers (up to 16, fp32 compute, split-k sums in fp32 as Alloy asks), and
-// prints one line each with the algorithm's tile, split-k count, reduction scheme and waves.
+// prints one line each with the algorithm's tile, split-k count, reduction scheme and waves;
+// where core/ops/cuda/small_gemm.h takes the product (and so Alloy runs it), its time too.
 // A measurement tool for a GPU machine, not a test.
 //
 //   gemm_algorithms
@@ -20,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/ops/cuda/small_gemm.h"
 #include "tools/gpu/probe_support.h"
 
 namespace {
@@ -84,6 +86,16 @@ void measure(cublasHandle_t blas, cublasLtHandle_t lt, const char* layer, const 
   });
   std::printf("%-22s %-6s m=%-5d n=%-5d k=%-5d | cublasGemmEx default %8.2f us\n", layer, g.name,
               g.m, g.n, g.k, default_us);
+  if (alloy::cuda::small_gemm_fits(g.m, g.n, g.k)) {
+    // What linear.cu runs instead where it fits (row-major, so the leading dimensions are implied).
+    const float small_us = time_us([&] {
+      alloy::cuda::small_gemm({g.m, g.n, g.k, g.transpose_a, g.transpose_b}, a.get(), b.get(),
+                              alloy::DType::f32, nullptr, c.get(), alloy::DType::f32,
+                              g.beta != 0.0f, nullptr);
+    });
+    std::printf("%-22s %-6s   small_gemm (Alloy's, what runs): %8.2f us\n", layer, g.name,
+                small_us);
+  }
 
   Owned<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> desc;
   check(cublasLtMatmulDescCreate(&desc.raw, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul desc");

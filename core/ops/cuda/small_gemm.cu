@@ -11,7 +11,7 @@ namespace {
 
 // A block's tile of c: 32 rows by 32 columns, 256 threads. Thread (lane, row) sums the outputs
 // of column lane and rows row, row + 8, row + 16, row + 24 over k, 32 at a time from shared
-// memory; the next 32 k's values of a and b are loaded while these are summed.
+// memory, while the next kAhead chunks' values of a and b are loaded.
 constexpr int kTileSize = 32;
 constexpr int kRows = 8;  // warps of a block
 constexpr int kOutputsPerThread = kTileSize / kRows;
@@ -19,6 +19,12 @@ constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
 constexpr int kMaxK = 512;
+// Chunks of 32 k's whose loads are in flight at once. With one, every chunk waited for its own
+// loads: LeNet's products took about 1.15 us a chunk on the H200 (8.2 us a product, 35.8 a
+// step; 29 us for 25 chunks over 800 inputs), a memory latency each, where summing a chunk is
+// about 600 cycles. Four in flight should leave about a latency a product plus the sums:
+// predicted 15-20 us a step (not yet measured).
+constexpr int kAhead = 4;
 
 // Element (row, column) of a row-major [rows, columns] matrix with `stride` columns; zero past
 // its edge, so partial tiles add nothing.
@@ -41,53 +47,64 @@ __global__ void __launch_bounds__(kGemmThreads)
   const int lane = threadIdx.x % kTileSize, row = threadIdx.x / kTileSize;
   const int m0 = blockIdx.y * kTileSize, n0 = blockIdx.x * kTileSize;
   // Staged value s of a thread: where its 32 lanes read along the matrix's rows (coalesced),
-  // and where it goes in the tile.
-  float a_next[kStaged], b_next[kStaged];
-  const auto load = [&](int k0) {
+  // and where it goes in the tile. kAhead chunks' values are loaded at once, each into its own
+  // slot of the ring, so that their loads overlap.
+  float a_next[kAhead][kStaged], b_next[kAhead][kStaged];
+  const auto load = [&](int k0, float(&a_slot)[kStaged], float(&b_slot)[kStaged]) {
     ALLOY_UNROLL
     for (int s = 0; s < kStaged; ++s) {
       const int across = row + kRows * s;
-      a_next[s] = kATransposed ? tile_value(a, m, k, m, k0 + across, m0 + lane)
+      a_slot[s] = kATransposed ? tile_value(a, m, k, m, k0 + across, m0 + lane)
                                : tile_value(a, k, m, k, m0 + across, k0 + lane);
-      b_next[s] = kBTransposed ? tile_value(b, k, n, k, n0 + across, k0 + lane)
+      b_slot[s] = kBTransposed ? tile_value(b, k, n, k, n0 + across, k0 + lane)
                                : tile_value(b, n, k, n, k0 + across, n0 + lane);
     }
   };
   float acc[kOutputsPerThread] = {};
-  load(0);
-  for (int k0 = 0; k0 < k; k0 += kTileSize) {
-    __syncthreads();  // the previous tiles are no longer read
+  const int chunks = (k + kTileSize - 1) / kTileSize;
+  ALLOY_UNROLL
+  for (int slot = 0; slot < kAhead; ++slot)
+    if (slot < chunks) load(slot * kTileSize, a_next[slot], b_next[slot]);
+  for (int first = 0; first < chunks; first += kAhead) {
+    // Unrolled, so that each slot of the ring is a register, never memory.
     ALLOY_UNROLL
-    for (int s = 0; s < kStaged; ++s) {
-      const int across = row + kRows * s;
-      if (kATransposed) {
-        as[across][lane] = a_next[s];
-      } else {
-        as[lane][across] = a_next[s];
-      }
-      if (kBTransposed) {
-        bs[lane][across] = b_next[s];
-      } else {
-        bs[across][lane] = b_next[s];
-      }
-    }
-    __syncthreads();
-    if (k0 + kTileSize < k) load(k0 + kTileSize);
-    const auto sum_over = [&](int kk) {
-      const float value = bs[kk][lane];
+    for (int slot = 0; slot < kAhead; ++slot) {
+      const int chunk = first + slot;
+      if (chunk >= chunks) break;
+      const int k0 = chunk * kTileSize;
+      __syncthreads();  // the previous tiles are no longer read
       ALLOY_UNROLL
-      for (int q = 0; q < kOutputsPerThread; ++q)
-        acc[q] = fmaf(as[kk][row + kRows * q], value, acc[q]);
-    };
-    // A whole chunk unrolled, so that its shared-memory loads are in flight together: looped,
-    // each k waited for its loads (LeNet's five products took 9.2 us each on the H100).
-    if (k - k0 >= kTileSize) {
-      ALLOY_UNROLL
-      for (int kk = 0; kk < kTileSize; ++kk)
-        sum_over(kk);
-    } else {
-      for (int kk = 0; kk < k - k0; ++kk)
-        sum_over(kk);
+      for (int s = 0; s < kStaged; ++s) {
+        const int across = row + kRows * s;
+        if (kATransposed) {
+          as[across][lane] = a_next[slot][s];
+        } else {
+          as[lane][across] = a_next[slot][s];
+        }
+        if (kBTransposed) {
+          bs[lane][across] = b_next[slot][s];
+        } else {
+          bs[across][lane] = b_next[slot][s];
+        }
+      }
+      __syncthreads();
+      if (chunk + kAhead < chunks) load(k0 + kAhead * kTileSize, a_next[slot], b_next[slot]);
+      const auto sum_over = [&](int kk) {
+        const float value = bs[kk][lane];
+        ALLOY_UNROLL
+        for (int q = 0; q < kOutputsPerThread; ++q)
+          acc[q] = fmaf(as[kk][row + kRows * q], value, acc[q]);
+      };
+      // A whole chunk unrolled, so that its shared-memory loads are in flight together: looped,
+      // each k waited for its loads (LeNet's five products took 9.2 us each on the H100).
+      if (k - k0 >= kTileSize) {
+        ALLOY_UNROLL
+        for (int kk = 0; kk < kTileSize; ++kk)
+          sum_over(kk);
+      } else {
+        for (int kk = 0; kk < k - k0; ++kk)
+          sum_over(kk);
+      }
     }
   }
   const int column = n0 + lane;

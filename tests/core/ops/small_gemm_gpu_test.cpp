@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "core/ops/gemm.h"
 #include "tests/support/gpu.h"
@@ -34,7 +35,51 @@ Tensor gpu_product(const cuda::SmallGemm& shape, const Tensor& a, const Tensor& 
   return out;
 }
 
+// What small_gemm promises to compute, bit for bit: each output's fused multiply-adds over k in
+// order from 0 in fp32, then the bias and c's old value added in fp32, rounded once.
+Tensor sequential_product(const cuda::SmallGemm& shape, const Tensor& a, const Tensor& b,
+                          const Tensor& bias, const Tensor& c, bool accumulate) {
+  const std::vector<float> av = a.to_floats(), bv = b.to_floats(), cv = c.to_floats();
+  const std::vector<float> biases = bias.defined() ? bias.to_floats() : std::vector<float>();
+  std::vector<float> out(cv.size());
+  for (int i = 0; i < shape.m; ++i) {
+    for (int j = 0; j < shape.n; ++j) {
+      float sum = 0.0f;
+      for (int kk = 0; kk < shape.k; ++kk) {
+        const float left = shape.a_transposed ? av[kk * shape.m + i] : av[i * shape.k + kk];
+        const float right = shape.b_transposed ? bv[j * shape.k + kk] : bv[kk * shape.n + j];
+        sum = std::fmaf(left, right, sum);
+      }
+      if (bias.defined()) sum += biases[j];
+      if (accumulate) sum = cv[i * shape.n + j] + sum;
+      out[i * shape.n + j] = sum;
+    }
+  }
+  return Tensor::from_floats(c.shape(), out, c.dtype());
+}
+
 }  // namespace
+
+// The sums' order is the kernel's contract (deterministic on any GPU): every output equals the
+// sequential fp32 reference bit for bit, over several 32-deep chunks (more than the kernel has
+// in flight at once) and a partial last one, with a bias, accumulating into fp32 c.
+BOOST_AUTO_TEST_CASE(equals_the_sequential_fp32_sum_bit_for_bit) {
+  Generator generator(142);
+  for (const DType dtype : {DType::f32, DType::bf16}) {
+    for (const bool accumulate : {false, true}) {
+      const cuda::SmallGemm shape{40, 33, 300, false, true};
+      const Tensor a = random_tensor({shape.m, shape.k}, dtype, generator);
+      const Tensor b = random_tensor({shape.n, shape.k}, dtype, generator);
+      const Tensor bias = random_tensor({shape.n}, dtype, generator);
+      const Tensor c = random_tensor({shape.m, shape.n}, DType::f32, generator);
+      Tensor out = to_cuda(c);
+      cuda::small_gemm(shape, to_cuda(a).raw(), to_cuda(b).raw(), dtype, to_cuda(bias).raw(),
+                       out.raw(), DType::f32, accumulate, stream());
+      BOOST_TEST(same_bits(to_host(out), sequential_product(shape, a, b, bias, c, accumulate)),
+                 dtype_name(dtype) << (accumulate ? " accumulating" : ""));
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(matches_the_cpu_gemm_for_every_transposition_and_repeats_bit_for_bit) {
   Generator generator(141);
