@@ -10,7 +10,8 @@
 // fastest of all, in milliseconds, and last the time of Alloy's own direct kernels
 // (core/ops/cuda/conv2d_direct.h; "-" where conv2d_direct_supports declines the convolution,
 // e.g. every NHWC row), the best of as many event-timed runs as there are finds, after one
-// warm-up run. NHWC rows time the same fp16 convolutions in channels-last layout, which
+// warm-up run, and for a forward that conv2d_direct_splits takes, the channel-split kernel's
+// time too. NHWC rows time the same fp16 convolutions in channels-last layout, which
 // cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -189,14 +190,16 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
       std::max(alloy::cuda::conv2d_direct_filter_workspace(g),
                alloy::cuda::conv2d_direct_data_workspace(g, dtype));
   const Buffer direct_workspace_buffer = device_buffer(direct_workspace);
-  const auto direct_ms = [&](ConvDirection direction) {
+  using alloy::cuda::DirectForward;
+  const auto direct_ms = [&](ConvDirection direction,
+                             DirectForward variant = DirectForward::streaming) {
     if (!alloy::cuda::conv2d_direct_supports(g, dtype, direction)) return -1.0f;
     return best_time_ms(
         [&] {
           switch (direction) {
             case ConvDirection::forward:
               alloy::cuda::conv2d_direct_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
-                                                 nullptr);
+                                                 nullptr, variant);
               break;
             case ConvDirection::data:
               alloy::cuda::conv2d_direct_data(g, dtype, wb.get(), yb.get(), xb.get(),
@@ -216,14 +219,22 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
   const struct {
     const char* direction;
     const Timing* timing;
-    float direct_ms;
-  } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward)},
-              {"data", &data, direct_ms(ConvDirection::data)},
-              {"filter", &filter, direct_ms(ConvDirection::filter)}};
+    float direct_ms, split_ms;
+  } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward),
+               alloy::cuda::conv2d_direct_splits(g, dtype)
+                   ? direct_ms(ConvDirection::forward, DirectForward::split_channels)
+                   : -1.0f},
+              {"data", &data, direct_ms(ConvDirection::data), -1.0f},
+              {"filter", &filter, direct_ms(ConvDirection::filter), -1.0f}};
   for (const auto& row : rows) {
     const Timing* t = row.timing;
-    char direct[32] = "-";
-    if (row.direct_ms >= 0.0f) std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
+    char direct[64] = "-";
+    if (row.direct_ms >= 0.0f && row.split_ms >= 0.0f) {
+      std::snprintf(direct, sizeof direct, "%.4f (channels split %.4f)", row.direct_ms,
+                    row.split_ms);
+    } else if (row.direct_ms >= 0.0f) {
+      std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
+    }
     std::printf(
         "%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
         "fastest det. %-22s %8.4f | fastest %-22s %8.4f | ALLOY_DIRECT %s\n",

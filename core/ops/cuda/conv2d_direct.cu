@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d_direct.h"
@@ -43,7 +44,9 @@ DirectShape shape_of(const Conv2dGeometry& g) {
 // The shared-memory capacity (floats) a kernel instance is compiled with, passed as a tag: the
 // smallest of three that holds `floats`, so small convolutions do not reserve a block's 48 KB.
 template <int N>
-struct Capacity {};
+struct Capacity {
+  static constexpr int value = N;
+};
 
 template <class Launch>
 void with_capacity(int floats, Launch&& launch) {
@@ -86,18 +89,24 @@ __device__ __forceinline__ void fma8(float (&acc)[kTile], float value, float4 lo
   acc[7] = fmaf(value, high.w, acc[7]);
 }
 
-// The flattened position of a thread's m-th output: block by block 512 positions, 128 apart
-// within it; past `count` it is the last position (computed, never stored).
-__device__ __forceinline__ int span_position(int m, int count) {
-  return min(static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads +
-                 static_cast<int>(threadIdx.x),
+// The flattened position of the m-th output of a block's thread `lane` (0-127): block by block
+// 512 positions, 128 apart within it; past `count` it is the last position (computed, never
+// stored).
+__device__ __forceinline__ int span_position(int m, int lane, int count) {
+  return min(static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads + lane,
              count - 1);
 }
-__device__ __forceinline__ bool span_stored(int m, int count) {
-  return static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads +
-             static_cast<int>(threadIdx.x) <
-         count;
+__device__ __forceinline__ bool span_stored(int m, int lane, int count) {
+  return static_cast<int>(blockIdx.x) * kSpanThreads * kSpan + m * kSpanThreads + lane < count;
 }
+
+// Warp groups of a forward block that split its channels (DirectForward::split_channels): each
+// group of 128 threads sums the block's 512 positions over a quarter of the channels, for 4x the
+// warps of the same work. LeNet's second forward has 287 blocks of 4 warps, 2.2 warps a
+// scheduler of an H200, which issued one instruction every 3 cycles (Nsight Compute, H100).
+constexpr int kChannelGroups = 4;
+// The largest tile capacity (floats) of the split kernel, whose partial sums take 16 KB more.
+constexpr int kMaxSplitCapacity = 4096;
 
 // Which filter taps a block stages: the forward's, w[k][c][r][s] as they are; or those of the
 // input gradient, computed as a forward over dy padded by R-1-ph rows and S-1-pw columns
@@ -117,11 +126,16 @@ struct Taps {};
 // memory instead (zero-padded, a chunk of channels at a time, the same sums) was measured slower
 // on the H200 and removed: 74.0 against 62.5 us for that convolution, 16.0 against 10.4 for the
 // first, and the input gradient about even (132.9 against 134.5).
-template <class T, int kCapacity, bool kPadded, int kS, bool kFlipped>
+//
+// kGroups > 1 (kChannelGroups): the block's kGroups groups of 128 threads take the same positions
+// and each a contiguous share of the channels, group g channels [g C / kGroups, (g + 1) C /
+// kGroups); their partial sums are added as p0 + (p1 + (p2 + p3)) through shared memory, a fixed
+// order (deterministic, and the same on any GPU), and group 0 stores.
+template <class T, int kCapacity, bool kPadded, int kS, bool kFlipped, int kGroups>
 __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
                                       const T* __restrict__ b, T* __restrict__ y, DirectShape d,
                                       Capacity<kCapacity>, Padding<kPadded>, Width<kS>,
-                                      Taps<kFlipped>) {
+                                      Taps<kFlipped>, std::integral_constant<int, kGroups>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int rs = d.r * d.s;
@@ -157,11 +171,14 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
   __syncthreads();
   const int plane = d.p * d.q, image = d.h * d.w;
   const int count = d.n * plane;
+  const int group = static_cast<int>(threadIdx.x) / kSpanThreads;
+  const int lane = static_cast<int>(threadIdx.x) - group * kSpanThreads;
+  const int first_channel = group * d.c / kGroups, end_channel = (group + 1) * d.c / kGroups;
   // Per position: its image, its window's corner and, unpadded, the corner's offset in x.
   int source[kSpan], h0[kSpan], w0[kSpan], out[kSpan];
   ALLOY_UNROLL
   for (int m = 0; m < kSpan; ++m) {
-    const int position = span_position(m, count);
+    const int position = span_position(m, lane, count);
     const int n = position / plane, pq = position - n * plane;
     const int oh = pq / d.q, ow = pq - oh * d.q;
     h0[m] = oh * d.stride_h - d.pad_h;
@@ -178,11 +195,11 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
     return inside ? widen(x[source[m] + c * image + ih * d.w + iw]) : 0.0f;
   };
   float acc[kSpan][kTile] = {};
-  const float4* taps_at = tile;
+  const float4* taps_at = tile + 2 * first_channel * rs;
   if constexpr (kS > 0) {
     // Two buffers that take turns, so no value is copied (a copy would wait for its load).
     float even[kS][kSpan], odd[kS][kSpan];
-    int c = 0, r = 0;  // the row whose values load next
+    int c = first_channel, r = 0;  // the row whose values load next
     const auto load_row = [&](float(&values)[kS][kSpan]) {
       ALLOY_UNROLL
       for (int s = 0; s < kS; ++s) {
@@ -201,8 +218,8 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
           fma8(acc[m], values[s][m], low, high);
       }
     };
-    const int rows = d.c * d.r;
-    load_row(even);
+    const int rows = (end_channel - first_channel) * d.r;
+    if (rows > 0) load_row(even);
     for (int row = 0; row < rows; row += 2) {
       if (row + 1 < rows) load_row(odd);
       sum_row(even);
@@ -211,7 +228,7 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
       sum_row(odd);
     }
   } else {
-    for (int c = 0; c < d.c; ++c) {
+    for (int c = first_channel; c < end_channel; ++c) {
       for (int r = 0; r < d.r; ++r) {
         for (int s = 0; s < d.s; ++s, taps_at += 2) {
           float value[kSpan];
@@ -226,9 +243,33 @@ __global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restri
       }
     }
   }
+  if constexpr (kGroups > 1) {
+    // The last group's sums, then each group before it adding its own in front.
+    __shared__ float partial[kSpan * kTile][kSpanThreads];
+    for (int from = kGroups - 1; from >= 0; --from) {
+      if (group == from) {
+        ALLOY_UNROLL
+        for (int m = 0; m < kSpan; ++m) {
+          ALLOY_UNROLL
+          for (int j = 0; j < kTile; ++j) {
+            float& slot = partial[m * kTile + j][lane];
+            if (from == kGroups - 1) {
+              slot = acc[m][j];
+            } else if (from > 0) {
+              slot = __fadd_rn(acc[m][j], slot);
+            } else {
+              acc[m][j] = __fadd_rn(acc[m][j], slot);
+            }
+          }
+        }
+      }
+      __syncthreads();
+    }
+    if (group != 0) return;
+  }
   ALLOY_UNROLL
   for (int m = 0; m < kSpan; ++m) {
-    if (!span_stored(m, count)) continue;
+    if (!span_stored(m, lane, count)) continue;
     ALLOY_UNROLL
     for (int j = 0; j < kTile; ++j) {
       if (k0 + j >= d.k) continue;
@@ -492,6 +533,11 @@ bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection 
   return false;
 }
 
+bool conv2d_direct_splits(const Conv2dGeometry& g, DType dtype) {
+  return conv2d_direct_supports(g, dtype, ConvDirection::forward) && g.channels >= kChannelGroups &&
+         g.channels * g.kernel_h * g.kernel_w * kTile <= kMaxSplitCapacity;
+}
+
 std::size_t conv2d_direct_data_workspace(const Conv2dGeometry& g, DType dtype) {
   return dtype_size(dtype) * static_cast<std::size_t>(g.batch) * g.filters *
          (g.height + g.kernel_h - 1) * (g.width + g.kernel_w - 1);
@@ -507,41 +553,55 @@ namespace {
 // The forward kernel over shape d (the input gradient's padded shape, with flipped taps).
 template <bool kFlipped>
 void launch_forward(const DirectShape& d, DType dtype, const void* x, const void* w, const void* b,
-                    void* y, cudaStream_t stream) {
+                    void* y, DirectForward variant, cudaStream_t stream) {
   constexpr int kBlockPositions = kSpanThreads * kSpan;
   const dim3 grid((d.n * d.p * d.q + kBlockPositions - 1) / kBlockPositions,
                   (d.k + kTile - 1) / kTile);
   const bool padded = d.pad_h != 0 || d.pad_w != 0;
+  const bool split = variant == DirectForward::split_channels;
   dispatch_floating(dtype, "conv2d_direct_forward", [&](auto type) {
     using T = decltype(type);
     with_capacity(d.c * d.r * d.s * kTile, [&](auto capacity) {
       with_width(d.s, [&](auto width) {
-        const auto launch = [&](auto padding) {
-          ALLOY_LAUNCH(direct_forward_kernel, grid, kSpanThreads, 0, stream)
+        const auto launch = [&](auto padding, auto groups) {
+          ALLOY_LAUNCH(direct_forward_kernel, grid, kSpanThreads * groups.value, 0, stream)
           (static_cast<const T*>(x), static_cast<const T*>(w), static_cast<const T*>(b),
-           static_cast<T*>(y), d, capacity, padding, width, Taps<kFlipped>{});
+           static_cast<T*>(y), d, capacity, padding, width, Taps<kFlipped>{}, groups);
+        };
+        const auto with_groups = [&](auto padding) {
+          using Whole = std::integral_constant<int, 1>;
+          using Split = std::integral_constant<int, kChannelGroups>;
+          // The split kernel's partial sums need 16 KB beside the tile: only the two smaller
+          // capacities (kMaxSplitCapacity) stay within a block's 48 KB.
+          if constexpr (!kFlipped && decltype(capacity)::value <= kMaxSplitCapacity) {
+            if (split) return launch(padding, Split{});
+          }
+          launch(padding, Whole{});
         };
         // The input gradient's dy is padded in memory, so its forward never checks bounds.
         if constexpr (kFlipped) {
-          launch(Padding<false>{});
+          with_groups(Padding<false>{});
         } else {
-          padded ? launch(Padding<true>{}) : launch(Padding<false>{});
+          padded ? with_groups(Padding<true>{}) : with_groups(Padding<false>{});
         }
       });
     });
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_forward_kernel over ", d.n, " images of ", d.c,
                           " channels, ", d.k, " filters ", d.r, "x", d.s,
-                          kFlipped ? " (input gradient)" : "");
+                          kFlipped ? " (input gradient)" : "",
+                          split ? " (channels split over warp groups)" : "");
 }
 
 }  // namespace
 
 void conv2d_direct_forward(const Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream) {
+                           const void* b, void* y, cudaStream_t stream, DirectForward variant) {
   ALLOY_CHECK(conv2d_direct_supports(g, dtype, ConvDirection::forward),
               "conv2d_direct_forward: the direct kernels do not take this convolution");
-  launch_forward<false>(shape_of(g), dtype, x, w, b, y, stream);
+  ALLOY_CHECK(variant == DirectForward::streaming || conv2d_direct_splits(g, dtype),
+              "conv2d_direct_forward: the channel-split kernel does not take this convolution");
+  launch_forward<false>(shape_of(g), dtype, x, w, b, y, variant, stream);
 }
 
 void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, const void* dy,
@@ -578,7 +638,7 @@ void conv2d_direct_data(const Conv2dGeometry& g, DType dtype, const void* w, con
      count);
   });
   ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_pad_kernel over ", count, " values of padded dy");
-  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, stream);
+  launch_forward<true>(d, dtype, workspace, w, nullptr, dx, DirectForward::streaming, stream);
 }
 
 void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, const void* dy,

@@ -38,9 +38,20 @@ std::size_t conv2d_direct_data_workspace(const cpu::Conv2dGeometry& g, DType dty
 // Bytes of workspace conv2d_direct_filter needs: the chunks' fp32 partial gradients.
 std::size_t conv2d_direct_filter_workspace(const cpu::Conv2dGeometry& g);
 
+// The forward's two kernels: `streaming` sums every channel in one thread, in (c, r, s) order;
+// `split_channels` gives each of 4 warp groups of a block a quarter of the channels (4x the
+// warps for small grids) and adds their sums in a fixed order: deterministic, other bits.
+// conv2d.cu offers both, where the second applies, to measured selection.
+enum class DirectForward { streaming, split_channels };
+
+// Whether the split_channels forward takes g: what the forward takes, with at least 4 channels
+// and C*R*S <= 512 (its tile and its partial sums within a block's shared memory).
+bool conv2d_direct_splits(const cpu::Conv2dGeometry& g, DType dtype);
+
 // y = conv(x, w) + b (b may be null); x, w, b, y all `dtype`; fp32 sums, y rounded once.
 void conv2d_direct_forward(const cpu::Conv2dGeometry& g, DType dtype, const void* x, const void* w,
-                           const void* b, void* y, cudaStream_t stream);
+                           const void* b, void* y, cudaStream_t stream,
+                           DirectForward variant = DirectForward::streaming);
 
 // dx = dL/dx from dy and w (all `dtype`); stride 1. Computed as the forward kernel over dy
 // padded into `workspace` (at least conv2d_direct_data_workspace(g, dtype) bytes) with the

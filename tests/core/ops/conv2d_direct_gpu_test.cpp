@@ -3,7 +3,8 @@
 // channel counts that are not multiples of a thread's 8), a padded 1-channel stem, stride 2, a
 // non-square filter with unequal padding; the forward with and without its fused bias, the
 // filter gradient overwriting garbage or adding to what dw holds, every direction twice with
-// equal bits; and which geometries conv2d_direct_supports takes.
+// equal bits, the forward also with its channels split over warp groups; and which geometries
+// conv2d_direct_supports and conv2d_direct_splits take.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <limits>
@@ -28,6 +29,7 @@ BOOST_AUTO_TEST_SUITE(conv2d_direct_gpu)
 namespace {
 
 using cuda::ConvDirection;
+using cuda::DirectForward;
 
 constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
 
@@ -46,6 +48,8 @@ const Case kCases[] = {
     {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
     {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
     {{2, 3, 6, 7}, {4, 3, 2, 4}, {1, 1, 1, 0}},     // a width the kernels do not unroll
+    // 6 channels, which the split forward's 4 warp groups share 1, 2, 1, 2; padded.
+    {{3, 6, 8, 8}, {5, 6, 3, 3}, {1, 1, 1, 1}},
 };
 
 bool strided(const Case& c) {
@@ -89,12 +93,12 @@ void check_sum(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude, DT
 }
 
 Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                      const Tensor& b) {
+                      const Tensor& b, DirectForward variant = DirectForward::streaming) {
   Tensor y = Tensor::empty({g.batch, g.filters, g.out_h, g.out_w}, x.dtype(), Device::cuda(0));
   // Garbage where the kernel must write everything.
   y.fill(std::numeric_limits<float>::quiet_NaN());
   cuda::conv2d_direct_forward(g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
-                              y.raw(), stream());
+                              y.raw(), stream(), variant);
   return y;
 }
 
@@ -153,6 +157,14 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
                 what + " without bias");
       check_gpu_equal(direct_forward(g, x_gpu, w_gpu, Tensor()), to_host(y_plain),
                       what + " without bias, run twice");
+
+      if (!cuda::conv2d_direct_splits(g, dtype)) continue;
+      const Tensor y_split = direct_forward(g, x_gpu, w_gpu, b_gpu, DirectForward::split_channels);
+      check_sum(y_split, conv2d_forward(x, w, b, c.params),
+                conv2d_forward(abs_f32(x), abs_f32(w), abs_f32(b), c.params), dtype, terms,
+                what + " with bias, channels split");
+      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu, DirectForward::split_channels),
+                      to_host(y_split), what + " with bias, channels split, run twice");
     }
   }
 }
@@ -250,6 +262,17 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
     BOOST_TEST(!supports(lenet.x, lenet.w, lenet.params, direction, DType::i32));
   }
   const Conv2dParams plain{1, 1, 0, 0};
+  // The split forward: at least 4 channels, C*R*S <= 512.
+  const auto splits = [](const Case& c, DType dtype = DType::f32) {
+    return cuda::conv2d_direct_splits(geometry_of(c.x, c.w, c.params), dtype);
+  };
+  BOOST_TEST(splits(kCases[1]));   // LeNet's second layer: 20 channels, 500 taps
+  BOOST_TEST(splits(kCases[4]));   // 4 channels
+  BOOST_TEST(!splits(kCases[3]));  // 3 channels
+  BOOST_TEST(!splits(kCases[0]));  // 1 channel
+  BOOST_TEST(!splits({{1, 20, 13, 13}, {50, 20, 5, 5}, plain}, DType::i32));
+  BOOST_TEST(splits({{1, 512, 4, 4}, {4, 512, 1, 1}, plain}));
+  BOOST_TEST(!splits({{1, 513, 4, 4}, {4, 513, 1, 1}, plain}));
   // The forward's and the filter gradient's filter tile: C*R*S <= 1536.
   for (const ConvDirection direction : {ConvDirection::forward, ConvDirection::filter}) {
     BOOST_TEST(supports({1, 1536, 4, 4}, {4, 1536, 1, 1}, plain, direction));
