@@ -10,8 +10,9 @@
 // the chunks' partials in chunk order. Every sum runs in a fixed order in fp32 and is rounded
 // once: deterministic, run to run and for any GPU.
 //
-// NCHW only; conv2d.cu offers them as one more algorithm per direction (kDirectAlgorithm), which
-// --conv-algorithms measured times against cuDNN's, so they run only where they are faster.
+// NCHW only; conv2d.cu offers them as one more algorithm per direction (kDirectAlgorithm; the
+// forward's two kernels as two, DirectForward), which --conv-algorithms measured times against
+// cuDNN's, so they run only where they are faster.
 #pragma once
 
 #include <cuda_runtime_api.h>
