@@ -131,11 +131,12 @@ struct Taps {};
 // and each a contiguous share of the channels, group g channels [g C / kGroups, (g + 1) C /
 // kGroups); their partial sums are added as p0 + (p1 + (p2 + p3)) through shared memory, a fixed
 // order (deterministic, and the same on any GPU), and group 0 stores.
+// __launch_bounds__: 512 threads of the split kernel must fit an SM's 64K registers (128 each).
 template <class T, int kCapacity, bool kPadded, int kS, bool kFlipped, int kGroups>
-__global__ void direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w,
-                                      const T* __restrict__ b, T* __restrict__ y, DirectShape d,
-                                      Capacity<kCapacity>, Padding<kPadded>, Width<kS>,
-                                      Taps<kFlipped>, std::integral_constant<int, kGroups>) {
+__global__ void __launch_bounds__(kSpanThreads* kGroups)
+    direct_forward_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                          T* __restrict__ y, DirectShape d, Capacity<kCapacity>, Padding<kPadded>,
+                          Width<kS>, Taps<kFlipped>, std::integral_constant<int, kGroups>) {
   __shared__ float4 tile[kCapacity / 4];
   float* const tile_values = reinterpret_cast<float*>(tile);
   const int rs = d.r * d.s;
