@@ -27,7 +27,8 @@ namespace alloy::cuda {
 
 // Alloy's own direct kernels (conv2d_direct.h), offered beside cuDNN's algorithms in every
 // direction they support under this number, past every cudnnConvolution*Algo_t value; they are
-// deterministic and need no math type (theirs is 0).
+// deterministic and need no math type, so theirs names the kernel: 0, or 1 for the forward that
+// splits its channels over warp groups (conv2d_direct.h's DirectForward).
 constexpr int kDirectAlgorithm = 100;
 constexpr const char* kDirectAlgorithmName = "ALLOY_DIRECT";
 
