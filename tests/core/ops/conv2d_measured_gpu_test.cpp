@@ -180,10 +180,29 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
           std::string::npos,
       report3);
 
+  // A choice of the forward's channel-split kernel (100, math type 1) runs it, where it applies
+  // (4 channels here), and it agrees with the CPU.
+  const Shape w4 = {4, 4, 3, 3};
+  const std::string split_shape = "f32\t3,4,7,7\t4,4,3,3\t1,1\t1,1\tnchw\t";
+  std::ofstream(db, std::ios::app) << gpu + "\t" + version + "\t" + split_shape +
+                                          "forward\t100\t1\n" + gpu + "\t" + version + "\t" +
+                                          split_shape + "data\t100\t0\n" + gpu + "\t" + version +
+                                          "\t" + split_shape + "filter\t100\t0\n";
+  cuda::reset_conv_algorithms();
+  const std::string with_split = read_file(db);
+  check_convolution({3, 4, 7, 7}, w4, {1, 1, 1, 1}, generator);
+  BOOST_TEST(read_file(db) == with_split);
+  const std::string report4 = algorithm_report();
+  BOOST_TEST(report4.find("f32 x [3, 4, 7, 7] with 4 filters 3x3, stride 1x1, padding 1x1: "
+                          "forward ALLOY_DIRECT (Alloy's fp32-accumulating kernels, channels "
+                          "split over warp groups); input gradient " +
+                          direct) != std::string::npos,
+             report4);
+
   // The heuristic setting neither reads nor writes the db.
   cuda::set_conv_algorithm_choice(cuda::ConvAlgorithmChoice::heuristic);
   check_convolution({2, 3, 10, 10}, w, {1, 1, 1, 1}, generator);
-  BOOST_TEST(read_file(db) == with_direct);
+  BOOST_TEST(read_file(db) == with_split);
   cuda::reset_conv_algorithms();
   unsetenv("ALLOY_CACHE_DIR");
 }
