@@ -82,50 +82,120 @@ __device__ __forceinline__ Window window_of(const Geometry& g, const PlaneIndex&
           min(o.column * g.stride_w - g.pad_w + g.kernel_w, g.width)};
 }
 
-// Output o's 2x2 window at stride 2 in `plane` (pool2d_halves), each value widened and passed
-// through `value_of`, summed from 0 in row-major order and divided by 4 (exactly a
-// multiplication), as the CPU kernel does.
-template <class T, class ValueOf>
-__device__ __forceinline__ float halving_average(const T* plane, const Geometry& g,
-                                                 const PlaneIndex& o, ValueOf value_of) {
-  const T* corner = plane + 2 * o.row * g.width + 2 * o.column;
+// The inputs of a halving pool (pool2d_halves) as 2x2 cells: cell (i, j) of a plane holds its
+// rows 2i, 2i + 1 and columns 2j, 2j + 1, those inside the plane: output (i, j)'s window, or,
+// past an odd last row or column, inputs that no window covers. The backward kernels take a
+// thread per cell, so that a thread has its 4 inputs' loads in flight at once: a thread per
+// input, with a single 4-byte load, left the H200's memory waiting (LeNet's fused ReLU-and-pool
+// backward took 20.6 us for 31 MB, 3x its floor).
+struct Cells {
+  IntDivider per_plane, per_row;
+  unsigned int count;  // in the launch's planes
+};
+
+Cells cells_of(const Pool2dGeometry& g, std::int64_t planes) {
+  const int rows = (g.height + 1) / 2, columns = (g.width + 1) / 2;
+  return {divider(rows * columns), divider(columns),
+          static_cast<unsigned int>(planes * rows * columns)};
+}
+
+// Whether a halving pool's kernels can move a cell's row as one pair of values: an even width
+// (a pair never straddles two rows) and every tensor of the input's shape aligned to a pair.
+template <class... T>
+bool moves_pairs(const Pool2dGeometry& g, const T*... input_shaped) {
+  return g.width % 2 == 0 &&
+         ((reinterpret_cast<std::uintptr_t>(input_shaped) % (2 * sizeof(T)) == 0) && ...);
+}
+
+struct Cell {
+  unsigned int top_left;  // flat input index of its first value
+  bool right, bottom;     // whether its second column and second row are inside the plane
+  unsigned int window;    // flat output index of the window over it, if right && bottom
+};
+
+__device__ __forceinline__ Cell cell_at(unsigned int index, const Geometry& g, const Cells& cells) {
+  const PlaneIndex c = split_index(index, cells.per_plane, cells.per_row);
+  const int row = 2 * c.row, column = 2 * c.column;
+  return {c.plane * g.in_plane + row * g.width + column, column + 1 < g.width, row + 1 < g.height,
+          c.plane * g.out_plane + c.row * g.out_width + c.column};
+}
+
+// Output o's window as a cell.
+__device__ __forceinline__ Cell window_cell(const Geometry& g, const PlaneIndex& o) {
+  return {o.plane * g.in_plane + 2 * o.row * g.width + 2 * o.column, true, true, 0};
+}
+
+// Cell c's values in row-major order, widened; those outside the plane read as 0. kPairs
+// (moves_pairs): each row by one access.
+template <bool kPairs, class T>
+__device__ __forceinline__ void load_cell(const T* data, const Geometry& g, const Cell& c,
+                                          float (&v)[4]) {
+  if (kPairs) {
+    const Pack<T, 2> top = *reinterpret_cast<const Pack<T, 2>*>(data + c.top_left);
+    v[0] = widen(top.v[0]);
+    v[1] = widen(top.v[1]);
+    if (c.bottom) {
+      const Pack<T, 2> bottom = *reinterpret_cast<const Pack<T, 2>*>(data + c.top_left + g.width);
+      v[2] = widen(bottom.v[0]);
+      v[3] = widen(bottom.v[1]);
+    } else {
+      v[2] = v[3] = 0.0f;
+    }
+    return;
+  }
+  v[0] = widen(data[c.top_left]);
+  v[1] = c.right ? widen(data[c.top_left + 1]) : 0.0f;
+  v[2] = c.bottom ? widen(data[c.top_left + g.width]) : 0.0f;
+  v[3] = c.right && c.bottom ? widen(data[c.top_left + g.width + 1]) : 0.0f;
+}
+
+// Rounds cell c's values (row-major) to T and stores those inside the plane.
+template <bool kPairs, class T>
+__device__ __forceinline__ void store_cell(T* data, const Geometry& g, const Cell& c,
+                                           const float (&v)[4]) {
+  if (kPairs) {
+    *reinterpret_cast<Pack<T, 2>*>(data + c.top_left) = {{narrow<T>(v[0]), narrow<T>(v[1])}};
+    if (c.bottom) {
+      *reinterpret_cast<Pack<T, 2>*>(data + c.top_left +
+                                     g.width) = {{narrow<T>(v[2]), narrow<T>(v[3])}};
+    }
+    return;
+  }
+  data[c.top_left] = narrow<T>(v[0]);
+  if (c.right) data[c.top_left + 1] = narrow<T>(v[1]);
+  if (c.bottom) data[c.top_left + g.width] = narrow<T>(v[2]);
+  if (c.right && c.bottom) data[c.top_left + g.width + 1] = narrow<T>(v[3]);
+}
+
+// Output o's 2x2 window at stride 2 in x (pool2d_halves), each value widened and passed through
+// `value_of`, summed from 0 in row-major order and divided by 4 (exactly a multiplication), as
+// the CPU kernel does.
+template <bool kPairs, class T, class ValueOf>
+__device__ __forceinline__ float halving_average(const T* x, const Geometry& g, const PlaneIndex& o,
+                                                 ValueOf value_of) {
+  float v[4];
+  load_cell<kPairs>(x, g, window_cell(g, o), v);
   float sum = 0.0f;
-  sum += value_of(widen(corner[0]));
-  sum += value_of(widen(corner[1]));
-  sum += value_of(widen(corner[g.width]));
-  sum += value_of(widen(corner[g.width + 1]));
+  for (const float value : v)
+    sum += value_of(value);
   return sum / 4.0f;
 }
 
-// Input i's share of the gradient of the one halving window over it (the output gradients of
-// its plane in `dy_plane`), or 0 past an odd last row or column, which no window covers. The
-// share itself, as the CPU assigns it for tiling windows (a -0 share stays -0).
+// The share of cell c's window's gradient that each of its inputs gets, as the CPU assigns it
+// for tiling windows (a -0 share stays -0), or 0 for a cell no window covers.
 template <class T>
-__device__ __forceinline__ float halving_share(const T* dy_plane, const Geometry& g,
-                                               const PlaneIndex& i) {
-  const int oh = i.row / 2, ow = i.column / 2;
-  return oh < g.out_height && ow < g.out_width ? widen(dy_plane[oh * g.out_width + ow]) / 4.0f
-                                               : 0.0f;
+__device__ __forceinline__ float halving_share(const T* dy, const Cell& c) {
+  return c.right && c.bottom ? widen(dy[c.window]) / 4.0f : 0.0f;
 }
 
 // One thread per output element; the window clipped to the input, summed in row-major order
 // like the CPU kernel, divided by the full window (count_include_pad).
-//
-// kHalving: the window is 2x2 with stride 2 and no padding (LeNet's pools), so every window
-// lies inside and the division is by the constant 4 (a multiplication, exactly): the same sums
-// and bits without the loops and the division, which made the generic kernel twice the memory
-// floor on LeNet's first pool (H100).
-template <class T, bool kHalving>
-__global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count,
-                                   std::bool_constant<kHalving>) {
+template <class T>
+__global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
     const T* in = x + o.plane * g.in_plane;
-    if (kHalving) {
-      y[index] = narrow<T>(halving_average(in, g, o, [](float value) { return value; }));
-      continue;
-    }
     float sum = 0.0f;
     const Window win = window_of(g, o);
     for (int h = win.h0; h < win.h1; ++h) {
@@ -136,19 +206,26 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int co
   }
 }
 
+// The same for halving windows (LeNet's pools): every window lies inside and the division is by
+// the constant 4 (a multiplication, exactly), so the same sums and bits without the loops and
+// the division, which made the generic kernel twice the memory floor on LeNet's first pool
+// (H100).
+template <class T, bool kPairs>
+__global__ void avg_forward_halving_kernel(const T* x, T* y, Geometry g, unsigned int count,
+                                           std::bool_constant<kPairs>) {
+  ALLOY_GRID_STRIDE_32(index, count) {
+    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
+    y[index] = narrow<T>(halving_average<kPairs>(x, g, o, [](float value) { return value; }));
+  }
+}
+
 // One thread per input element gathers the shares of the windows covering it, in the (oh, ow)
-// order in which the CPU kernel scatters them: the same fp32 sums. kHalving as for the forward:
-// at most one window covers an element (none past an odd last row or column).
-template <class T, bool kHalving>
-__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int count,
-                                    std::bool_constant<kHalving>) {
+// order in which the CPU kernel scatters them: the same fp32 sums.
+template <class T>
+__global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int count) {
   const float divisor = static_cast<float>(g.kernel_h * g.kernel_w);
   ALLOY_GRID_STRIDE_32(index, count) {
     const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
-    if (kHalving) {
-      dx[index] = narrow<T>(halving_share(dy + i.plane * g.out_plane, g, i));
-      continue;
-    }
     // Windows oh with oh*stride - pad <= h < oh*stride - pad + kernel. A negative numerator
     // gives a first window of 0 either way, so it is clamped before the unsigned division.
     const int oh_begin = static_cast<int>(
@@ -170,25 +247,43 @@ __global__ void avg_backward_kernel(const T* dy, T* dx, Geometry g, unsigned int
   }
 }
 
-// relu_avg_pool2d_forward: the halving average of ReLU'd values, widened first (exactly), each
-// negative or -0 made +0 and NaN kept, as relu_forward does to the stored values.
-template <class T>
-__global__ void relu_avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count) {
-  ALLOY_GRID_STRIDE_32(index, count) {
-    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
-    y[index] = narrow<T>(halving_average(x + o.plane * g.in_plane, g, o,
-                                         [](float value) { return value <= 0.0f ? 0.0f : value; }));
+// The same for halving windows: at most one window covers an input (none past an odd last row
+// or column), so a thread per cell gives its inputs that window's share.
+template <class T, bool kPairs>
+__global__ void avg_backward_halving_kernel(const T* dy, T* dx, Geometry g, Cells cells,
+                                            std::bool_constant<kPairs>) {
+  ALLOY_GRID_STRIDE_32(index, cells.count) {
+    const Cell c = cell_at(index, g, cells);
+    const float share = halving_share(dy, c);
+    store_cell<kPairs>(dx, g, c, {share, share, share, share});
   }
 }
 
-// relu_avg_pool2d_backward: the pool's share where ReLU's input is positive, else +0.
-template <class X, class D>
-__global__ void relu_avg_backward_kernel(const X* x, const D* dy, D* dx, Geometry g,
-                                         unsigned int count) {
+// relu_avg_pool2d_forward: the halving average of ReLU'd values, widened first (exactly), each
+// negative or -0 made +0 and NaN kept, as relu_forward does to the stored values.
+template <class T, bool kPairs>
+__global__ void relu_avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int count,
+                                        std::bool_constant<kPairs>) {
   ALLOY_GRID_STRIDE_32(index, count) {
-    const PlaneIndex i = split_index(index, g.in_planes, g.in_columns);
-    dx[index] =
-        narrow<D>(widen(x[index]) > 0.0f ? halving_share(dy + i.plane * g.out_plane, g, i) : 0.0f);
+    const PlaneIndex o = split_index(index, g.out_planes, g.out_columns);
+    y[index] = narrow<T>(
+        halving_average<kPairs>(x, g, o, [](float value) { return value <= 0.0f ? 0.0f : value; }));
+  }
+}
+
+// relu_avg_pool2d_backward: the pool's share where ReLU's input is positive, else +0; a thread
+// per cell.
+template <class X, class D, bool kPairs>
+__global__ void relu_avg_backward_kernel(const X* x, const D* dy, D* dx, Geometry g, Cells cells,
+                                         std::bool_constant<kPairs>) {
+  ALLOY_GRID_STRIDE_32(index, cells.count) {
+    const Cell c = cell_at(index, g, cells);
+    const float share = halving_share(dy, c);
+    float v[4];
+    load_cell<kPairs>(x, g, c, v);
+    for (float& value : v)
+      value = value > 0.0f ? share : 0.0f;
+    store_cell<kPairs>(dx, g, c, v);
   }
 }
 
@@ -368,14 +463,21 @@ void avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGeometr
         geometry, "avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
           const Geometry g = device_geometry(geometry);
           const std::int64_t count = planes * g.out_plane;
-          const auto launch = [&](auto halving) {
-            ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
-            (static_cast<const T*>(x) + first * g.in_plane,
-             static_cast<T*>(y) + first * g.out_plane, g, static_cast<unsigned int>(count),
-             halving);
+          const T* in = static_cast<const T*>(x) + first * g.in_plane;
+          T* out = static_cast<T*>(y) + first * g.out_plane;
+          const auto halving = [&](auto pairs) {
+            ALLOY_LAUNCH(avg_forward_halving_kernel, grid_for(count), kThreads, 0, stream)
+            (in, out, g, static_cast<unsigned int>(count), pairs);
           };
-          pool2d_halves(geometry.params) ? launch(std::true_type{}) : launch(std::false_type{});
-          ALLOY_CUDA_CHECK_LAUNCH("avg_forward_kernel on ", count, " outputs");
+          if (!pool2d_halves(geometry.params)) {
+            ALLOY_LAUNCH(avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+            (in, out, g, static_cast<unsigned int>(count));
+          } else if (moves_pairs(geometry, in)) {
+            halving(std::true_type{});
+          } else {
+            halving(std::false_type{});
+          }
+          ALLOY_CUDA_CHECK_LAUNCH("avg_pool2d_forward's kernel on ", count, " outputs");
         });
   });
 }
@@ -388,15 +490,22 @@ void avg_pool2d_backward(const void* dy, void* dx, DType dtype, const Pool2dGeom
     for_each_plane_piece(
         geometry, "avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
           const Geometry g = device_geometry(geometry);
-          const std::int64_t count = planes * g.in_plane;
-          const auto launch = [&](auto halving) {
+          const T* grad = static_cast<const T*>(dy) + first * g.out_plane;
+          T* out = static_cast<T*>(dx) + first * g.in_plane;
+          if (!pool2d_halves(geometry.params)) {
+            const std::int64_t count = planes * g.in_plane;
             ALLOY_LAUNCH(avg_backward_kernel, grid_for(count), kThreads, 0, stream)
-            (static_cast<const T*>(dy) + first * g.out_plane,
-             static_cast<T*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count),
-             halving);
+            (grad, out, g, static_cast<unsigned int>(count));
+            ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
+            return;
+          }
+          const Cells cells = cells_of(geometry, planes);
+          const auto halving = [&](auto pairs) {
+            ALLOY_LAUNCH(avg_backward_halving_kernel, grid_for(cells.count), kThreads, 0, stream)
+            (grad, out, g, cells, pairs);
           };
-          pool2d_halves(geometry.params) ? launch(std::true_type{}) : launch(std::false_type{});
-          ALLOY_CUDA_CHECK_LAUNCH("avg_backward_kernel on ", count, " inputs");
+          moves_pairs(geometry, out) ? halving(std::true_type{}) : halving(std::false_type{});
+          ALLOY_CUDA_CHECK_LAUNCH("avg_backward_halving_kernel on ", cells.count, " cells");
         });
   });
 }
@@ -410,9 +519,13 @@ void relu_avg_pool2d_forward(const void* x, void* y, DType dtype, const Pool2dGe
         geometry, "relu_avg_pool2d_forward", [&](std::int64_t first, std::int64_t planes) {
           const Geometry g = device_geometry(geometry);
           const std::int64_t count = planes * g.out_plane;
-          ALLOY_LAUNCH(relu_avg_forward_kernel, grid_for(count), kThreads, 0, stream)
-          (static_cast<const T*>(x) + first * g.in_plane, static_cast<T*>(y) + first * g.out_plane,
-           g, static_cast<unsigned int>(count));
+          const T* in = static_cast<const T*>(x) + first * g.in_plane;
+          const auto launch = [&](auto pairs) {
+            ALLOY_LAUNCH(relu_avg_forward_kernel, grid_for(count), kThreads, 0, stream)
+            (in, static_cast<T*>(y) + first * g.out_plane, g, static_cast<unsigned int>(count),
+             pairs);
+          };
+          moves_pairs(geometry, in) ? launch(std::true_type{}) : launch(std::false_type{});
           ALLOY_CUDA_CHECK_LAUNCH("relu_avg_forward_kernel on ", count, " outputs");
         });
   });
@@ -428,12 +541,15 @@ void relu_avg_pool2d_backward(const void* x, DType x_dtype, const void* dy, void
         for_each_plane_piece(
             geometry, "relu_avg_pool2d_backward", [&](std::int64_t first, std::int64_t planes) {
               const Geometry g = device_geometry(geometry);
-              const std::int64_t count = planes * g.in_plane;
-              ALLOY_LAUNCH(relu_avg_backward_kernel, grid_for(count), kThreads, 0, stream)
-              (static_cast<const X*>(x) + first * g.in_plane,
-               static_cast<const D*>(dy) + first * g.out_plane,
-               static_cast<D*>(dx) + first * g.in_plane, g, static_cast<unsigned int>(count));
-              ALLOY_CUDA_CHECK_LAUNCH("relu_avg_backward_kernel on ", count, " inputs");
+              const Cells cells = cells_of(geometry, planes);
+              const X* in = static_cast<const X*>(x) + first * g.in_plane;
+              D* out = static_cast<D*>(dx) + first * g.in_plane;
+              const auto launch = [&](auto pairs) {
+                ALLOY_LAUNCH(relu_avg_backward_kernel, grid_for(cells.count), kThreads, 0, stream)
+                (in, static_cast<const D*>(dy) + first * g.out_plane, out, g, cells, pairs);
+              };
+              moves_pairs(geometry, in, out) ? launch(std::true_type{}) : launch(std::false_type{});
+              ALLOY_CUDA_CHECK_LAUNCH("relu_avg_backward_kernel on ", cells.count, " cells");
             });
       });
 }
