@@ -11,8 +11,10 @@
 // (core/ops/cuda/conv2d_direct.h; "-" where conv2d_direct_supports declines the convolution,
 // e.g. every NHWC row), the best of as many event-timed runs as there are finds, after one
 // warm-up run, and for a forward that conv2d_direct_splits takes, the channel-split kernel's
-// time too. NHWC rows time the same fp16 convolutions in channels-last layout, which
-// cuDNN's tensor-core kernels use natively (NCHW costs them transposes).
+// time too, and where conv2d_igemm_supports takes the forward or the filter gradient, the
+// implicit-GEMM kernel's (core/ops/cuda/conv2d_implicit_gemm.h). NHWC rows time the same fp16
+// convolutions in channels-last layout, which cuDNN's tensor-core kernels use natively (NCHW costs
+// them transposes).
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -28,9 +30,17 @@
 
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/conv2d_direct.h"
+#include "core/ops/cuda/conv2d_implicit_gemm.h"
 #include "tools/gpu/probe_support.h"
 
 namespace {
+
+// Milliseconds as the report prints them.
+std::string format_ms(float ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.4f", ms);
+  return text;
+}
 
 using alloy::cuda::ConvDirection;
 
@@ -187,8 +197,9 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
       {s.stride, s.stride, s.pad, s.pad},
       format == CUDNN_TENSOR_NHWC ? alloy::Layout::nhwc : alloy::Layout::nchw};
   const std::size_t direct_workspace =
-      std::max(alloy::cuda::conv2d_direct_filter_workspace(g),
-               alloy::cuda::conv2d_direct_data_workspace(g, dtype));
+      std::max({alloy::cuda::conv2d_direct_filter_workspace(g),
+                alloy::cuda::conv2d_direct_data_workspace(g, dtype),
+                alloy::cuda::conv2d_igemm_filter_workspace(g)});
   const Buffer direct_workspace_buffer = device_buffer(direct_workspace);
   using alloy::cuda::DirectForward;
   const auto direct_ms = [&](ConvDirection direction,
@@ -216,32 +227,52 @@ void measure(cudnnHandle_t handle, const Shape& s, cudnnDataType_t type, cudnnTe
         kRounds);
   };
 
+  // The implicit-GEMM kernels, where they take the convolution (forward and filter gradient).
+  const auto igemm_ms = [&](ConvDirection direction) {
+    if (!alloy::cuda::conv2d_igemm_supports(g, dtype, direction)) return -1.0f;
+    return best_time_ms(
+        [&] {
+          if (direction == ConvDirection::forward) {
+            alloy::cuda::conv2d_igemm_forward(g, dtype, xb.get(), wb.get(), nullptr, yb.get(),
+                                              nullptr);
+          } else {
+            alloy::cuda::conv2d_igemm_filter(g, dtype, xb.get(), yb.get(), wb.get(), false,
+                                             direct_workspace_buffer.get(), direct_workspace,
+                                             nullptr);
+          }
+        },
+        kRounds);
+  };
+
   const struct {
     const char* direction;
     const Timing* timing;
-    float direct_ms, split_ms;
+    float direct_ms, split_ms, igemm_ms;
   } rows[] = {{"forward", &forward, direct_ms(ConvDirection::forward),
                alloy::cuda::conv2d_direct_splits(g, dtype)
                    ? direct_ms(ConvDirection::forward, DirectForward::split_channels)
-                   : -1.0f},
-              {"data", &data, direct_ms(ConvDirection::data), -1.0f},
-              {"filter", &filter, direct_ms(ConvDirection::filter), -1.0f}};
+                   : -1.0f,
+               igemm_ms(ConvDirection::forward)},
+              {"data", &data, direct_ms(ConvDirection::data), -1.0f, -1.0f},
+              {"filter", &filter, direct_ms(ConvDirection::filter), -1.0f,
+               igemm_ms(ConvDirection::filter)}};
   for (const auto& row : rows) {
     const Timing* t = row.timing;
-    char direct[64] = "-";
-    if (row.direct_ms >= 0.0f && row.split_ms >= 0.0f) {
-      std::snprintf(direct, sizeof direct, "%.4f (channels split %.4f)", row.direct_ms,
-                    row.split_ms);
-    } else if (row.direct_ms >= 0.0f) {
-      std::snprintf(direct, sizeof direct, "%.4f", row.direct_ms);
-    }
+    // "direct (channels split S, implicit GEMM I)", each part where it applies.
+    std::string alloy = row.direct_ms >= 0.0f ? format_ms(row.direct_ms) : "-";
+    std::string variants;
+    if (row.split_ms >= 0.0f) variants += "channels split " + format_ms(row.split_ms);
+    if (row.igemm_ms >= 0.0f)
+      variants +=
+          (variants.empty() ? "" : ", ") + std::string("implicit GEMM ") + format_ms(row.igemm_ms);
+    if (!variants.empty()) alloy += " (" + variants + ")";
     std::printf(
         "%-8s %-5s %-4s [%d,%d,%d,%d] k%d %dx%d s%d p%d %-7s | heuristic %-22s %8.4f | "
         "fastest det. %-22s %8.4f | fastest %-22s %8.4f | ALLOY_DIRECT %s\n",
         s.model, label, format == CUDNN_TENSOR_NHWC ? "NHWC" : "NCHW", s.n, s.c, s.h, s.w, s.k, s.r,
         s.r, s.stride, s.pad, row.direction, t->heuristic.c_str(), t->heuristic_ms,
         t->fastest_deterministic.c_str(), t->fastest_deterministic_ms, t->fastest.c_str(),
-        t->fastest_ms, direct);
+        t->fastest_ms, alloy.c_str());
   }
   std::fflush(stdout);
 }

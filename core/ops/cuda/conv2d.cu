@@ -18,6 +18,7 @@
 #include "core/ops/cuda/conv2d.h"
 #include "core/ops/cuda/conv2d_algorithms.h"
 #include "core/ops/cuda/conv2d_direct.h"
+#include "core/ops/cuda/conv2d_implicit_gemm.h"
 #include "core/ops/cuda/elementwise.h"
 #include "core/ops/cuda/int_divider.h"
 #include "core/ops/cuda/last_block.h"
@@ -152,15 +153,14 @@ struct Direction {
   ConvDesc conv;
 };
 
-// Alloy's direct kernels as one more candidate of a direction (conv2d_direct.h): last in the
-// heuristic order, so they run there only should every cuDNN algorithm fail; measured, they
-// compete on time. The forward offers its two kernels where both apply, told apart by the offer's
-// math type (which cuDNN's direct kernels do not use): 0 streaming, 1 channels split.
-AlgorithmOffer direct_offer(std::size_t workspace, int variant = 0) {
+// Alloy's kernels as more candidates of a direction (conv2d_direct.h, conv2d_implicit_gemm.h):
+// last in the heuristic order, so they run there only should every cuDNN algorithm fail;
+// measured, they compete on time. Where a direction has several, the offer's math type (which
+// cuDNN's direct kernels do not use) names the kernel (conv2d_algorithms.h).
+AlgorithmOffer alloy_offer(std::size_t workspace, int kernel, const char* which) {
   return {kDirectAlgorithm,
-          variant,
-          detail::concat(kDirectAlgorithmName, " (Alloy's fp32-accumulating kernels",
-                         variant == 1 ? ", channels split over warp groups)" : ")"),
+          kernel,
+          detail::concat(kDirectAlgorithmName, " (Alloy's fp32-accumulating kernels", which, ")"),
           true,
           workspace,
           true,
@@ -168,7 +168,7 @@ AlgorithmOffer direct_offer(std::size_t workspace, int variant = 0) {
 }
 
 DirectForward direct_variant(int math_type) {
-  return math_type == 1 ? DirectForward::split_channels : DirectForward::streaming;
+  return math_type == kSplitForward ? DirectForward::split_channels : DirectForward::streaming;
 }
 
 // Everything cuDNN needs for one (dtype, shape): descriptors, and per direction the algorithm.
@@ -219,12 +219,21 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
   filter.candidates = algorithm_candidates(offers_of(filter_perf, found), true, kWorkspaceLimit);
 
   if (conv2d_direct_supports(g, dtype, ConvDirection::forward))
-    forward.candidates.push_back(direct_offer(0));
-  if (conv2d_direct_splits(g, dtype)) forward.candidates.push_back(direct_offer(0, 1));
+    forward.candidates.push_back(alloy_offer(0, kStreamingForward, ""));
+  if (conv2d_direct_splits(g, dtype)) {
+    forward.candidates.push_back(
+        alloy_offer(0, kSplitForward, ", channels split over warp groups"));
+  }
+  if (conv2d_igemm_supports(g, dtype, ConvDirection::forward))
+    forward.candidates.push_back(alloy_offer(0, kImplicitGemmForward, ", implicit GEMM"));
   if (conv2d_direct_supports(g, dtype, ConvDirection::data))
-    data.candidates.push_back(direct_offer(conv2d_direct_data_workspace(g, dtype)));
+    data.candidates.push_back(alloy_offer(conv2d_direct_data_workspace(g, dtype), 0, ""));
   if (conv2d_direct_supports(g, dtype, ConvDirection::filter))
-    filter.candidates.push_back(direct_offer(conv2d_direct_filter_workspace(g)));
+    filter.candidates.push_back(alloy_offer(conv2d_direct_filter_workspace(g), kDirectFilter, ""));
+  if (conv2d_igemm_supports(g, dtype, ConvDirection::filter)) {
+    filter.candidates.push_back(
+        alloy_offer(conv2d_igemm_filter_workspace(g), kImplicitGemmFilter, ", implicit GEMM"));
+  }
 }
 
 // "forward of f16 x [8, 1, 28, 28] with 6 filters 5x5, stride 1x1, padding 2x2" (NCHW sizes),
@@ -328,7 +337,7 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
     if (find(workspace.get(), workspace_bytes, timed) == CUDNN_STATUS_SUCCESS) {
       const bool deterministic = std::string(key_direction) != "forward";
       index = fastest_candidate(direction.candidates, timed, deterministic, kWorkspaceLimit);
-      // Alloy's direct kernels (one or two) against Find's fastest, each timed alike.
+      // Alloy's kernels (one to three) against Find's fastest, each timed alike.
       const auto time = [&](std::size_t i) {
         return time_offer(direction.candidates[i], plan, workspace.get(), device, stream, call);
       };
@@ -665,6 +674,10 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
   execute(
       plan.forward, plan, "forward", "forward", device, stream, false,
       [&](const Choice& c) {
+        if (c.algo == kDirectAlgorithm && c.math_type == kImplicitGemmForward) {
+          conv2d_igemm_forward(g, dtype, x, w, b, y, stream);
+          return CUDNN_STATUS_SUCCESS;
+        }
         if (c.algo == kDirectAlgorithm) {
           conv2d_direct_forward(g, dtype, x, w, b, y, stream, direct_variant(c.math_type));
           return CUDNN_STATUS_SUCCESS;
@@ -680,7 +693,7 @@ void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const v
                                                         n, found, perf, workspace, bytes);
         });
       });
-  // The direct kernels add the bias themselves.
+  // Alloy's kernels add the bias themselves.
   if (b == nullptr || plan.forward.algo == kDirectAlgorithm) return;
   const std::int64_t plane = std::int64_t{g.out_h} * g.out_w;
   if (nhwc) {
@@ -739,6 +752,11 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
     execute(
         plan.filter, plan, what, "filter", device, stream, true,
         [&](const Choice& c) {
+          if (c.algo == kDirectAlgorithm && c.math_type == kImplicitGemmFilter) {
+            conv2d_igemm_filter(g, plan.dtype, x_data, dy_data, c.trial ? scratch_output() : dw,
+                                !c.trial, c.workspace, c.workspace_bytes, stream);
+            return CUDNN_STATUS_SUCCESS;
+          }
           if (c.algo == kDirectAlgorithm) {
             conv2d_direct_filter(g, plan.dtype, x_data, dy_data, c.trial ? scratch_output() : dw,
                                  !c.trial, c.workspace, c.workspace_bytes, stream);

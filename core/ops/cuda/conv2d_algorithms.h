@@ -25,12 +25,17 @@
 
 namespace alloy::cuda {
 
-// Alloy's own direct kernels (conv2d_direct.h), offered beside cuDNN's algorithms in every
-// direction they support under this number, past every cudnnConvolution*Algo_t value; they are
-// deterministic and need no math type, so theirs names the kernel: 0, or 1 for the forward that
-// splits its channels over warp groups (conv2d_direct.h's DirectForward).
+// Alloy's own kernels (conv2d_direct.h, conv2d_implicit_gemm.h), offered beside cuDNN's
+// algorithms in every direction they support under this number, past every
+// cudnnConvolution*Algo_t value; they are deterministic and need no math type, so theirs names
+// the kernel (the constants below).
 constexpr int kDirectAlgorithm = 100;
 constexpr const char* kDirectAlgorithmName = "ALLOY_DIRECT";
+// The forward's: the streaming direct kernel, the one that splits its channels over warp
+// groups, the implicit GEMM. The filter gradient's: the direct kernel, the implicit GEMM. The
+// input gradient has the direct kernel only (0).
+constexpr int kStreamingForward = 0, kSplitForward = 1, kImplicitGemmForward = 2;
+constexpr int kDirectFilter = 0, kImplicitGemmFilter = 1;
 
 // cuDNN's names of its algorithms by cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value, and
 // ours for kDirectAlgorithm, for messages and reports; "?" for a value this list does not know.

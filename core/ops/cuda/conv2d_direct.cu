@@ -3,6 +3,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/ops/cuda/chunk_partials.h"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/conv2d_direct.h"
 #include "core/ops/cuda/int_divider.h"
@@ -487,18 +488,6 @@ __global__ void direct_filter_spread_kernel(const T* __restrict__ x, const T* __
   }
 }
 
-// dw[i] = (accumulate ? dw[i] : 0) + the chunks' partials of i, added in chunk order.
-template <class T>
-__global__ void direct_filter_sum_kernel(const float* __restrict__ partials, int chunks, int count,
-                                         T* dw, bool accumulate) {
-  ALLOY_GRID_STRIDE_32(i, static_cast<unsigned int>(count)) {
-    float sum = 0.0f;
-    for (int chunk = 0; chunk < chunks; ++chunk)
-      sum += partials[static_cast<std::int64_t>(chunk) * count + i];
-    dw[i] = narrow<T>(accumulate ? __fadd_rn(widen(dw[i]), sum) : sum);
-  }
-}
-
 bool fits_32_bits(std::int64_t count) {
   return count <= std::numeric_limits<int>::max();
 }
@@ -675,11 +664,8 @@ void conv2d_direct_filter(const Conv2dGeometry& g, DType dtype, const void* x, c
     }
     ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_kernel over ", split.chunks, " chunks of ",
                             split.images, " images, ", d.k, " filters of ", taps, " taps");
-    ALLOY_LAUNCH(direct_filter_sum_kernel, grid_for(count), kThreads, 0, stream)
-    (partials, split.chunks, count, static_cast<T*>(dw), accumulate);
-    ALLOY_CUDA_CHECK_LAUNCH("conv2d direct_filter_sum_kernel over ", count, " weights of ",
-                            split.chunks, " chunks");
   });
+  add_chunk_partials(partials, split.chunks, count, dw, dtype, accumulate, stream);
 }
 
 static_assert(kMaxFilterTaps * kTile <= kMaxCapacity, "a filter tile fits the largest capacity");

@@ -6,17 +6,14 @@
 // equal bits, the forward also with its channels split over warp groups; and which geometries
 // conv2d_direct_supports and conv2d_direct_splits take.
 #include <boost/test/unit_test.hpp>
-#include <cmath>
-#include <limits>
 #include <string>
-#include <vector>
 
 #include "core/ops/conv2d.h"
 #include "tests/support/gpu.h"
 
 #ifdef ALLOY_HAVE_CUDA
-#include "core/cuda/context.h"
 #include "core/ops/cuda/conv2d_direct.h"
+#include "tests/support/conv2d_kernels.h"
 #endif
 
 using namespace alloy;
@@ -33,90 +30,20 @@ using cuda::DirectForward;
 
 constexpr DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
 
-struct Case {
-  Shape x, w;
-  Conv2dParams params;
-};
-
-// Every direction runs each of these (stride 2 only forward and for the filter: the input
-// gradient takes stride 1 only).
-const Case kCases[] = {
-    {{3, 1, 28, 28}, {20, 1, 3, 3}, {1, 1, 0, 0}},  // LeNet's first layer
-    // Its second: 50 filters and 20 channels, neither a multiple of 8.
-    {{3, 20, 13, 13}, {50, 20, 5, 5}, {1, 1, 0, 0}},
-    {{2, 1, 12, 12}, {16, 1, 3, 3}, {1, 1, 1, 1}},  // a 1-channel stem with padding
-    {{2, 3, 9, 9}, {5, 3, 3, 3}, {2, 2, 1, 1}},     // stride 2
-    {{2, 4, 7, 8}, {6, 4, 3, 5}, {1, 1, 1, 2}},     // non-square filter, unequal padding
-    {{2, 3, 6, 7}, {4, 3, 2, 4}, {1, 1, 1, 0}},     // a width the kernels do not unroll
-    // 6 channels, which the split forward's 4 warp groups share 1, 2, 1, 2; padded.
-    {{3, 6, 8, 8}, {5, 6, 3, 3}, {1, 1, 1, 1}},
-};
-
-bool strided(const Case& c) {
-  return c.params.stride_h != 1 || c.params.stride_w != 1;
-}
-
-cpu::Conv2dGeometry geometry_of(const Shape& x, const Shape& w, const Conv2dParams& params,
-                                Layout layout = Layout::nchw) {
-  const Shape y = conv2d_output_shape(x, w, params);
-  return {static_cast<int>(x[0]),
-          static_cast<int>(x[1]),
-          static_cast<int>(x[2]),
-          static_cast<int>(x[3]),
-          static_cast<int>(w[0]),
-          static_cast<int>(w[2]),
-          static_cast<int>(w[3]),
-          static_cast<int>(y[2]),
-          static_cast<int>(y[3]),
-          params,
-          layout};
-}
-
-std::string describe(DType dtype, const Case& c) {
-  return std::string(dtype_name(dtype)) + " x " + shape_str(c.x) + " w " + shape_str(c.w) +
-         " stride " + std::to_string(c.params.stride_h) + "x" + std::to_string(c.params.stride_w) +
-         " pad " + std::to_string(c.params.pad_h) + "x" + std::to_string(c.params.pad_w);
-}
-
-cudaStream_t stream() {
-  return cuda::context(Device::cuda(0)).stream.get();
-}
-
-// The kernels sum exact products in fp32 and round once, as the CPU does, only in another
-// order: a few ulp of the storage type plus fp32 roundings of the sum of |terms| (no operand
-// transforms, so no half-precision allowance on the magnitude); atol as conv2d_gpu_test's.
-void check_sum(const Tensor& gpu, const Tensor& cpu, const Tensor& magnitude, DType dtype,
-               double terms, const std::string& what) {
-  const double tol = gpu_tolerance(dtype);
-  const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(terms);
-  check_gpu_close_to_magnitude(gpu, cpu, magnitude, what, tol, atol, magnitude_scale(DType::f32));
-}
-
 Tensor direct_forward(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& w,
                       const Tensor& b, DirectForward variant = DirectForward::streaming) {
-  Tensor y = Tensor::empty({g.batch, g.filters, g.out_h, g.out_w}, x.dtype(), Device::cuda(0));
-  // Garbage where the kernel must write everything.
-  y.fill(std::numeric_limits<float>::quiet_NaN());
+  Tensor y = nan_tensor({g.batch, g.filters, g.out_h, g.out_w}, x.dtype());
   cuda::conv2d_direct_forward(g, x.dtype(), x.raw(), w.raw(), b.defined() ? b.raw() : nullptr,
-                              y.raw(), stream(), variant);
+                              y.raw(), default_stream(), variant);
   return y;
 }
 
-// A workspace of `bytes` filled with NaN: the kernels must not count on it being zero.
-Tensor nan_workspace(std::size_t bytes) {
-  Tensor workspace = Tensor::empty({static_cast<std::int64_t>((bytes + 3) / 4) + 1}, DType::f32,
-                                   Device::cuda(0), MemoryCategory::workspace);
-  workspace.fill(std::numeric_limits<float>::quiet_NaN());
-  return workspace;
-}
-
 Tensor direct_data(const cpu::Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
-  Tensor dx = Tensor::empty({g.batch, g.channels, g.height, g.width}, dy.dtype(), Device::cuda(0));
-  dx.fill(std::numeric_limits<float>::quiet_NaN());
+  Tensor dx = nan_tensor({g.batch, g.channels, g.height, g.width}, dy.dtype());
   const std::size_t bytes = cuda::conv2d_direct_data_workspace(g, dy.dtype());
   Tensor workspace = nan_workspace(bytes);
   cuda::conv2d_direct_data(g, dy.dtype(), w.raw(), dy.raw(), dx.raw(), workspace.raw(), bytes,
-                           stream());
+                           default_stream());
   return dx;
 }
 
@@ -125,7 +52,7 @@ void direct_filter(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& 
   const std::size_t bytes = cuda::conv2d_direct_filter_workspace(g);
   Tensor workspace = nan_workspace(bytes);
   cuda::conv2d_direct_filter(g, x.dtype(), x.raw(), dy.raw(), dw.raw(), accumulate, workspace.raw(),
-                             bytes, stream());
+                             bytes, default_stream());
 }
 
 }  // namespace
@@ -133,7 +60,7 @@ void direct_filter(const cpu::Conv2dGeometry& g, const Tensor& x, const Tensor& 
 BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_bit_for_bit) {
   Generator generator(111);
   for (const DType dtype : kTypes) {
-    for (const Case& c : kCases) {
+    for (const ConvCase& c : kConvCases) {
       const std::string what = "direct forward " + describe(dtype, c);
       const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
       BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::forward),
@@ -172,7 +99,7 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
 BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
   Generator generator(112);
   for (const DType dtype : kTypes) {
-    for (const Case& c : kCases) {
+    for (const ConvCase& c : kConvCases) {
       if (strided(c)) continue;
       const std::string what = "direct input gradient " + describe(dtype, c);
       const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
@@ -198,7 +125,7 @@ BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
 BOOST_AUTO_TEST_CASE(filter_gradient_overwrites_or_accumulates_and_repeats_bit_for_bit) {
   Generator generator(113);
   for (const DType dtype : kTypes) {
-    for (const Case& c : kCases) {
+    for (const ConvCase& c : kConvCases) {
       const std::string what = "direct filter gradient " + describe(dtype, c);
       const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
       BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::filter),
@@ -219,12 +146,10 @@ BOOST_AUTO_TEST_CASE(filter_gradient_overwrites_or_accumulates_and_repeats_bit_f
       const double terms = static_cast<double>(y[0] * y[2] * y[3]);
 
       // accumulate = false: garbage (NaN) in dw must be overwritten, not read.
-      Tensor dw_gpu = Tensor::empty(c.w, dtype, Device::cuda(0));
-      dw_gpu.fill(std::numeric_limits<float>::quiet_NaN());
+      Tensor dw_gpu = nan_tensor(c.w, dtype);
       direct_filter(g, x_gpu, dy_gpu, dw_gpu, false);
       check_sum(dw_gpu, dw_fresh, dw_magnitude, dtype, terms, what + " into garbage");
-      Tensor dw_again = Tensor::empty(c.w, dtype, Device::cuda(0));
-      dw_again.fill(std::numeric_limits<float>::quiet_NaN());
+      Tensor dw_again = nan_tensor(c.w, dtype);
       direct_filter(g, x_gpu, dy_gpu, dw_again, false);
       check_gpu_equal(dw_again, to_host(dw_gpu), what + ", run twice");
 
@@ -248,7 +173,7 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   const ConvDirection directions[] = {ConvDirection::forward, ConvDirection::data,
                                       ConvDirection::filter};
   for (const DType dtype : kTypes) {
-    for (const Case& c : kCases) {
+    for (const ConvCase& c : kConvCases) {
       for (const ConvDirection direction : directions) {
         if (direction == ConvDirection::data && strided(c)) continue;
         BOOST_TEST(supports(c.x, c.w, c.params, direction, dtype),
@@ -256,20 +181,20 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
       }
     }
   }
-  const Case& lenet = kCases[0];
+  const ConvCase& lenet = kConvCases[0];
   for (const ConvDirection direction : directions) {
     BOOST_TEST(!supports(lenet.x, lenet.w, lenet.params, direction, DType::f16, Layout::nhwc));
     BOOST_TEST(!supports(lenet.x, lenet.w, lenet.params, direction, DType::i32));
   }
   const Conv2dParams plain{1, 1, 0, 0};
   // The split forward: at least 4 channels, C*R*S <= 512.
-  const auto splits = [](const Case& c, DType dtype = DType::f32) {
+  const auto splits = [](const ConvCase& c, DType dtype = DType::f32) {
     return cuda::conv2d_direct_splits(geometry_of(c.x, c.w, c.params), dtype);
   };
-  BOOST_TEST(splits(kCases[1]));   // LeNet's second layer: 20 channels, 500 taps
-  BOOST_TEST(splits(kCases[4]));   // 4 channels
-  BOOST_TEST(!splits(kCases[3]));  // 3 channels
-  BOOST_TEST(!splits(kCases[0]));  // 1 channel
+  BOOST_TEST(splits(kConvCases[1]));   // LeNet's second layer: 20 channels, 500 taps
+  BOOST_TEST(splits(kConvCases[4]));   // 4 channels
+  BOOST_TEST(!splits(kConvCases[3]));  // 3 channels
+  BOOST_TEST(!splits(kConvCases[0]));  // 1 channel
   BOOST_TEST(!splits({{1, 20, 13, 13}, {50, 20, 5, 5}, plain}, DType::i32));
   BOOST_TEST(splits({{1, 512, 4, 4}, {4, 512, 1, 1}, plain}));
   BOOST_TEST(!splits({{1, 513, 4, 4}, {4, 513, 1, 1}, plain}));
@@ -283,7 +208,7 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   // The input gradient's: K*R*S <= 1536, and stride 1 only.
   BOOST_TEST(supports({1, 4, 4, 4}, {1536, 4, 1, 1}, plain, ConvDirection::data));
   BOOST_TEST(!supports({1, 4, 4, 4}, {1537, 4, 1, 1}, plain, ConvDirection::data));
-  const Case& stride_two = kCases[3];
+  const ConvCase& stride_two = kConvCases[3];
   BOOST_TEST(!supports(stride_two.x, stride_two.w, stride_two.params, ConvDirection::data));
   BOOST_TEST(!supports(stride_two.x, stride_two.w, {1, 2, 1, 1}, ConvDirection::data));
   // The input gradient pads dy by R-1-ph rows: more padding than R-1 has no such forward.
