@@ -157,14 +157,9 @@ struct Direction {
 // last in the heuristic order, so they run there only should every cuDNN algorithm fail;
 // measured, they compete on time. Where a direction has several, the offer's math type (which
 // cuDNN's direct kernels do not use) names the kernel (conv2d_algorithms.h).
-AlgorithmOffer alloy_offer(std::size_t workspace, int kernel, const char* which) {
-  return {kDirectAlgorithm,
-          kernel,
-          detail::concat(kDirectAlgorithmName, " (Alloy's fp32-accumulating kernels", which, ")"),
-          true,
-          workspace,
-          true,
-          0.0f};
+AlgorithmOffer alloy_offer(std::size_t workspace, const char* direction, int kernel) {
+  return {
+      kDirectAlgorithm, kernel, alloy_kernel_name(direction, kernel), true, workspace, true, 0.0f};
 }
 
 DirectForward direct_variant(int math_type) {
@@ -219,20 +214,20 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
   filter.candidates = algorithm_candidates(offers_of(filter_perf, found), true, kWorkspaceLimit);
 
   if (conv2d_direct_supports(g, dtype, ConvDirection::forward))
-    forward.candidates.push_back(alloy_offer(0, kStreamingForward, ""));
+    forward.candidates.push_back(alloy_offer(0, "forward", kStreamingForward));
   if (conv2d_direct_splits(g, dtype)) {
-    forward.candidates.push_back(
-        alloy_offer(0, kSplitForward, ", channels split over warp groups"));
+    forward.candidates.push_back(alloy_offer(0, "forward", kSplitForward));
   }
   if (conv2d_igemm_supports(g, dtype, ConvDirection::forward))
-    forward.candidates.push_back(alloy_offer(0, kImplicitGemmForward, ", implicit GEMM"));
+    forward.candidates.push_back(alloy_offer(0, "forward", kImplicitGemmForward));
   if (conv2d_direct_supports(g, dtype, ConvDirection::data))
-    data.candidates.push_back(alloy_offer(conv2d_direct_data_workspace(g, dtype), 0, ""));
+    data.candidates.push_back(alloy_offer(conv2d_direct_data_workspace(g, dtype), "data", 0));
   if (conv2d_direct_supports(g, dtype, ConvDirection::filter))
-    filter.candidates.push_back(alloy_offer(conv2d_direct_filter_workspace(g), kDirectFilter, ""));
+    filter.candidates.push_back(
+        alloy_offer(conv2d_direct_filter_workspace(g), "filter", kDirectFilter));
   if (conv2d_igemm_supports(g, dtype, ConvDirection::filter)) {
     filter.candidates.push_back(
-        alloy_offer(conv2d_igemm_filter_workspace(g), kImplicitGemmFilter, ", implicit GEMM"));
+        alloy_offer(conv2d_igemm_filter_workspace(g), "filter", kImplicitGemmFilter));
   }
 }
 

@@ -37,6 +37,19 @@ constexpr const char* kDirectAlgorithmName = "ALLOY_DIRECT";
 constexpr int kStreamingForward = 0, kSplitForward = 1, kImplicitGemmForward = 2;
 constexpr int kDirectFilter = 0, kImplicitGemmFilter = 1;
 
+// The name of Alloy's kernel `kernel` of a direction ("forward", "data" or "filter", as the
+// algorithm db words them), for messages and reports.
+inline std::string alloy_kernel_name(const std::string& direction, int kernel) {
+  const char* which = "";
+  if (direction == "forward" && kernel == kSplitForward)
+    which = ", channels split over warp groups";
+  if ((direction == "forward" && kernel == kImplicitGemmForward) ||
+      (direction == "filter" && kernel == kImplicitGemmFilter)) {
+    which = ", implicit GEMM";
+  }
+  return detail::concat(kDirectAlgorithmName, " (Alloy's fp32-accumulating kernels", which, ")");
+}
+
 // cuDNN's names of its algorithms by cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t value, and
 // ours for kDirectAlgorithm, for messages and reports; "?" for a value this list does not know.
 inline const char* forward_algorithm_name(int algo) {

@@ -15,6 +15,7 @@
 
 #include "core/ops/conv2d.h"
 #include "core/ops/conv2d_algorithm_db.h"
+#include "core/ops/cuda/conv2d_algorithms.h"
 #include "tests/support/gpu.h"
 #include "tests/support/process.h"
 
@@ -133,8 +134,11 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
       const std::string algo = measured.at(direction)[9];
       const auto& [fastest, name] = cudnn_fastest.at(direction);
       BOOST_TEST((algo == fastest || algo == "100"), direction << " chose " << algo);
-      expected += " " + reported + " " +
-                  (algo == "100" ? "ALLOY_DIRECT (Alloy's fp32-accumulating kernels)" : name) + ";";
+      // Which of Alloy's kernels, its math type says.
+      const std::string alloy =
+          algo == "100" ? cuda::alloy_kernel_name(direction, std::stoi(measured.at(direction)[10]))
+                        : "";
+      expected += " " + reported + " " + (algo == "100" ? alloy : name) + ";";
     }
     BOOST_TEST(report.find(expected) != std::string::npos, report);
   }
@@ -199,10 +203,30 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
                           direct) != std::string::npos,
              report4);
 
+  // A choice of the implicit-GEMM kernels (forward 100 2, filter gradient 100 1) runs them, and
+  // they agree with the CPU.
+  const std::string igemm_shape = "f32\t3,4,6,6\t4,4,3,3\t1,1\t1,1\tnchw\t";
+  std::ofstream(db, std::ios::app) << gpu + "\t" + version + "\t" + igemm_shape +
+                                          "forward\t100\t2\n" + gpu + "\t" + version + "\t" +
+                                          igemm_shape + "data\t100\t0\n" + gpu + "\t" + version +
+                                          "\t" + igemm_shape + "filter\t100\t1\n";
+  cuda::reset_conv_algorithms();
+  const std::string with_igemm = read_file(db);
+  check_convolution({3, 4, 6, 6}, w4, {1, 1, 1, 1}, generator);
+  BOOST_TEST(read_file(db) == with_igemm);
+  const std::string report5 = algorithm_report();
+  BOOST_TEST(report5.find("f32 x [3, 4, 6, 6] with 4 filters 3x3, stride 1x1, padding 1x1: "
+                          "forward ALLOY_DIRECT (Alloy's fp32-accumulating kernels, implicit "
+                          "GEMM); input gradient " +
+                          direct +
+                          " filter gradient ALLOY_DIRECT (Alloy's fp32-accumulating kernels, "
+                          "implicit GEMM);") != std::string::npos,
+             report5);
+
   // The heuristic setting neither reads nor writes the db.
   cuda::set_conv_algorithm_choice(cuda::ConvAlgorithmChoice::heuristic);
   check_convolution({2, 3, 10, 10}, w, {1, 1, 1, 1}, generator);
-  BOOST_TEST(read_file(db) == with_split);
+  BOOST_TEST(read_file(db) == with_igemm);
   cuda::reset_conv_algorithms();
   unsetenv("ALLOY_CACHE_DIR");
 }
