@@ -2,13 +2,13 @@
 // forward and the filter gradient, offered beside cuDNN's algorithms and the direct kernels
 // (conv2d_direct.h) to measured selection.
 //
-// Why: the direct kernels read each filter tap as a shared-memory broadcast for 8 multiply-adds
-// and each x value from L1 once per tap, which held LeNet's second convolution (20 channels, 50
-// 5x5 filters) at about 4x its fp32 multiply-add floor in both directions, and cuDNN's fp32
-// algorithms did no better there (docs/PERFORMANCE.md, the fourth and fifth runs). Here a block
-// computes a tile of a matrix product from 16-deep slices of both operands staged in shared
-// memory, and each thread keeps a 4x4 block of sums in registers: per slice step a warp reads
-// two 16-byte vectors a thread, 2 shared-memory wavefronts, for 16 multiply-adds a thread.
+// Why: LeNet's second convolution (20 channels, 50 5x5 filters) ran at about 4x its fp32
+// multiply-add floor in the direct kernels, with 2.2 warps a scheduler and 6 loads and their
+// address arithmetic beside every 32 multiply-adds of a thread, and cuDNN's fp32 algorithms did
+// no better (docs/PERFORMANCE.md, the fourth and fifth runs). Here a block computes a tile of a
+// matrix product from 16-deep slices of both operands staged in shared memory, and each thread
+// keeps 4x4 independent sums in registers: 2 shared-memory reads for 16 multiply-adds, a patch
+// value loaded once for 64 filters, and 5 warps a scheduler for LeNet's forward.
 //
 // The forward is the product of the input's patches [N*P*Q, C*R*S] (gathered from x as a slice
 // is loaded, never stored) and the filters [C*R*S, K]. The filter gradient is dy [K, N*P*Q]
