@@ -18,7 +18,7 @@ constexpr int kOutputsPerThread = kTileSize / kRows;
 constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
-constexpr int kMaxK = 512;
+constexpr int kMaxK = 1024;
 // Chunks of 32 k's whose loads are in flight at once. With one, every chunk waited for its own
 // loads: LeNet's products took about 1.15 us a chunk on the H200 (8.2 us a product, 35.8 a
 // step; 29 us for 25 chunks over 800 inputs), a memory latency each, where summing a chunk is

@@ -59,13 +59,13 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
 }
 
 #ifdef ALLOY_HAVE_CUDA
-// Where cuBLAS runs the forward (products core/ops/cuda/small_gemm.h leaves to it: LeNet's first
-// layer, a sum over 800 inputs; one of 2048), the bias rides in the cuBLASLt matmul's epilogue
+// Where cuBLAS runs the forward (products core/ops/cuda/small_gemm.h leaves to it: sums over
+// more than 1024 inputs), the bias rides in the cuBLASLt matmul's epilogue
 // (one launch) for every dtype; a shape cuBLASLt cannot fuse would still be right, through the
 // two-launch path, but slower, and this test names it.
 BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
   Generator generator(62);
-  const std::pair<std::int64_t, std::int64_t> layers[] = {{800, 128}, {2048, 10}};
+  const std::pair<std::int64_t, std::int64_t> layers[] = {{2048, 128}, {2048, 10}};
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const auto& [in, out] : layers) {
       const Tensor x = random_tensor({256, in}, dtype, generator);
@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
 // then fuses or the two-launch path runs, the result is the CPU's.
 BOOST_AUTO_TEST_CASE(misaligned_bias_and_input_give_the_cpus_result) {
   Generator generator(63);
-  const std::int64_t batch = 64, in = 600, out = 24;  // a sum too long for small_gemm
+  const std::int64_t batch = 64, in = 1200, out = 24;  // a sum too long for small_gemm
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     const std::size_t element = dtype_size(dtype);
     const Tensor x_buffer = random_tensor({batch * in + 1}, dtype, generator);
