@@ -18,7 +18,12 @@ constexpr int kOutputsPerThread = kTileSize / kRows;
 constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
-constexpr int kMaxK = 1024;
+constexpr int kMaxK = 512;
+// Sums up to 1024 long only for products of at most 32 tiles (LeNet's first forward, 256 x 128
+// over 800 inputs), whose time is their chain of chunks in either kernel; a larger one, such as
+// the ffn model's 256 x 256 over 784, was never timed against cuBLAS here.
+constexpr int kMaxLongK = 1024;
+constexpr long kMaxLongOutputs = 1L << 15;
 // Chunks of 32 k's whose loads are in flight at once. With one, every chunk waited for its own
 // loads: LeNet's products took about 1.15 us a chunk on the H200 (8.2 us a product, 35.8 a
 // step; 29 us for 25 chunks over 800 inputs), a memory latency each, where summing a chunk is
@@ -124,7 +129,9 @@ __global__ void __launch_bounds__(kGemmThreads)
 }  // namespace
 
 bool small_gemm_fits(int m, int n, int k) {
-  return m > 0 && n > 0 && k >= 0 && k <= kMaxK && static_cast<long>(m) * n <= kMaxOutputs;
+  const long outputs = static_cast<long>(m) * n;
+  return m > 0 && n > 0 && k >= 0 && outputs <= kMaxOutputs &&
+         (k <= kMaxK || (k <= kMaxLongK && outputs <= kMaxLongOutputs));
 }
 
 void small_gemm(const SmallGemm& shape, const void* a, const void* b, DType dtype, const void* bias,

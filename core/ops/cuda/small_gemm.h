@@ -19,10 +19,11 @@ struct SmallGemm {
 };
 
 // Whether small_gemm takes the product: at most 2^18 outputs (LeNet's 800x128 weight gradient
-// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 1024, which
-// includes LeNet's first layer's forward over 800 inputs: 29 us in this kernel's 32 blocks with
-// one chunk's loads in flight, against 30.5 in cuBLASLt's, which also fuses the bias (H200);
-// with four in flight, predicted about 10 (not yet measured), and no slower than before if not.
+// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 512, or up
+// to 1024 for at most 2^15 outputs. That includes LeNet's first layer's forward over 800 inputs:
+// 29 us in this kernel's 32 blocks with one chunk's loads in flight, against 30.5 in
+// cuBLASLt's, which also fuses the bias (H200); with four in flight, predicted about 10 (not
+// yet measured), and no slower than before if not.
 bool small_gemm_fits(int m, int n, int k);
 
 // c = op(a) op(b) (+ bias) (+ c when `accumulate`): a, b and bias (may be null) in `dtype`
