@@ -76,6 +76,12 @@ Shape conv2d_output_shape(const Shape& x, const Shape& w, const Conv2dParams& pa
   return physical(output_shape(op, nchw_shape(op, x, layout), w, params), layout);
 }
 
+cpu::Conv2dGeometry conv2d_geometry(const Shape& x, const Shape& w, const Conv2dParams& params,
+                                    Layout layout) {
+  constexpr const char* op = "conv2d";
+  return geometry(op, x, w, output_shape(op, x, w, params), params, layout);
+}
+
 Tensor conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dParams& params,
                       Layout layout) {
   constexpr const char* op = "conv2d_forward";

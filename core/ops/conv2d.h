@@ -61,4 +61,9 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
 
 }  // namespace cpu
 
+// The geometry the kernels take for x (NCHW sizes, whatever `layout` the tensors are stored in)
+// convolved with w.
+cpu::Conv2dGeometry conv2d_geometry(const Shape& x, const Shape& w, const Conv2dParams& params,
+                                    Layout layout = Layout::nchw);
+
 }  // namespace alloy

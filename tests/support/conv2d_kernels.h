@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -39,24 +40,8 @@ inline bool strided(const ConvCase& c) {
   return c.params.stride_h != 1 || c.params.stride_w != 1;
 }
 
-inline cpu::Conv2dGeometry geometry_of(const Shape& x, const Shape& w, const Conv2dParams& params,
-                                       Layout layout = Layout::nchw) {
-  const Shape y = conv2d_output_shape(x, w, params);
-  return {static_cast<int>(x[0]),
-          static_cast<int>(x[1]),
-          static_cast<int>(x[2]),
-          static_cast<int>(x[3]),
-          static_cast<int>(w[0]),
-          static_cast<int>(w[2]),
-          static_cast<int>(w[3]),
-          static_cast<int>(y[2]),
-          static_cast<int>(y[3]),
-          params,
-          layout};
-}
-
 inline cpu::Conv2dGeometry geometry_of(const ConvCase& c) {
-  return geometry_of(c.x, c.w, c.params);
+  return conv2d_geometry(c.x, c.w, c.params);
 }
 
 inline std::string describe(DType dtype, const ConvCase& c) {
@@ -92,6 +77,73 @@ inline Tensor nan_workspace(std::size_t bytes) {
                                    Device::cuda(0), MemoryCategory::workspace);
   workspace.fill(std::numeric_limits<float>::quiet_NaN());
   return workspace;
+}
+
+// A forward kernel: y (a new device tensor) = conv(x, w) + b, b possibly undefined.
+using ForwardKernel = std::function<Tensor(const cpu::Conv2dGeometry&, const Tensor& x,
+                                           const Tensor& w, const Tensor& b)>;
+
+// `forward` on case c's random data in `dtype` against the CPU's convolution, with and without
+// a bias, each run twice for equal bits; `name` leads the messages.
+inline void check_forward_kernel(const std::string& name, const ConvCase& c, DType dtype,
+                                 Generator& generator, const ForwardKernel& forward) {
+  const std::string what = name + " " + describe(dtype, c);
+  const cpu::Conv2dGeometry g = geometry_of(c);
+  const Tensor x = random_tensor(c.x, dtype, generator);
+  const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+  const Tensor b = random_tensor({c.w[0]}, dtype, generator);
+  const Tensor x_gpu = to_cuda(x), w_gpu = to_cuda(w), b_gpu = to_cuda(b);
+  const double terms = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
+  for (const bool with_bias : {true, false}) {
+    const Tensor bias = with_bias ? b : Tensor(), bias_gpu = with_bias ? b_gpu : Tensor();
+    const std::string which = what + (with_bias ? " with bias" : " without bias");
+    const Tensor y = forward(g, x_gpu, w_gpu, bias_gpu);
+    check_sum(y, conv2d_forward(x, w, bias, c.params),
+              conv2d_forward(abs_f32(x), abs_f32(w), with_bias ? abs_f32(b) : Tensor(), c.params),
+              dtype, terms, which);
+    check_gpu_equal(forward(g, x_gpu, w_gpu, bias_gpu), to_host(y), which + ", run twice");
+  }
+}
+
+// A filter-gradient kernel: dw = dL/dw, or dw += dL/dw when `accumulate`.
+using FilterKernel = std::function<void(const cpu::Conv2dGeometry&, const Tensor& x,
+                                        const Tensor& dy, Tensor& dw, bool accumulate)>;
+
+// `filter` on case c's random data in `dtype` against the CPU's gradient: overwriting garbage
+// (NaN) in dw and adding to what dw holds (one fp32 addition, one rounding), each run twice for
+// equal bits.
+inline void check_filter_kernel(const std::string& name, const ConvCase& c, DType dtype,
+                                Generator& generator, const FilterKernel& filter) {
+  const std::string what = name + " " + describe(dtype, c);
+  const cpu::Conv2dGeometry g = geometry_of(c);
+  const Tensor x = random_tensor(c.x, dtype, generator);
+  const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
+  const Tensor dy = random_tensor(conv2d_output_shape(c.x, c.w, c.params), dtype, generator);
+  const Tensor dw_start = random_tensor(c.w, dtype, generator);
+  // The CPU adds the gradient to dw in fp32 and rounds once: from zero, the gradient itself;
+  // from dw_start, dw_start + gradient.
+  Tensor db, dw_fresh = Tensor::zeros(c.w, dtype), dw_added = dw_start.clone();
+  conv2d_backward(x, w, dy, dw_fresh, db, c.params, false);
+  conv2d_backward(x, w, dy, dw_added, db, c.params, false);
+  Tensor dw_magnitude = Tensor::zeros(c.w, DType::f32);
+  conv2d_backward(abs_f32(x), abs_f32(w), abs_f32(dy), dw_magnitude, db, c.params, false);
+  const Tensor x_gpu = to_cuda(x), dy_gpu = to_cuda(dy);
+  const Shape y = conv2d_output_shape(c.x, c.w, c.params);
+  const double terms = static_cast<double>(y[0] * y[2] * y[3]);
+
+  Tensor dw_gpu = nan_tensor(c.w, dtype);
+  filter(g, x_gpu, dy_gpu, dw_gpu, false);
+  check_sum(dw_gpu, dw_fresh, dw_magnitude, dtype, terms, what + " into garbage");
+  Tensor dw_again = nan_tensor(c.w, dtype);
+  filter(g, x_gpu, dy_gpu, dw_again, false);
+  check_gpu_equal(dw_again, to_host(dw_gpu), what + ", run twice");
+
+  Tensor dw_sum = to_cuda(dw_start);
+  filter(g, x_gpu, dy_gpu, dw_sum, true);
+  check_sum(dw_sum, dw_added, dw_magnitude, dtype, terms, what + " added to dw");
+  Tensor dw_sum_again = to_cuda(dw_start);
+  filter(g, x_gpu, dy_gpu, dw_sum_again, true);
+  check_gpu_equal(dw_sum_again, to_host(dw_sum), what + " added to dw, run twice");
 }
 
 }  // namespace alloy::test

@@ -494,13 +494,16 @@ bool fits_32_bits(std::int64_t count) {
 
 }  // namespace
 
-bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection direction) {
+bool conv2d_kernels_take(const Conv2dGeometry& g, DType dtype) {
   if (g.layout != Layout::nchw) return false;
   if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) return false;
   const std::int64_t x_count = std::int64_t{g.batch} * g.channels * g.height * g.width;
   const std::int64_t y_count = std::int64_t{g.batch} * g.filters * g.out_h * g.out_w;
-  if (!fits_32_bits(x_count) || !fits_32_bits(y_count) || x_count == 0 || y_count == 0)
-    return false;
+  return fits_32_bits(x_count) && fits_32_bits(y_count) && x_count > 0 && y_count > 0;
+}
+
+bool conv2d_direct_supports(const Conv2dGeometry& g, DType dtype, ConvDirection direction) {
+  if (!conv2d_kernels_take(g, dtype)) return false;
   const std::int64_t rs = std::int64_t{g.kernel_h} * g.kernel_w;
   switch (direction) {
     case ConvDirection::forward:

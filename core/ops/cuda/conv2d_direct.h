@@ -26,6 +26,10 @@ namespace alloy::cuda {
 
 enum class ConvDirection { forward, data, filter };
 
+// What every one of Alloy's convolution kernels needs (these and conv2d_implicit_gemm.h's): NCHW,
+// f32/f16/bf16, and x and y not empty and indexable in 32 bits.
+bool conv2d_kernels_take(const cpu::Conv2dGeometry& g, DType dtype);
+
 // Whether the direct kernels take `direction` of g: NCHW, f32/f16/bf16, every tensor indexable
 // in 32 bits, the filter tile within a block's shared memory (C*R*S <= 1536 for the forward and
 // the filter gradient, K*R*S <= 1536 and stride 1 for the input gradient) and, for the filter

@@ -357,15 +357,8 @@ bool fits_32_bits(std::int64_t count) {
 }  // namespace
 
 bool conv2d_igemm_supports(const Conv2dGeometry& g, DType dtype, ConvDirection direction) {
-  if (g.layout != Layout::nchw) return false;
-  if (dtype != DType::f32 && dtype != DType::f16 && dtype != DType::bf16) return false;
-  const std::int64_t x_count = std::int64_t{g.batch} * g.channels * g.height * g.width;
-  const std::int64_t y_count = std::int64_t{g.batch} * g.filters * g.out_h * g.out_w;
   const std::int64_t taps = std::int64_t{g.channels} * g.kernel_h * g.kernel_w;
-  if (!fits_32_bits(x_count) || !fits_32_bits(y_count) || !fits_32_bits(taps * g.filters) ||
-      x_count == 0 || y_count == 0 || taps == 0) {
-    return false;
-  }
+  if (!conv2d_kernels_take(g, dtype) || !fits_32_bits(taps * g.filters)) return false;
   switch (direction) {
     case ConvDirection::forward:
       return taps <= kLargeTable && tiles_of(g.filters) <= 65535;

@@ -61,37 +61,18 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
   Generator generator(111);
   for (const DType dtype : kTypes) {
     for (const ConvCase& c : kConvCases) {
-      const std::string what = "direct forward " + describe(dtype, c);
-      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
+      const cpu::Conv2dGeometry g = geometry_of(c);
       BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::forward),
-                            what << ": not supported");
-      const Tensor x = random_tensor(c.x, dtype, generator);
-      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
-      const Tensor b = random_tensor({c.w[0]}, dtype, generator);
-      const Tensor x_gpu = to_cuda(x), w_gpu = to_cuda(w), b_gpu = to_cuda(b);
-      const double terms = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
-
-      const Tensor y = direct_forward(g, x_gpu, w_gpu, b_gpu);
-      check_sum(y, conv2d_forward(x, w, b, c.params),
-                conv2d_forward(abs_f32(x), abs_f32(w), abs_f32(b), c.params), dtype, terms,
-                what + " with bias");
-      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu), to_host(y),
-                      what + " with bias, run twice");
-
-      const Tensor y_plain = direct_forward(g, x_gpu, w_gpu, Tensor());
-      check_sum(y_plain, conv2d_forward(x, w, Tensor(), c.params),
-                conv2d_forward(abs_f32(x), abs_f32(w), Tensor(), c.params), dtype, terms,
-                what + " without bias");
-      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, Tensor()), to_host(y_plain),
-                      what + " without bias, run twice");
-
+                            "direct forward " << describe(dtype, c) << ": not supported");
+      check_forward_kernel("direct forward", c, dtype, generator,
+                           [](const cpu::Conv2dGeometry& shape, const Tensor& x, const Tensor& w,
+                              const Tensor& b) { return direct_forward(shape, x, w, b); });
       if (!cuda::conv2d_direct_splits(g, dtype)) continue;
-      const Tensor y_split = direct_forward(g, x_gpu, w_gpu, b_gpu, DirectForward::split_channels);
-      check_sum(y_split, conv2d_forward(x, w, b, c.params),
-                conv2d_forward(abs_f32(x), abs_f32(w), abs_f32(b), c.params), dtype, terms,
-                what + " with bias, channels split");
-      check_gpu_equal(direct_forward(g, x_gpu, w_gpu, b_gpu, DirectForward::split_channels),
-                      to_host(y_split), what + " with bias, channels split, run twice");
+      check_forward_kernel(
+          "direct forward, channels split", c, dtype, generator,
+          [](const cpu::Conv2dGeometry& shape, const Tensor& x, const Tensor& w, const Tensor& b) {
+            return direct_forward(shape, x, w, b, DirectForward::split_channels);
+          });
     }
   }
 }
@@ -102,7 +83,7 @@ BOOST_AUTO_TEST_CASE(input_gradient_matches_the_cpu_and_repeats_bit_for_bit) {
     for (const ConvCase& c : kConvCases) {
       if (strided(c)) continue;
       const std::string what = "direct input gradient " + describe(dtype, c);
-      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
+      const cpu::Conv2dGeometry g = geometry_of(c);
       BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::data),
                             what << ": not supported");
       const Tensor x = random_tensor(c.x, dtype, generator);
@@ -126,40 +107,10 @@ BOOST_AUTO_TEST_CASE(filter_gradient_overwrites_or_accumulates_and_repeats_bit_f
   Generator generator(113);
   for (const DType dtype : kTypes) {
     for (const ConvCase& c : kConvCases) {
-      const std::string what = "direct filter gradient " + describe(dtype, c);
-      const cpu::Conv2dGeometry g = geometry_of(c.x, c.w, c.params);
-      BOOST_REQUIRE_MESSAGE(cuda::conv2d_direct_supports(g, dtype, ConvDirection::filter),
-                            what << ": not supported");
-      const Tensor x = random_tensor(c.x, dtype, generator);
-      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
-      const Tensor dy = random_tensor(conv2d_output_shape(c.x, c.w, c.params), dtype, generator);
-      const Tensor dw_start = random_tensor(c.w, dtype, generator);
-      // The CPU adds the gradient to dw in fp32 and rounds once: from zero, the gradient
-      // itself; from dw_start, dw_start + gradient.
-      Tensor db, dw_fresh = Tensor::zeros(c.w, dtype), dw_added = dw_start.clone();
-      conv2d_backward(x, w, dy, dw_fresh, db, c.params, false);
-      conv2d_backward(x, w, dy, dw_added, db, c.params, false);
-      Tensor dw_magnitude = Tensor::zeros(c.w, DType::f32);
-      conv2d_backward(abs_f32(x), abs_f32(w), abs_f32(dy), dw_magnitude, db, c.params, false);
-      const Tensor x_gpu = to_cuda(x), dy_gpu = to_cuda(dy);
-      const Shape y = conv2d_output_shape(c.x, c.w, c.params);
-      const double terms = static_cast<double>(y[0] * y[2] * y[3]);
-
-      // accumulate = false: garbage (NaN) in dw must be overwritten, not read.
-      Tensor dw_gpu = nan_tensor(c.w, dtype);
-      direct_filter(g, x_gpu, dy_gpu, dw_gpu, false);
-      check_sum(dw_gpu, dw_fresh, dw_magnitude, dtype, terms, what + " into garbage");
-      Tensor dw_again = nan_tensor(c.w, dtype);
-      direct_filter(g, x_gpu, dy_gpu, dw_again, false);
-      check_gpu_equal(dw_again, to_host(dw_gpu), what + ", run twice");
-
-      // accumulate = true: dw_start + gradient, one fp32 addition and one rounding.
-      Tensor dw_sum = to_cuda(dw_start);
-      direct_filter(g, x_gpu, dy_gpu, dw_sum, true);
-      check_sum(dw_sum, dw_added, dw_magnitude, dtype, terms, what + " added to dw");
-      Tensor dw_sum_again = to_cuda(dw_start);
-      direct_filter(g, x_gpu, dy_gpu, dw_sum_again, true);
-      check_gpu_equal(dw_sum_again, to_host(dw_sum), what + " added to dw, run twice");
+      BOOST_REQUIRE_MESSAGE(
+          cuda::conv2d_direct_supports(geometry_of(c), dtype, ConvDirection::filter),
+          "direct filter gradient " << describe(dtype, c) << ": not supported");
+      check_filter_kernel("direct filter gradient", c, dtype, generator, direct_filter);
     }
   }
 }
@@ -168,7 +119,7 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   const auto supports = [](const Shape& x, const Shape& w, const Conv2dParams& params,
                            ConvDirection direction, DType dtype = DType::f32,
                            Layout layout = Layout::nchw) {
-    return cuda::conv2d_direct_supports(geometry_of(x, w, params, layout), dtype, direction);
+    return cuda::conv2d_direct_supports(conv2d_geometry(x, w, params, layout), dtype, direction);
   };
   const ConvDirection directions[] = {ConvDirection::forward, ConvDirection::data,
                                       ConvDirection::filter};
@@ -189,7 +140,7 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   const Conv2dParams plain{1, 1, 0, 0};
   // The split forward: at least 4 channels, C*R*S <= 512.
   const auto splits = [](const ConvCase& c, DType dtype = DType::f32) {
-    return cuda::conv2d_direct_splits(geometry_of(c.x, c.w, c.params), dtype);
+    return cuda::conv2d_direct_splits(geometry_of(c), dtype);
   };
   BOOST_TEST(splits(kConvCases[1]));   // LeNet's second layer: 20 channels, 500 taps
   BOOST_TEST(splits(kConvCases[4]));   // 4 channels

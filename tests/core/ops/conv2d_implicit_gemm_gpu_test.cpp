@@ -59,29 +59,10 @@ BOOST_AUTO_TEST_CASE(forward_with_and_without_bias_matches_the_cpu_and_repeats_b
   Generator generator(121);
   for (const DType dtype : kTypes) {
     for (const ConvCase& c : cases()) {
-      const std::string what = "implicit-GEMM forward " + describe(dtype, c);
-      const cpu::Conv2dGeometry g = geometry_of(c);
-      BOOST_REQUIRE_MESSAGE(cuda::conv2d_igemm_supports(g, dtype, ConvDirection::forward),
-                            what << ": not supported");
-      const Tensor x = random_tensor(c.x, dtype, generator);
-      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
-      const Tensor b = random_tensor({c.w[0]}, dtype, generator);
-      const Tensor x_gpu = to_cuda(x), w_gpu = to_cuda(w), b_gpu = to_cuda(b);
-      const double terms = static_cast<double>(c.w[1] * c.w[2] * c.w[3]);
-
-      const Tensor y = igemm_forward(g, x_gpu, w_gpu, b_gpu);
-      check_sum(y, conv2d_forward(x, w, b, c.params),
-                conv2d_forward(abs_f32(x), abs_f32(w), abs_f32(b), c.params), dtype, terms,
-                what + " with bias");
-      check_gpu_equal(igemm_forward(g, x_gpu, w_gpu, b_gpu), to_host(y),
-                      what + " with bias, run twice");
-
-      const Tensor y_plain = igemm_forward(g, x_gpu, w_gpu, Tensor());
-      check_sum(y_plain, conv2d_forward(x, w, Tensor(), c.params),
-                conv2d_forward(abs_f32(x), abs_f32(w), Tensor(), c.params), dtype, terms,
-                what + " without bias");
-      check_gpu_equal(igemm_forward(g, x_gpu, w_gpu, Tensor()), to_host(y_plain),
-                      what + " without bias, run twice");
+      BOOST_REQUIRE_MESSAGE(
+          cuda::conv2d_igemm_supports(geometry_of(c), dtype, ConvDirection::forward),
+          "implicit-GEMM forward " << describe(dtype, c) << ": not supported");
+      check_forward_kernel("implicit-GEMM forward", c, dtype, generator, igemm_forward);
     }
   }
 }
@@ -90,40 +71,10 @@ BOOST_AUTO_TEST_CASE(filter_gradient_overwrites_or_accumulates_and_repeats_bit_f
   Generator generator(123);
   for (const DType dtype : kTypes) {
     for (const ConvCase& c : cases()) {
-      const std::string what = "implicit-GEMM filter gradient " + describe(dtype, c);
-      const cpu::Conv2dGeometry g = geometry_of(c);
-      BOOST_REQUIRE_MESSAGE(cuda::conv2d_igemm_supports(g, dtype, ConvDirection::filter),
-                            what << ": not supported");
-      const Tensor x = random_tensor(c.x, dtype, generator);
-      const Tensor w = random_tensor(c.w, dtype, generator, -0.2f, 0.2f);
-      const Tensor dy = random_tensor(conv2d_output_shape(c.x, c.w, c.params), dtype, generator);
-      const Tensor dw_start = random_tensor(c.w, dtype, generator);
-      // The CPU adds the gradient to dw in fp32 and rounds once: from zero, the gradient
-      // itself; from dw_start, dw_start + gradient.
-      Tensor db, dw_fresh = Tensor::zeros(c.w, dtype), dw_added = dw_start.clone();
-      conv2d_backward(x, w, dy, dw_fresh, db, c.params, false);
-      conv2d_backward(x, w, dy, dw_added, db, c.params, false);
-      Tensor dw_magnitude = Tensor::zeros(c.w, DType::f32);
-      conv2d_backward(abs_f32(x), abs_f32(w), abs_f32(dy), dw_magnitude, db, c.params, false);
-      const Tensor x_gpu = to_cuda(x), dy_gpu = to_cuda(dy);
-      const Shape y = conv2d_output_shape(c.x, c.w, c.params);
-      const double terms = static_cast<double>(y[0] * y[2] * y[3]);
-
-      // accumulate = false: garbage (NaN) in dw must be overwritten, not read.
-      Tensor dw_gpu = nan_tensor(c.w, dtype);
-      igemm_filter(g, x_gpu, dy_gpu, dw_gpu, false);
-      check_sum(dw_gpu, dw_fresh, dw_magnitude, dtype, terms, what + " into garbage");
-      Tensor dw_again = nan_tensor(c.w, dtype);
-      igemm_filter(g, x_gpu, dy_gpu, dw_again, false);
-      check_gpu_equal(dw_again, to_host(dw_gpu), what + ", run twice");
-
-      // accumulate = true: dw_start + gradient, one fp32 addition and one rounding.
-      Tensor dw_sum = to_cuda(dw_start);
-      igemm_filter(g, x_gpu, dy_gpu, dw_sum, true);
-      check_sum(dw_sum, dw_added, dw_magnitude, dtype, terms, what + " added to dw");
-      Tensor dw_sum_again = to_cuda(dw_start);
-      igemm_filter(g, x_gpu, dy_gpu, dw_sum_again, true);
-      check_gpu_equal(dw_sum_again, to_host(dw_sum), what + " added to dw, run twice");
+      BOOST_REQUIRE_MESSAGE(
+          cuda::conv2d_igemm_supports(geometry_of(c), dtype, ConvDirection::filter),
+          "implicit-GEMM filter gradient " << describe(dtype, c) << ": not supported");
+      check_filter_kernel("implicit-GEMM filter gradient", c, dtype, generator, igemm_filter);
     }
   }
 }
@@ -132,7 +83,7 @@ BOOST_AUTO_TEST_CASE(supports_names_what_the_kernels_take) {
   const auto supports = [](const Shape& x, const Shape& w, const Conv2dParams& params,
                            ConvDirection direction, DType dtype = DType::f32,
                            Layout layout = Layout::nchw) {
-    return cuda::conv2d_igemm_supports(geometry_of(x, w, params, layout), dtype, direction);
+    return cuda::conv2d_igemm_supports(conv2d_geometry(x, w, params, layout), dtype, direction);
   };
   const ConvCase& lenet = kConvCases[1];
   for (const ConvDirection direction : {ConvDirection::forward, ConvDirection::filter}) {

@@ -167,11 +167,19 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
 
   // A choice of Alloy's direct kernels (100, math type 0) runs them, in every direction, and
   // they agree with the CPU (the forward with its bias, the filter gradient accumulating).
-  const std::string direct_shape = "f32\t3,3,7,7\t4,3,3,3\t1,1\t1,1\tnchw\t";
-  std::string direct_lines;
-  for (const char* direction : {"forward", "data", "filter"})
-    direct_lines += gpu + "\t" + version + "\t" + direct_shape + direction + "\t100\t0\n";
-  std::ofstream(db, std::ios::app) << direct_lines;
+  // The db lines that choose Alloy's kernels for a shape: the forward's and the filter
+  // gradient's by math type, the input gradient's direct kernel.
+  const auto alloy_choices = [&](const std::string& shape, int forward, int filter) {
+    std::string lines;
+    for (const auto& [direction, kernel] :
+         {std::pair<const char*, int>{"forward", forward}, {"data", 0}, {"filter", filter}}) {
+      lines += gpu + "\t" + version + "\t" + shape + direction + "\t100\t" +
+               std::to_string(kernel) + "\n";
+    }
+    return lines;
+  };
+  std::ofstream(db, std::ios::app) << alloy_choices("f32\t3,3,7,7\t4,3,3,3\t1,1\t1,1\tnchw\t",
+                                                    cuda::kStreamingForward, cuda::kDirectFilter);
   cuda::reset_conv_algorithms();
   const std::string with_direct = read_file(db);
   check_convolution({3, 3, 7, 7}, w, {1, 1, 1, 1}, generator);
@@ -187,11 +195,8 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
   // A choice of the forward's channel-split kernel (100, math type 1) runs it, where it applies
   // (4 channels here), and it agrees with the CPU.
   const Shape w4 = {4, 4, 3, 3};
-  const std::string split_shape = "f32\t3,4,7,7\t4,4,3,3\t1,1\t1,1\tnchw\t";
-  std::ofstream(db, std::ios::app) << gpu + "\t" + version + "\t" + split_shape +
-                                          "forward\t100\t1\n" + gpu + "\t" + version + "\t" +
-                                          split_shape + "data\t100\t0\n" + gpu + "\t" + version +
-                                          "\t" + split_shape + "filter\t100\t0\n";
+  std::ofstream(db, std::ios::app) << alloy_choices("f32\t3,4,7,7\t4,4,3,3\t1,1\t1,1\tnchw\t",
+                                                    cuda::kSplitForward, cuda::kDirectFilter);
   cuda::reset_conv_algorithms();
   const std::string with_split = read_file(db);
   check_convolution({3, 4, 7, 7}, w4, {1, 1, 1, 1}, generator);
@@ -205,11 +210,9 @@ BOOST_AUTO_TEST_CASE(measured_choices_are_kept_in_the_db_and_read_back_without_m
 
   // A choice of the implicit-GEMM kernels (forward 100 2, filter gradient 100 1) runs them, and
   // they agree with the CPU.
-  const std::string igemm_shape = "f32\t3,4,6,6\t4,4,3,3\t1,1\t1,1\tnchw\t";
-  std::ofstream(db, std::ios::app) << gpu + "\t" + version + "\t" + igemm_shape +
-                                          "forward\t100\t2\n" + gpu + "\t" + version + "\t" +
-                                          igemm_shape + "data\t100\t0\n" + gpu + "\t" + version +
-                                          "\t" + igemm_shape + "filter\t100\t1\n";
+  std::ofstream(db, std::ios::app)
+      << alloy_choices("f32\t3,4,6,6\t4,4,3,3\t1,1\t1,1\tnchw\t", cuda::kImplicitGemmForward,
+                       cuda::kImplicitGemmFilter);
   cuda::reset_conv_algorithms();
   const std::string with_igemm = read_file(db);
   check_convolution({3, 4, 6, 6}, w4, {1, 1, 1, 1}, generator);
