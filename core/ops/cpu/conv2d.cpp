@@ -7,6 +7,7 @@
 
 #include "core/ops/cpu/conv2d_winograd.h"
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
@@ -245,13 +246,8 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
                   dy_block, static_cast<int>(ld), cols, static_cast<int>(ld), 1.0f, dw_partial,
                   static_cast<int>(patch));
       if (db != nullptr) {
-        for (Index k = 0; k < g.filters; ++k) {
-          const float* row = dy_block + k * ld;
-          float sum = 0.0f;
-          for (Index j = 0; j < ld; ++j)
-            sum += row[j];
-          db_partial[k] += sum;
-        }
+        for (Index k = 0; k < g.filters; ++k)
+          db_partial[k] += lane_sum(dy_block + k * ld, ld);
       }
       if (dx == nullptr) continue;
       gemm_serial(true, false, static_cast<int>(patch), static_cast<int>(ld), g.filters, 1.0f, w,

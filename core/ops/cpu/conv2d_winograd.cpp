@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
@@ -537,11 +538,7 @@ void conv2d_winograd_backward(const Conv2dGeometry& g, const void* x, const floa
         for (Index k = 0; k < filters; ++k) {
           const float* plane = grad + k * t.out_plane;
           transform_gradient(plane, t, dy_hat + k * ld + i * t.per_image, filters * ld, rows);
-          if (db == nullptr) continue;
-          float sum = 0.0f;
-          for (Index j = 0; j < t.out_plane; ++j)
-            sum += plane[j];
-          db_partial[k] += sum;
+          if (db != nullptr) db_partial[k] += lane_sum(plane, t.out_plane);
         }
       }
       for (int point = 0; point < kPoints; ++point) {
