@@ -215,9 +215,8 @@ Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
 
   if (conv2d_direct_supports(g, dtype, ConvDirection::forward))
     forward.candidates.push_back(alloy_offer(0, "forward", kStreamingForward));
-  if (conv2d_direct_splits(g, dtype)) {
+  if (conv2d_direct_splits(g, dtype))
     forward.candidates.push_back(alloy_offer(0, "forward", kSplitForward));
-  }
   if (conv2d_igemm_supports(g, dtype, ConvDirection::forward))
     forward.candidates.push_back(alloy_offer(0, "forward", kImplicitGemmForward));
   if (conv2d_direct_supports(g, dtype, ConvDirection::data))
