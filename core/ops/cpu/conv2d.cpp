@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/ops/cpu/conv2d_winograd.h"
+#include "core/ops/cpu/conv2d_winograd_5x5.h"
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
@@ -279,6 +280,8 @@ void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, cons
                     DType dtype) {
   if (winograd_preferred(g)) {
     conv2d_winograd_forward(g, x, w, b, y, dtype);
+  } else if (winograd_5x5_preferred(g)) {
+    conv2d_winograd_5x5_forward(g, x, w, b, y, dtype);
   } else {
     conv2d_im2col_forward(g, x, w, b, y, dtype);
   }

@@ -1,0 +1,278 @@
+#include "core/ops/cpu/conv2d_winograd_5x5.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/thread_scratch.h"
+#include "core/ops/gemm.h"
+#include "core/thread_pool.h"
+
+namespace alloy::cpu {
+
+namespace {
+
+using Index = std::int64_t;
+
+constexpr int kWindow = 6;  // a tile's input window, and its transform: 6x6 points
+constexpr int kPoints = kWindow * kWindow;
+constexpr int kTaps = 5;
+
+// The Toom-Cook matrices of F(2, 5) at the points 0, 1, -1, 2, -2 and infinity: A^T evaluates
+// the 2 outputs, G the filter (scaled by the points' Lagrange denominators), and B^T is the
+// unique matrix that then makes A^T [(G g) .* (B^T d)] the correlation of d and g (derived in
+// exact rational arithmetic; conv2d_winograd_5x5_test checks the results against float64).
+constexpr float kBT[kWindow][kWindow] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
+                                         {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+                                         {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+constexpr double kG[kWindow][kTaps] = {{1.0 / 4, 0, 0, 0, 0},
+                                       {-1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                       {-1.0 / 6, 1.0 / 6, -1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                       {1.0 / 24, 1.0 / 12, 1.0 / 6, 1.0 / 3, 2.0 / 3},
+                                       {1.0 / 24, -1.0 / 12, 1.0 / 6, -1.0 / 3, 2.0 / 3},
+                                       {0, 0, 0, 0, 1}};
+constexpr float kAT[2][kWindow] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
+
+// Sixteen floats in vector lanes, one image each (GCC's vector extension: one AVX-512 register,
+// or two AVX ones).
+constexpr int kLanes = 16;
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+Lanes load(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+void store(float* p, Lanes v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// The sizes of one call: 2x2 output tiles, and a block's planes, padded so that every tile's
+// window lies inside (padded row 2i .. 2i + 5 for tile row i; the image at (pad_h, pad_w)).
+struct Plan {
+  explicit Plan(const Conv2dGeometry& g)
+      : g(g),
+        tile_rows((g.out_h + 1) / 2),
+        tile_columns((g.out_w + 1) / 2),
+        per_image(tile_rows * tile_columns),
+        tiles(per_image * kLanes),
+        padded_h(2 * tile_rows + 4),
+        padded_w(2 * tile_columns + 4),
+        image(static_cast<Index>(g.channels) * g.height * g.width),
+        output(static_cast<Index>(g.filters) * g.out_h * g.out_w) {}
+
+  // Floats of each per-thread buffer.
+  Index padded_floats() const { return g.channels * padded_h * padded_w * kLanes; }
+  Index v_floats() const { return kPoints * g.channels * tiles; }
+  Index m_floats() const { return kPoints * g.filters * tiles; }
+  Index y_floats() const { return output * kLanes; }
+
+  const Conv2dGeometry& g;
+  Index tile_rows, tile_columns, per_image, tiles;
+  Index padded_h, padded_w;
+  Index image, output;
+};
+
+// U[point][k][c] = G w[k][c] G^T, in double and rounded once.
+Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
+  const Index pairs = static_cast<Index>(g.filters) * g.channels;
+  Tensor u = Tensor::empty({kPoints * pairs}, DType::f32, Device::cpu(), MemoryCategory::workspace);
+  float* out = u.data<float>();
+  cpu_pool().parallel_for(pairs, [&](Index begin, Index end, int) {
+    for (Index pair = begin; pair < end; ++pair) {
+      const float* taps = w + pair * kTaps * kTaps;
+      double rows[kWindow][kTaps] = {};  // G g
+      for (int a = 0; a < kWindow; ++a) {
+        for (int s = 0; s < kTaps; ++s) {
+          for (int r = 0; r < kTaps; ++r)
+            rows[a][s] += kG[a][r] * taps[r * kTaps + s];
+        }
+      }
+      for (int a = 0; a < kWindow; ++a) {
+        for (int b = 0; b < kWindow; ++b) {
+          double sum = 0.0;
+          for (int s = 0; s < kTaps; ++s)
+            sum += rows[a][s] * kG[b][s];
+          out[(a * kWindow + b) * pairs + pair] = static_cast<float>(sum);
+        }
+      }
+    }
+  });
+  return u;
+}
+
+// The block's images [first, first + count) into the padded planes, image n in lane n:
+// padded[(c * padded_h + h + pad_h) * padded_w + w + pad_w][n] = x[first + n][c][h][w]. The
+// padding, written by no one, stays as the thread zeroed it; lanes past `count` keep zeros or an
+// earlier block's images, whose results are never stored.
+void transpose_in(const Plan& p, const void* x, DType dtype, Index first, Index count,
+                  float* padded, float* image_scratch) {
+  const Conv2dGeometry& g = p.g;
+  for (Index n = 0; n < count; ++n) {
+    const float* in = load_floats(x, dtype, (first + n) * p.image, p.image, image_scratch);
+    for (Index c = 0; c < g.channels; ++c) {
+      for (Index h = 0; h < g.height; ++h) {
+        float* row =
+            padded +
+            ((c * p.padded_h + h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes + n;
+        const float* source = in + (c * g.height + h) * g.width;
+        for (Index w = 0; w < g.width; ++w)
+          row[w * kLanes] = source[w];
+      }
+    }
+  }
+}
+
+// V[point][c][tile lanes] = B^T d B for every tile of every channel.
+void transform_inputs(const Plan& p, const float* padded, float* v) {
+  const Index channels = p.g.channels;
+  for (Index c = 0; c < channels; ++c) {
+    const float* plane = padded + c * p.padded_h * p.padded_w * kLanes;
+    for (Index i = 0; i < p.tile_rows; ++i) {
+      for (Index j = 0; j < p.tile_columns; ++j) {
+        const float* corner = plane + (2 * i * p.padded_w + 2 * j) * kLanes;
+        Lanes d[kWindow][kWindow];
+        for (int r = 0; r < kWindow; ++r) {
+          for (int s = 0; s < kWindow; ++s)
+            d[r][s] = load(corner + (r * p.padded_w + s) * kLanes);
+        }
+        Lanes rows[kWindow][kWindow];  // B^T d
+#pragma GCC unroll 6
+        for (int a = 0; a < kWindow; ++a) {
+#pragma GCC unroll 6
+          for (int s = 0; s < kWindow; ++s) {
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int r = 0; r < kWindow; ++r) {
+              if (kBT[a][r] != 0.0f) sum += kBT[a][r] * d[r][s];
+            }
+            rows[a][s] = sum;
+          }
+        }
+        float* out = v + (c * p.per_image + i * p.tile_columns + j) * kLanes;
+#pragma GCC unroll 6
+        for (int a = 0; a < kWindow; ++a) {
+#pragma GCC unroll 6
+          for (int b = 0; b < kWindow; ++b) {
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int s = 0; s < kWindow; ++s) {
+              if (kBT[b][s] != 0.0f) sum += rows[a][s] * kBT[b][s];
+            }
+            store(out + (a * kWindow + b) * channels * p.tiles, sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The outputs of every filter from M[point][k][tile lanes]: A^T m A + bias, into the block's
+// transposed output y_lanes[(k * out_h + row) * out_w + column][n].
+void transform_outputs(const Plan& p, const float* m, const float* bias, float* y_lanes) {
+  const Conv2dGeometry& g = p.g;
+  const Index filters = g.filters;
+  for (Index k = 0; k < filters; ++k) {
+    const Lanes b = Lanes{} + (bias != nullptr ? bias[k] : 0.0f);
+    for (Index i = 0; i < p.tile_rows; ++i) {
+      for (Index j = 0; j < p.tile_columns; ++j) {
+        const float* tile = m + (k * p.per_image + i * p.tile_columns + j) * kLanes;
+        Lanes rows[2][kWindow];  // A^T m
+#pragma GCC unroll 6
+        for (int v = 0; v < kWindow; ++v) {
+          Lanes point[kWindow];
+#pragma GCC unroll 6
+          for (int u = 0; u < kWindow; ++u)
+            point[u] = load(tile + (u * kWindow + v) * filters * p.tiles);
+#pragma GCC unroll 2
+          for (int a = 0; a < 2; ++a) {
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int u = 0; u < kWindow; ++u) {
+              if (kAT[a][u] != 0.0f) sum += kAT[a][u] * point[u];
+            }
+            rows[a][v] = sum;
+          }
+        }
+        for (int a = 0; a < 2; ++a) {
+          const Index row = 2 * i + a;
+          if (row >= g.out_h) break;
+          for (int c = 0; c < 2; ++c) {
+            const Index column = 2 * j + c;
+            if (column >= g.out_w) break;
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int v = 0; v < kWindow; ++v) {
+              if (kAT[c][v] != 0.0f) sum += rows[a][v] * kAT[c][v];
+            }
+            store(y_lanes + ((k * g.out_h + row) * g.out_w + column) * kLanes, sum + b);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block's outputs out of their lanes into y, rounded once to `dtype`.
+void transpose_out(const Plan& p, const float* y_lanes, Index first, Index count, void* y,
+                   DType dtype, float* output_scratch) {
+  for (Index n = 0; n < count; ++n) {
+    float* out = output_floats(y, dtype, (first + n) * p.output, output_scratch);
+    for (Index i = 0; i < p.output; ++i)
+      out[i] = y_lanes[i * kLanes + n];
+    store_floats(out, y, dtype, (first + n) * p.output, p.output);
+  }
+}
+
+}  // namespace
+
+bool winograd_5x5_supports(const Conv2dGeometry& g) {
+  const Conv2dParams& p = g.params;
+  return g.kernel_h == kTaps && g.kernel_w == kTaps && p.stride_h == 1 && p.stride_w == 1 &&
+         p.pad_h <= kTaps - 1 && p.pad_w <= kTaps - 1 && g.out_h > 0 && g.out_w > 0;
+}
+
+bool winograd_5x5_preferred(const Conv2dGeometry& g) {
+  // Below 16 channels or filters the transforms cost as much as the multiplies they save.
+  return winograd_5x5_supports(g) && g.channels >= 16 && g.filters >= 16;
+}
+
+void conv2d_winograd_5x5_forward(const Conv2dGeometry& g, const void* x, const float* w,
+                                 const float* b, void* y, DType dtype) {
+  const Plan plan(g);
+  const Tensor u = transform_filters(g, w);
+  const float* filters_hat = u.data<float>();
+  const Index pairs = static_cast<Index>(g.filters) * g.channels;
+  const bool widened = dtype != DType::f32;
+  const ThreadScratch scratch(plan.padded_floats() + plan.v_floats() + plan.m_floats() +
+                                  plan.y_floats() + (widened ? plan.image + plan.output : 0),
+                              false);
+  const Index blocks = (g.batch + kLanes - 1) / kLanes;
+  cpu_pool().parallel_for(blocks, [&](Index begin, Index end, int chunk) {
+    float* padded = scratch.slice(chunk);
+    float* v = padded + plan.padded_floats();
+    float* m = v + plan.v_floats();
+    float* y_lanes = m + plan.m_floats();
+    float* image_scratch = y_lanes + plan.y_floats();
+    float* output_scratch = image_scratch + (widened ? plan.image : 0);
+    // Zeroed once: the padding around the planes is never written.
+    std::fill(padded, padded + plan.padded_floats(), 0.0f);
+    const int tiles = static_cast<int>(plan.tiles);
+    for (Index block = begin; block < end; ++block) {
+      const Index first = block * kLanes, count = std::min<Index>(kLanes, g.batch - first);
+      transpose_in(plan, x, dtype, first, count, padded, image_scratch);
+      transform_inputs(plan, padded, v);
+      for (int point = 0; point < kPoints; ++point) {
+        gemm_serial(false, false, g.filters, tiles, g.channels, 1.0f, filters_hat + point * pairs,
+                    g.channels, v + point * g.channels * plan.tiles, tiles, 0.0f,
+                    m + point * g.filters * plan.tiles, tiles);
+      }
+      transform_outputs(plan, m, b, y_lanes);
+      transpose_out(plan, y_lanes, first, count, y, dtype, output_scratch);
+    }
+  });
+}
+
+}  // namespace alloy::cpu

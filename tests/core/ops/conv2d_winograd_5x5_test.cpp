@@ -1,0 +1,172 @@
+// The Winograd F(2x2, 5x5) forward (core/ops/cpu/conv2d_winograd_5x5.h) against a float64
+// convolution from the definition, in f32, f16 and bf16: LeNet's second layer, partial blocks of
+// 16 images (3, and 17: one full block and one of a single image), odd and even output planes
+// (partial last tiles), every padding up to 4 and unequal ones, with and without a bias; each
+// rerun gives equal bits; and which geometries it takes.
+#include "core/ops/cpu/conv2d_winograd_5x5.h"
+
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+using namespace alloy;
+using namespace alloy::cpu;
+
+namespace {
+
+struct Case {
+  const char* name;
+  int batch, channels, height, width, filters, pad_h, pad_w;
+  bool bias;
+};
+
+const Case kCases[] = {
+    {"LeNet's second layer, 3 images", 3, 20, 13, 13, 50, 0, 0, true},
+    {"17 images: a full block and one of 1", 17, 16, 9, 8, 16, 0, 0, false},
+    {"padding 2, even plane", 2, 17, 8, 10, 18, 2, 2, true},
+    {"padding 4, unequal", 2, 16, 6, 7, 16, 4, 1, false},
+    {"padding 1, 1x1 output", 1, 16, 3, 3, 17, 1, 1, true},
+};
+
+Conv2dGeometry geometry(const Case& c) {
+  Conv2dGeometry g{};
+  g.batch = c.batch;
+  g.channels = c.channels;
+  g.height = c.height;
+  g.width = c.width;
+  g.filters = c.filters;
+  g.kernel_h = g.kernel_w = 5;
+  g.params.pad_h = c.pad_h;
+  g.params.pad_w = c.pad_w;
+  g.out_h = c.height + 2 * c.pad_h - 4;
+  g.out_w = c.width + 2 * c.pad_w - 4;
+  return g;
+}
+
+std::vector<float> random_floats(std::size_t count, std::mt19937& random) {
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> out(count);
+  for (float& v : out)
+    v = uniform(random);
+  return out;
+}
+
+// y and the sum of |products| of each output, in float64 from the definition.
+void reference(const Conv2dGeometry& g, const std::vector<double>& x, const std::vector<float>& w,
+               const std::vector<float>& b, std::vector<double>& y, std::vector<double>& scale) {
+  const std::size_t outputs = static_cast<std::size_t>(g.batch) * g.filters * g.out_h * g.out_w;
+  y.assign(outputs, 0.0);
+  scale.assign(outputs, 0.0);
+  std::size_t at = 0;
+  for (int n = 0; n < g.batch; ++n)
+    for (int k = 0; k < g.filters; ++k)
+      for (int p = 0; p < g.out_h; ++p)
+        for (int q = 0; q < g.out_w; ++q, ++at) {
+          double sum = b.empty() ? 0.0 : b[static_cast<std::size_t>(k)];
+          double magnitude = std::abs(sum);
+          for (int c = 0; c < g.channels; ++c)
+            for (int r = 0; r < 5; ++r)
+              for (int s = 0; s < 5; ++s) {
+                const int h = p - g.params.pad_h + r, v = q - g.params.pad_w + s;
+                if (h < 0 || h >= g.height || v < 0 || v >= g.width) continue;
+                const double product =
+                    x[((static_cast<std::size_t>(n) * g.channels + c) * g.height + h) * g.width +
+                      v] *
+                    w[((static_cast<std::size_t>(k) * g.channels + c) * 5 + r) * 5 + s];
+                sum += product;
+                magnitude += std::abs(product);
+              }
+          y[at] = sum;
+          scale[at] = magnitude;
+        }
+}
+
+// Error allowed, relative to an output's sum of |products|: the transforms scale inputs by up
+// to 5 and 2/3 before multiplying; fp32 measured under 1e-6 of the magnitude; a half output
+// adds its own rounding (2^-11 or 2^-8 of the value).
+double tolerance(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return 4e-6;
+    case DType::f16:
+      return 1e-3;
+    default:
+      return 8e-3;
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(conv2d_winograd_5x5)
+
+BOOST_AUTO_TEST_CASE(forward_matches_the_definition_and_repeats_bit_for_bit) {
+  std::mt19937 random(51);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const Case& c : kCases) {
+      const Conv2dGeometry g = geometry(c);
+      const std::string what = std::string(c.name) + " " + dtype_name(dtype);
+      BOOST_REQUIRE_MESSAGE(winograd_5x5_supports(g), what);
+      const Shape x_shape = {c.batch, c.channels, c.height, c.width};
+      const Tensor x = Tensor::from_floats(
+          x_shape, random_floats(static_cast<std::size_t>(shape_numel(x_shape)), random), dtype);
+      const std::vector<float> w =
+          random_floats(static_cast<std::size_t>(c.filters) * c.channels * 25, random);
+      const std::vector<float> b = c.bias
+                                       ? random_floats(static_cast<std::size_t>(c.filters), random)
+                                       : std::vector<float>();
+      const std::vector<float> x_stored = x.to_floats();
+      std::vector<double> expected, scale;
+      reference(g, std::vector<double>(x_stored.begin(), x_stored.end()), w, b, expected, scale);
+
+      const Shape y_shape = {c.batch, c.filters, g.out_h, g.out_w};
+      Tensor y = Tensor::zeros(y_shape, dtype);
+      conv2d_winograd_5x5_forward(g, x.raw(), w.data(), c.bias ? b.data() : nullptr, y.raw(),
+                                  dtype);
+      const std::vector<float> actual = y.to_floats();
+      double worst = 0.0;
+      std::size_t worst_at = 0;
+      for (std::size_t i = 0; i < expected.size(); ++i) {
+        const double error = std::abs(actual[i] - expected[i]) / std::max(scale[i], 1e-30);
+        if (!(error <= worst)) {
+          worst = error;
+          worst_at = i;
+        }
+      }
+      BOOST_TEST(worst <= tolerance(dtype),
+                 what << ": element " << worst_at << " is " << actual[worst_at] << ", expected "
+                      << expected[worst_at] << " (error " << worst << " of its magnitude)");
+      Tensor again = Tensor::zeros(y_shape, dtype);
+      conv2d_winograd_5x5_forward(g, x.raw(), w.data(), c.bias ? b.data() : nullptr, again.raw(),
+                                  dtype);
+      BOOST_TEST(again.to_floats() == actual, what << ": run twice");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(takes_5x5_stride_1_and_prefers_wide_layers) {
+  Conv2dGeometry g = geometry(kCases[0]);
+  BOOST_TEST(winograd_5x5_supports(g));
+  BOOST_TEST(winograd_5x5_preferred(g));
+  g.channels = 1;  // a 1-channel stem: im2col
+  BOOST_TEST(winograd_5x5_supports(g));
+  BOOST_TEST(!winograd_5x5_preferred(g));
+  g.channels = 20;
+  g.filters = 15;
+  BOOST_TEST(!winograd_5x5_preferred(g));
+  g.filters = 50;
+  g.params.stride_w = 2;
+  BOOST_TEST(!winograd_5x5_supports(g));
+  g.params.stride_w = 1;
+  g.kernel_h = g.kernel_w = 3;
+  BOOST_TEST(!winograd_5x5_supports(g));
+  g.kernel_h = g.kernel_w = 5;
+  g.params.pad_h = 5;
+  BOOST_TEST(!winograd_5x5_supports(g));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
