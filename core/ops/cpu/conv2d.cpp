@@ -291,6 +291,8 @@ void conv2d_backward(const Conv2dGeometry& g, const void* x, const float* w, con
                      float* dw, float* db, void* dx, DType dtype) {
   if (winograd_preferred(g)) {
     conv2d_winograd_backward(g, x, w, dy, dw, db, dx, dtype);
+  } else if (winograd_5x5_preferred(g)) {
+    conv2d_winograd_5x5_backward(g, x, w, dy, dw, db, dx, dtype);
   } else {
     conv2d_im2col_backward(g, x, w, dy, dw, db, dx, dtype);
   }

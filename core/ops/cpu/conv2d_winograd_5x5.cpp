@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
@@ -226,6 +227,161 @@ void transpose_out(const Plan& p, const float* y_lanes, Index first, Index count
   }
 }
 
+// The block's dy into lanes: dy_lanes[(k * out_h + row) * out_w + column][n].
+void transpose_gradient_in(const Plan& p, const void* dy, DType dtype, Index first, Index count,
+                           float* dy_lanes, float* output_scratch) {
+  for (Index n = 0; n < count; ++n) {
+    const float* in = load_floats(dy, dtype, (first + n) * p.output, p.output, output_scratch);
+    for (Index i = 0; i < p.output; ++i)
+      dy_lanes[i * kLanes + n] = in[i];
+  }
+}
+
+// Yh[point][k][tile lanes] = A dY A^T for every tile of every filter (the adjoint of
+// transform_outputs); outputs past the plane's edge count as zero.
+void transform_gradients(const Plan& p, const float* dy_lanes, float* yh) {
+  const Conv2dGeometry& g = p.g;
+  const Index filters = g.filters;
+  for (Index k = 0; k < filters; ++k) {
+    for (Index i = 0; i < p.tile_rows; ++i) {
+      for (Index j = 0; j < p.tile_columns; ++j) {
+        Lanes dy[2][2];
+        for (int a = 0; a < 2; ++a) {
+          for (int c = 0; c < 2; ++c) {
+            const Index row = 2 * i + a, column = 2 * j + c;
+            dy[a][c] = row < g.out_h && column < g.out_w
+                           ? load(dy_lanes + ((k * g.out_h + row) * g.out_w + column) * kLanes)
+                           : Lanes{};
+          }
+        }
+        Lanes rows[2][kWindow];  // dY A^T... per output row: rows[a][v] = sum_c dy[a][c] A^T[c][v]
+#pragma GCC unroll 2
+        for (int a = 0; a < 2; ++a) {
+#pragma GCC unroll 6
+          for (int v = 0; v < kWindow; ++v) {
+            Lanes sum = {};
+#pragma GCC unroll 2
+            for (int c = 0; c < 2; ++c) {
+              if (kAT[c][v] != 0.0f) sum += kAT[c][v] * dy[a][c];
+            }
+            rows[a][v] = sum;
+          }
+        }
+        float* out = yh + (k * p.per_image + i * p.tile_columns + j) * kLanes;
+#pragma GCC unroll 6
+        for (int u = 0; u < kWindow; ++u) {
+#pragma GCC unroll 6
+          for (int v = 0; v < kWindow; ++v) {
+            Lanes sum = {};
+#pragma GCC unroll 2
+            for (int a = 0; a < 2; ++a) {
+              if (kAT[a][u] != 0.0f) sum += kAT[a][u] * rows[a][v];
+            }
+            store(out + (u * kWindow + v) * filters * p.tiles, sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The adjoint of transform_inputs: B dV B^T per tile, added into the padded planes of dx
+// (overlapping windows, in tile order), which must start zeroed.
+void transform_inputs_adjoint(const Plan& p, const float* dv, float* padded) {
+  const Index channels = p.g.channels;
+  for (Index c = 0; c < channels; ++c) {
+    float* plane = padded + c * p.padded_h * p.padded_w * kLanes;
+    for (Index i = 0; i < p.tile_rows; ++i) {
+      for (Index j = 0; j < p.tile_columns; ++j) {
+        const float* in = dv + (c * p.per_image + i * p.tile_columns + j) * kLanes;
+        Lanes rows[kWindow][kWindow];  // B dV, row r: sum_a B^T[a][r] dV[a][b]
+#pragma GCC unroll 6
+        for (int b = 0; b < kWindow; ++b) {
+          Lanes point[kWindow];
+#pragma GCC unroll 6
+          for (int a = 0; a < kWindow; ++a)
+            point[a] = load(in + (a * kWindow + b) * channels * p.tiles);
+#pragma GCC unroll 6
+          for (int r = 0; r < kWindow; ++r) {
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int a = 0; a < kWindow; ++a) {
+              if (kBT[a][r] != 0.0f) sum += kBT[a][r] * point[a];
+            }
+            rows[r][b] = sum;
+          }
+        }
+        float* corner = plane + (2 * i * p.padded_w + 2 * j) * kLanes;
+#pragma GCC unroll 6
+        for (int r = 0; r < kWindow; ++r) {
+#pragma GCC unroll 6
+          for (int s = 0; s < kWindow; ++s) {
+            Lanes sum = {};
+#pragma GCC unroll 6
+            for (int b = 0; b < kWindow; ++b) {
+              if (kBT[b][s] != 0.0f) sum += rows[r][b] * kBT[b][s];
+            }
+            float* at = corner + (r * p.padded_w + s) * kLanes;
+            store(at, load(at) + sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block's dx out of the padded planes' lanes, rounded once to `dtype`.
+void transpose_out_of_padding(const Plan& p, const float* padded, Index first, Index count,
+                              void* dx, DType dtype, float* image_scratch) {
+  const Conv2dGeometry& g = p.g;
+  for (Index n = 0; n < count; ++n) {
+    float* out = output_floats(dx, dtype, (first + n) * p.image, image_scratch);
+    for (Index c = 0; c < g.channels; ++c) {
+      for (Index h = 0; h < g.height; ++h) {
+        const float* row =
+            padded +
+            ((c * p.padded_h + h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes + n;
+        float* target = out + (c * g.height + h) * g.width;
+        for (Index w = 0; w < g.width; ++w)
+          target[w] = row[w * kLanes];
+      }
+    }
+    store_floats(out, dx, dtype, (first + n) * p.image, p.image);
+  }
+}
+
+// dw[k][c] += G^T dU[k][c] G, in double, dU the chunks' sums added in chunk order.
+void add_filter_gradients(const Conv2dGeometry& g, const ThreadScratch& partials, int chunks,
+                          float* dw) {
+  const Index pairs = static_cast<Index>(g.filters) * g.channels;
+  cpu_pool().parallel_for(pairs, [&](Index begin, Index end, int) {
+    for (Index pair = begin; pair < end; ++pair) {
+      double du[kWindow][kWindow];
+      for (int point = 0; point < kPoints; ++point) {
+        float sum = partials.slice(0)[point * pairs + pair];
+        for (int chunk = 1; chunk < chunks; ++chunk)
+          sum += partials.slice(chunk)[point * pairs + pair];
+        du[point / kWindow][point % kWindow] = sum;
+      }
+      double rows[kTaps][kWindow] = {};  // G^T dU
+      for (int r = 0; r < kTaps; ++r) {
+        for (int b = 0; b < kWindow; ++b) {
+          for (int a = 0; a < kWindow; ++a)
+            rows[r][b] += kG[a][r] * du[a][b];
+        }
+      }
+      for (int r = 0; r < kTaps; ++r) {
+        for (int s = 0; s < kTaps; ++s) {
+          double sum = 0.0;
+          for (int b = 0; b < kWindow; ++b)
+            sum += rows[r][b] * kG[b][s];
+          dw[pair * kTaps * kTaps + r * kTaps + s] += static_cast<float>(sum);
+        }
+      }
+    }
+  });
+}
+
 }  // namespace
 
 bool winograd_5x5_supports(const Conv2dGeometry& g) {
@@ -273,6 +429,76 @@ void conv2d_winograd_5x5_forward(const Conv2dGeometry& g, const void* x, const f
       transpose_out(plan, y_lanes, first, count, y, dtype, output_scratch);
     }
   });
+}
+
+void conv2d_winograd_5x5_backward(const Conv2dGeometry& g, const void* x, const float* w,
+                                  const void* dy, float* dw, float* db, void* dx, DType dtype) {
+  const Plan plan(g);
+  const Index pairs = static_cast<Index>(g.filters) * g.channels;
+  const Tensor u = dx != nullptr ? transform_filters(g, w) : Tensor();
+  // Per thread: x's padded planes and V, dy's lanes and Yh, and for dx its padded planes and
+  // dV; the image and output scratch of half dtypes.
+  const Index per_thread = 2 * plan.padded_floats() + 2 * plan.v_floats() + plan.y_floats() +
+                           plan.m_floats() + plan.image + plan.output;
+  const ThreadScratch scratch(per_thread, false);
+  // Each chunk's dU (points x filters x channels) and db, added in chunk order afterwards.
+  const Index partial_size = kPoints * pairs + g.filters;
+  const ThreadScratch partials(partial_size, true);
+  const Index blocks = (g.batch + kLanes - 1) / kLanes;
+  cpu_pool().parallel_for(blocks, [&](Index begin, Index end, int chunk) {
+    float* padded = scratch.slice(chunk);
+    float* dx_padded = padded + plan.padded_floats();
+    float* v = dx_padded + plan.padded_floats();
+    float* dv = v + plan.v_floats();
+    float* dy_lanes = dv + plan.v_floats();
+    float* yh = dy_lanes + plan.y_floats();
+    float* image_scratch = yh + plan.m_floats();
+    float* output_scratch = image_scratch + plan.image;
+    float* du = partials.slice(chunk);
+    float* db_partial = du + kPoints * pairs;
+    std::fill(padded, padded + plan.padded_floats(), 0.0f);
+    const int tiles = static_cast<int>(plan.tiles);
+    for (Index block = begin; block < end; ++block) {
+      const Index first = block * kLanes, count = std::min<Index>(kLanes, g.batch - first);
+      transpose_in(plan, x, dtype, first, count, padded, image_scratch);
+      transform_inputs(plan, padded, v);
+      transpose_gradient_in(plan, dy, dtype, first, count, dy_lanes, output_scratch);
+      transform_gradients(plan, dy_lanes, yh);
+      for (int point = 0; point < kPoints; ++point) {
+        gemm_serial(false, true, g.filters, g.channels, tiles, 1.0f,
+                    yh + point * g.filters * plan.tiles, tiles, v + point * g.channels * plan.tiles,
+                    tiles, 1.0f, du + point * pairs, g.channels);
+      }
+      if (db != nullptr) {
+        for (Index n = 0; n < count; ++n) {
+          const float* grad =
+              load_floats(dy, dtype, (first + n) * plan.output, plan.output, output_scratch);
+          const Index plane = static_cast<Index>(g.out_h) * g.out_w;
+          for (Index k = 0; k < g.filters; ++k)
+            db_partial[k] += lane_sum(grad + k * plane, plane);
+        }
+      }
+      if (dx == nullptr) continue;
+      for (int point = 0; point < kPoints; ++point) {
+        gemm_serial(true, false, g.channels, tiles, g.filters, 1.0f,
+                    u.data<float>() + point * pairs, g.channels,
+                    yh + point * g.filters * plan.tiles, tiles, 0.0f,
+                    dv + point * g.channels * plan.tiles, tiles);
+      }
+      std::fill(dx_padded, dx_padded + plan.padded_floats(), 0.0f);
+      transform_inputs_adjoint(plan, dv, dx_padded);
+      transpose_out_of_padding(plan, dx_padded, first, count, dx, dtype, image_scratch);
+    }
+  });
+  const int chunks = cpu_threads();
+  add_filter_gradients(g, partials, chunks, dw);
+  if (db == nullptr) return;
+  for (Index k = 0; k < g.filters; ++k) {
+    float sum = partials.slice(0)[kPoints * pairs + k];
+    for (int chunk = 1; chunk < chunks; ++chunk)
+      sum += partials.slice(chunk)[kPoints * pairs + k];
+    db[k] += sum;
+  }
 }
 
 }  // namespace alloy::cpu

@@ -1,10 +1,12 @@
-// The Winograd F(2x2, 5x5) forward (core/ops/cpu/conv2d_winograd_5x5.h) against a float64
+// The Winograd F(2x2, 5x5) convolution (core/ops/cpu/conv2d_winograd_5x5.h) against a float64
 // convolution from the definition, in f32, f16 and bf16: LeNet's second layer, partial blocks of
 // 16 images (3, and 17: one full block and one of a single image), odd and even output planes
-// (partial last tiles), every padding up to 4 and unequal ones, with and without a bias; each
-// rerun gives equal bits; and which geometries it takes.
+// (partial last tiles), every padding up to 4 and unequal ones, with and without a bias; the
+// backward's dw, db (accumulated) and dx the same way; each rerun gives equal bits; and which
+// geometries it takes.
 #include "core/ops/cpu/conv2d_winograd_5x5.h"
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -100,6 +102,70 @@ double tolerance(DType dtype) {
   }
 }
 
+// The largest error of `actual` against `expected`, relative to each element's `scale`.
+void check_close(const std::string& what, const std::vector<double>& expected,
+                 const std::vector<double>& scale, const std::vector<float>& actual, double tol) {
+  BOOST_TEST_REQUIRE(expected.size() == actual.size());
+  double worst = 0.0;
+  std::size_t worst_at = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const double error = std::abs(actual[i] - expected[i]) / std::max(scale[i], 1e-30);
+    if (!(error <= worst)) {
+      worst = error;
+      worst_at = i;
+    }
+  }
+  BOOST_TEST(worst <= tol, what << ": element " << worst_at << " is " << actual[worst_at]
+                                << ", expected " << expected[worst_at] << " (error " << worst
+                                << " of its magnitude)");
+}
+
+// The gradients in float64 from the definition, each with its sum of |products|.
+struct Gradients {
+  std::vector<double> dw, dw_scale, db, db_scale, dx, dx_scale;
+};
+
+Gradients reference_gradients(const Conv2dGeometry& g, const std::vector<float>& x,
+                              const std::vector<float>& w, const std::vector<float>& dy) {
+  Gradients r;
+  r.dw.assign(w.size(), 0.0);
+  r.dw_scale.assign(w.size(), 0.0);
+  r.db.assign(static_cast<std::size_t>(g.filters), 0.0);
+  r.db_scale.assign(static_cast<std::size_t>(g.filters), 0.0);
+  r.dx.assign(x.size(), 0.0);
+  r.dx_scale.assign(x.size(), 0.0);
+  std::size_t at = 0;
+  for (int n = 0; n < g.batch; ++n)
+    for (int k = 0; k < g.filters; ++k)
+      for (int p = 0; p < g.out_h; ++p)
+        for (int q = 0; q < g.out_w; ++q, ++at) {
+          const double grad = dy[at];
+          r.db[static_cast<std::size_t>(k)] += grad;
+          r.db_scale[static_cast<std::size_t>(k)] += std::abs(grad);
+          for (int c = 0; c < g.channels; ++c)
+            for (int i = 0; i < 5; ++i)
+              for (int j = 0; j < 5; ++j) {
+                const int h = p - g.params.pad_h + i, v = q - g.params.pad_w + j;
+                if (h < 0 || h >= g.height || v < 0 || v >= g.width) continue;
+                const std::size_t xi =
+                    ((static_cast<std::size_t>(n) * g.channels + c) * g.height + h) * g.width + v;
+                const std::size_t wi =
+                    ((static_cast<std::size_t>(k) * g.channels + c) * 5 + i) * 5 + j;
+                r.dw[wi] += grad * x[xi];
+                r.dw_scale[wi] += std::abs(grad * x[xi]);
+                r.dx[xi] += grad * w[wi];
+                r.dx_scale[xi] += std::abs(grad * w[wi]);
+              }
+        }
+  // dw's transform mixes a (filter, channel) pair's 25 taps: a tap that only ever meets padding
+  // gets the others' rounding, so each tap's error is measured against its pair's largest scale.
+  for (std::size_t pair = 0; pair < r.dw.size() / 25; ++pair) {
+    const auto first = r.dw_scale.begin() + static_cast<std::ptrdiff_t>(25 * pair);
+    std::fill(first, first + 25, *std::max_element(first, first + 25));
+  }
+  return r;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(conv2d_winograd_5x5)
@@ -128,22 +194,64 @@ BOOST_AUTO_TEST_CASE(forward_matches_the_definition_and_repeats_bit_for_bit) {
       conv2d_winograd_5x5_forward(g, x.raw(), w.data(), c.bias ? b.data() : nullptr, y.raw(),
                                   dtype);
       const std::vector<float> actual = y.to_floats();
-      double worst = 0.0;
-      std::size_t worst_at = 0;
-      for (std::size_t i = 0; i < expected.size(); ++i) {
-        const double error = std::abs(actual[i] - expected[i]) / std::max(scale[i], 1e-30);
-        if (!(error <= worst)) {
-          worst = error;
-          worst_at = i;
-        }
-      }
-      BOOST_TEST(worst <= tolerance(dtype),
-                 what << ": element " << worst_at << " is " << actual[worst_at] << ", expected "
-                      << expected[worst_at] << " (error " << worst << " of its magnitude)");
+      check_close(what, expected, scale, actual, tolerance(dtype));
       Tensor again = Tensor::zeros(y_shape, dtype);
       conv2d_winograd_5x5_forward(g, x.raw(), w.data(), c.bias ? b.data() : nullptr, again.raw(),
                                   dtype);
       BOOST_TEST(again.to_floats() == actual, what << ": run twice");
+    }
+  }
+}
+
+// dw and db accumulate (a second call adds the same gradient again), dx is overwritten; db and
+// dx may be absent.
+BOOST_AUTO_TEST_CASE(backward_matches_the_definition_and_repeats_bit_for_bit) {
+  std::mt19937 random(52);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const Case& c : kCases) {
+      const Conv2dGeometry g = geometry(c);
+      const std::string what = std::string(c.name) + " " + dtype_name(dtype);
+      const Shape x_shape = {c.batch, c.channels, c.height, c.width};
+      const Shape y_shape = {c.batch, c.filters, g.out_h, g.out_w};
+      const Tensor x = Tensor::from_floats(
+          x_shape, random_floats(static_cast<std::size_t>(shape_numel(x_shape)), random), dtype);
+      const Tensor dy = Tensor::from_floats(
+          y_shape, random_floats(static_cast<std::size_t>(shape_numel(y_shape)), random), dtype);
+      const std::vector<float> w =
+          random_floats(static_cast<std::size_t>(c.filters) * c.channels * 25, random);
+      const Gradients expected = reference_gradients(g, x.to_floats(), w, dy.to_floats());
+
+      const bool with_db = c.bias;
+      std::vector<float> dw(w.size(), 0.0f), db(static_cast<std::size_t>(c.filters), 0.0f);
+      Tensor dx = Tensor::zeros(x_shape, dtype);
+      conv2d_winograd_5x5_backward(g, x.raw(), w.data(), dy.raw(), dw.data(),
+                                   with_db ? db.data() : nullptr, dx.raw(), dtype);
+      // The gradients sum fp32 transforms of the storage values: fp32's tolerance, whatever the
+      // dtype; dx is then rounded to it.
+      check_close(what + " dw", expected.dw, expected.dw_scale, dw, tolerance(DType::f32));
+      if (with_db) check_close(what + " db", expected.db, expected.db_scale, db, 1e-6);
+      check_close(what + " dx", expected.dx, expected.dx_scale, dx.to_floats(), tolerance(dtype));
+
+      // Again, into the same dw and db, without dx: the same gradients added a second time.
+      const std::vector<float> dw_once = dw, db_once = db;
+      conv2d_winograd_5x5_backward(g, x.raw(), w.data(), dy.raw(), dw.data(),
+                                   with_db ? db.data() : nullptr, nullptr, dtype);
+      for (std::size_t i = 0; i < dw.size(); ++i) {
+        if (dw[i] != dw_once[i] + dw_once[i]) {
+          BOOST_TEST(dw[i] == dw_once[i] + dw_once[i], what << ": dw[" << i << "] added twice");
+          break;
+        }
+      }
+      if (with_db) {
+        for (std::size_t k = 0; k < db.size(); ++k)
+          BOOST_TEST(db[k] == db_once[k] + db_once[k], what << ": db[" << k << "] added twice");
+      }
+      Tensor dx_again = Tensor::zeros(x_shape, dtype);
+      std::vector<float> dw_scratch(w.size(), 0.0f);
+      conv2d_winograd_5x5_backward(g, x.raw(), w.data(), dy.raw(), dw_scratch.data(), nullptr,
+                                   dx_again.raw(), dtype);
+      BOOST_TEST(dx_again.to_floats() == dx.to_floats(), what << ": dx run twice");
+      BOOST_TEST(dw_scratch == dw_once, what << ": dw run twice");
     }
   }
 }
