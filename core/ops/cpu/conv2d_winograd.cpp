@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/float_lanes.h"
 #include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
@@ -46,22 +47,21 @@ Index images_per_block(const Tiling& t, Index batch) {
   return std::clamp<Index>(tiles / t.per_image, 1, batch);
 }
 
-// Eight floats in vector lanes (GCC's vector extension: one AVX register, or two SSE ones).
+// Eight floats in vector lanes (float_lanes.h: one AVX register, or two SSE ones).
 // The transforms run along tile rows, 2 to 14 tiles in a ResNet: too short for the compiler's
 // vectoriser to take on, so they say it explicitly. They load and store whole vectors only
 // (partial stores are slow, masked ones microcoded on AMD): every row they touch is followed
 // by kWidth floats that are either padding or written later.
-using Lanes = float __attribute__((vector_size(32)));
 constexpr Index kWidth = 8;
+using Lanes = FloatLanes8;
+static_assert(sizeof(Lanes) == kWidth * sizeof(float), "a vector of kWidth floats");
 
 Lanes load(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  return load_lanes<Lanes>(p);
 }
 
 void store(float* p, Lanes v) {
-  std::memcpy(p, &v, sizeof v);
+  store_lanes(p, v);
 }
 
 Index round_up(Index value, Index multiple) {

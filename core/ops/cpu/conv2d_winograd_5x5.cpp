@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/ops/cpu/float_block.h"
+#include "core/ops/cpu/float_lanes.h"
 #include "core/ops/cpu/lane_sum.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
@@ -35,19 +36,31 @@ constexpr double kG[kWindow][kTaps] = {{1.0 / 4, 0, 0, 0, 0},
                                        {0, 0, 0, 0, 1}};
 constexpr float kAT[2][kWindow] = {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 1}};
 
-// Sixteen floats in vector lanes, one image each (GCC's vector extension: one AVX-512 register,
-// or two AVX ones).
+// Sixteen floats in vector lanes, one image each (float_lanes.h: one AVX-512 register, or two
+// AVX ones).
 constexpr int kLanes = 16;
-using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using Lanes = FloatLanes16;
+static_assert(sizeof(Lanes) == kLanes * sizeof(float), "a vector of kLanes floats");
 
 Lanes load(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+  return load_lanes<Lanes>(p);
 }
 
 void store(float* p, Lanes v) {
-  std::memcpy(p, &v, sizeof v);
+  store_lanes(p, v);
+}
+
+// sum over i < N of coefficient(i) * value(i), the zero coefficients of the constant matrices
+// skipped (the loop unrolls and the tests fold).
+template <int N, class Coefficient, class Value>
+Lanes weighted_sum(Coefficient coefficient, Value value) {
+  Lanes sum = {};
+#pragma GCC unroll 6
+  for (int i = 0; i < N; ++i) {
+    const float c = coefficient(i);
+    if (c != 0.0f) sum += c * value(i);
+  }
+  return sum;
 }
 
 // The sizes of one call: 2x2 output tiles, and a block's planes, padded so that every tile's
@@ -144,11 +157,8 @@ void transform_inputs(const Plan& p, const float* padded, float* v) {
         for (int a = 0; a < kWindow; ++a) {
 #pragma GCC unroll 6
           for (int s = 0; s < kWindow; ++s) {
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int r = 0; r < kWindow; ++r) {
-              if (kBT[a][r] != 0.0f) sum += kBT[a][r] * d[r][s];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int r) { return kBT[a][r]; },
+                                                    [&](int r) { return d[r][s]; });
             rows[a][s] = sum;
           }
         }
@@ -157,11 +167,8 @@ void transform_inputs(const Plan& p, const float* padded, float* v) {
         for (int a = 0; a < kWindow; ++a) {
 #pragma GCC unroll 6
           for (int b = 0; b < kWindow; ++b) {
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int s = 0; s < kWindow; ++s) {
-              if (kBT[b][s] != 0.0f) sum += rows[a][s] * kBT[b][s];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int s) { return kBT[b][s]; },
+                                                    [&](int s) { return rows[a][s]; });
             store(out + (a * kWindow + b) * channels * p.tiles, sum);
           }
         }
@@ -189,11 +196,8 @@ void transform_outputs(const Plan& p, const float* m, const float* bias, float* 
             point[u] = load(tile + (u * kWindow + v) * filters * p.tiles);
 #pragma GCC unroll 2
           for (int a = 0; a < 2; ++a) {
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int u = 0; u < kWindow; ++u) {
-              if (kAT[a][u] != 0.0f) sum += kAT[a][u] * point[u];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int u) { return kAT[a][u]; },
+                                                    [&](int u) { return point[u]; });
             rows[a][v] = sum;
           }
         }
@@ -203,11 +207,8 @@ void transform_outputs(const Plan& p, const float* m, const float* bias, float* 
           for (int c = 0; c < 2; ++c) {
             const Index column = 2 * j + c;
             if (column >= g.out_w) break;
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int v = 0; v < kWindow; ++v) {
-              if (kAT[c][v] != 0.0f) sum += rows[a][v] * kAT[c][v];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int v) { return kAT[c][v]; },
+                                                    [&](int v) { return rows[a][v]; });
             store(y_lanes + ((k * g.out_h + row) * g.out_w + column) * kLanes, sum + b);
           }
         }
@@ -259,11 +260,8 @@ void transform_gradients(const Plan& p, const float* dy_lanes, float* yh) {
         for (int a = 0; a < 2; ++a) {
 #pragma GCC unroll 6
           for (int v = 0; v < kWindow; ++v) {
-            Lanes sum = {};
-#pragma GCC unroll 2
-            for (int c = 0; c < 2; ++c) {
-              if (kAT[c][v] != 0.0f) sum += kAT[c][v] * dy[a][c];
-            }
+            const Lanes sum =
+                weighted_sum<2>([&](int c) { return kAT[c][v]; }, [&](int c) { return dy[a][c]; });
             rows[a][v] = sum;
           }
         }
@@ -272,11 +270,8 @@ void transform_gradients(const Plan& p, const float* dy_lanes, float* yh) {
         for (int u = 0; u < kWindow; ++u) {
 #pragma GCC unroll 6
           for (int v = 0; v < kWindow; ++v) {
-            Lanes sum = {};
-#pragma GCC unroll 2
-            for (int a = 0; a < 2; ++a) {
-              if (kAT[a][u] != 0.0f) sum += kAT[a][u] * rows[a][v];
-            }
+            const Lanes sum = weighted_sum<2>([&](int a) { return kAT[a][u]; },
+                                              [&](int a) { return rows[a][v]; });
             store(out + (u * kWindow + v) * filters * p.tiles, sum);
           }
         }
@@ -303,11 +298,8 @@ void transform_inputs_adjoint(const Plan& p, const float* dv, float* padded) {
             point[a] = load(in + (a * kWindow + b) * channels * p.tiles);
 #pragma GCC unroll 6
           for (int r = 0; r < kWindow; ++r) {
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int a = 0; a < kWindow; ++a) {
-              if (kBT[a][r] != 0.0f) sum += kBT[a][r] * point[a];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int a) { return kBT[a][r]; },
+                                                    [&](int a) { return point[a]; });
             rows[r][b] = sum;
           }
         }
@@ -316,11 +308,8 @@ void transform_inputs_adjoint(const Plan& p, const float* dv, float* padded) {
         for (int r = 0; r < kWindow; ++r) {
 #pragma GCC unroll 6
           for (int s = 0; s < kWindow; ++s) {
-            Lanes sum = {};
-#pragma GCC unroll 6
-            for (int b = 0; b < kWindow; ++b) {
-              if (kBT[b][s] != 0.0f) sum += rows[r][b] * kBT[b][s];
-            }
+            const Lanes sum = weighted_sum<kWindow>([&](int b) { return kBT[b][s]; },
+                                                    [&](int b) { return rows[r][b]; });
             float* at = corner + (r * p.padded_w + s) * kLanes;
             store(at, load(at) + sum);
           }

@@ -15,17 +15,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "tests/support/winograd_cases.h"
 
 using namespace alloy;
 using namespace alloy::cpu;
+using alloy::test::random_floats;
 
 namespace {
 
-struct Case {
-  const char* name;
-  int batch, channels, height, width, filters, pad_h, pad_w;
-  bool bias;
-};
+using Case = test::WinogradCase;
 
 const Case kCases[] = {
     {"LeNet's second layer, 3 images", 3, 20, 13, 13, 50, 0, 0, true},
@@ -36,26 +34,7 @@ const Case kCases[] = {
 };
 
 Conv2dGeometry geometry(const Case& c) {
-  Conv2dGeometry g{};
-  g.batch = c.batch;
-  g.channels = c.channels;
-  g.height = c.height;
-  g.width = c.width;
-  g.filters = c.filters;
-  g.kernel_h = g.kernel_w = 5;
-  g.params.pad_h = c.pad_h;
-  g.params.pad_w = c.pad_w;
-  g.out_h = c.height + 2 * c.pad_h - 4;
-  g.out_w = c.width + 2 * c.pad_w - 4;
-  return g;
-}
-
-std::vector<float> random_floats(std::size_t count, std::mt19937& random) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> out(count);
-  for (float& v : out)
-    v = uniform(random);
-  return out;
+  return test::winograd_geometry(c, 5);
 }
 
 // y and the sum of |products| of each output, in float64 from the definition.
@@ -102,22 +81,10 @@ double tolerance(DType dtype) {
   }
 }
 
-// The largest error of `actual` against `expected`, relative to each element's `scale`.
+template <class Actual>
 void check_close(const std::string& what, const std::vector<double>& expected,
-                 const std::vector<double>& scale, const std::vector<float>& actual, double tol) {
-  BOOST_TEST_REQUIRE(expected.size() == actual.size());
-  double worst = 0.0;
-  std::size_t worst_at = 0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const double error = std::abs(actual[i] - expected[i]) / std::max(scale[i], 1e-30);
-    if (!(error <= worst)) {
-      worst = error;
-      worst_at = i;
-    }
-  }
-  BOOST_TEST(worst <= tol, what << ": element " << worst_at << " is " << actual[worst_at]
-                                << ", expected " << expected[worst_at] << " (error " << worst
-                                << " of its magnitude)");
+                 const std::vector<double>& scale, const std::vector<Actual>& actual, double tol) {
+  test::check_relative_to_scale(what, expected, scale, actual, tol);
 }
 
 // The gradients in float64 from the definition, each with its sum of |products|.

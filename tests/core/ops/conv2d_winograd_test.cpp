@@ -10,18 +10,15 @@
 
 #include "core/half.h"
 #include "core/thread_pool.h"
+#include "tests/support/winograd_cases.h"
 
 using namespace alloy;
 using namespace alloy::cpu;
+using alloy::test::random_floats;
 
 namespace {
 
-struct Case {
-  const char* name;
-  int batch, channels, height, width, filters, pad_h, pad_w;
-  bool bias;
-};
-
+using Case = test::WinogradCase;
 // Odd and even planes (partial last tiles), planes smaller than a tile, all three paddings, a
 // batch below and one above the suite's two threads, and one large enough for several blocks.
 const Case kCases[] = {
@@ -34,18 +31,7 @@ const Case kCases[] = {
 };
 
 Conv2dGeometry geometry(const Case& c) {
-  Conv2dGeometry g{};
-  g.batch = c.batch;
-  g.channels = c.channels;
-  g.height = c.height;
-  g.width = c.width;
-  g.filters = c.filters;
-  g.kernel_h = g.kernel_w = 3;
-  g.params.pad_h = c.pad_h;
-  g.params.pad_w = c.pad_w;
-  g.out_h = c.height + 2 * c.pad_h - 2;
-  g.out_w = c.width + 2 * c.pad_w - 2;
-  return g;
+  return test::winograd_geometry(c, 3);
 }
 
 // Values of one dtype: `stored` is what the kernels read, `values` the same numbers as doubles.
@@ -83,14 +69,6 @@ struct Array {
   std::vector<double> values;
   std::vector<unsigned char> bytes;
 };
-
-std::vector<float> random_floats(std::size_t count, std::mt19937& random) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> out(count);
-  for (float& v : out)
-    v = uniform(random);
-  return out;
-}
 
 // Element counts of a geometry's x, y (and dy) and w.
 struct Counts {
@@ -162,19 +140,7 @@ double tolerance(DType dtype) {
 
 void check_close(const std::string& what, const std::vector<double>& expected,
                  const std::vector<double>& scale, const std::vector<double>& actual, double tol) {
-  BOOST_TEST_REQUIRE(expected.size() == actual.size());
-  double worst = 0.0;
-  std::size_t worst_at = 0;
-  for (std::size_t i = 0; i < expected.size(); ++i) {
-    const double error = std::abs(actual[i] - expected[i]) / std::max(scale[i], 1e-30);
-    if (!(error <= worst)) {
-      worst = error;
-      worst_at = i;
-    }
-  }
-  BOOST_TEST(worst <= tol, what << ": element " << worst_at << " is " << actual[worst_at]
-                                << ", expected " << expected[worst_at] << " (relative error "
-                                << worst << " > " << tol << ")");
+  test::check_relative_to_scale(what, expected, scale, actual, tol);
 }
 
 const DType kTypes[] = {DType::f32, DType::f16, DType::bf16};
