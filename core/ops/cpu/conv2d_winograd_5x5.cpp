@@ -119,11 +119,13 @@ Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
 
 // The block's images [first, first + count) into the padded planes, image n in lane n:
 // padded[(c * padded_h + h + pad_h) * padded_w + w + pad_w][n] = x[first + n][c][h][w]. The
-// padding, written by no one, stays as the thread zeroed it; lanes past `count` keep zeros or an
-// earlier block's images, whose results are never stored.
+// padding, written by no one, stays as the thread zeroed it. A partial block zeroes the planes
+// first: its unused lanes would otherwise keep an earlier block's images, which the filter
+// gradient's GEMMs, summing over every lane, would add in (0 * inf is NaN).
 void transpose_in(const Plan& p, const void* x, DType dtype, Index first, Index count,
                   float* padded, float* image_scratch) {
   const Conv2dGeometry& g = p.g;
+  if (count < kLanes) std::fill(padded, padded + p.padded_floats(), 0.0f);
   for (Index n = 0; n < count; ++n) {
     const float* in = load_floats(x, dtype, (first + n) * p.image, p.image, image_scratch);
     for (Index c = 0; c < g.channels; ++c) {
@@ -228,9 +230,11 @@ void transpose_out(const Plan& p, const float* y_lanes, Index first, Index count
   }
 }
 
-// The block's dy into lanes: dy_lanes[(k * out_h + row) * out_w + column][n].
+// The block's dy into lanes: dy_lanes[(k * out_h + row) * out_w + column][n]; a partial
+// block's unused lanes zero, so that they add nothing to the filter gradient.
 void transpose_gradient_in(const Plan& p, const void* dy, DType dtype, Index first, Index count,
                            float* dy_lanes, float* output_scratch) {
+  if (count < kLanes) std::fill(dy_lanes, dy_lanes + p.y_floats(), 0.0f);
   for (Index n = 0; n < count; ++n) {
     const float* in = load_floats(dy, dtype, (first + n) * p.output, p.output, output_scratch);
     for (Index i = 0; i < p.output; ++i)

@@ -1,6 +1,7 @@
 // The Winograd F(2x2, 5x5) convolution (core/ops/cpu/conv2d_winograd_5x5.h) against a float64
 // convolution from the definition, in f32, f16 and bf16: LeNet's second layer, partial blocks of
-// 16 images (3, and 17: one full block and one of a single image), odd and even output planes
+// 16 images (3; 17: one full block and one of a single image; 50: a thread's partial block
+// after its full one), odd and even output planes
 // (partial last tiles), every padding up to 4 and unequal ones, with and without a bias; the
 // backward's dw, db (accumulated) and dx the same way; each rerun gives equal bits; and which
 // geometries it takes.
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "tests/support/winograd_cases.h"
 
 using namespace alloy;
@@ -31,6 +33,9 @@ const Case kCases[] = {
     {"padding 2, even plane", 2, 17, 8, 10, 18, 2, 2, true},
     {"padding 4, unequal", 2, 16, 6, 7, 16, 4, 1, false},
     {"padding 1, 1x1 output", 1, 16, 3, 3, 17, 1, 1, true},
+    // 4 blocks over 2 threads: the second thread's partial block follows its full one, whose
+    // images its unused lanes still hold.
+    {"50 images: a partial block after a full one", 50, 16, 7, 7, 16, 0, 0, true},
 };
 
 Conv2dGeometry geometry(const Case& c) {
@@ -173,6 +178,13 @@ BOOST_AUTO_TEST_CASE(forward_matches_the_definition_and_repeats_bit_for_bit) {
 // dw and db accumulate (a second call adds the same gradient again), dx is overwritten; db and
 // dx may be absent.
 BOOST_AUTO_TEST_CASE(backward_matches_the_definition_and_repeats_bit_for_bit) {
+  // 2 threads whatever the machine, so that the 50-image case's second thread runs two blocks;
+  // the pool's size is restored however the case ends.
+  struct Threads {
+    int saved = cpu_threads();
+    Threads() { set_cpu_threads(2); }
+    ~Threads() { set_cpu_threads(saved); }
+  } const two_threads;
   std::mt19937 random(52);
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const Case& c : kCases) {
