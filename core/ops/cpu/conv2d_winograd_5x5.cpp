@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/cpu/float_lanes.h"
