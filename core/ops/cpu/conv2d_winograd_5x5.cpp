@@ -230,14 +230,19 @@ void transpose_out(const Plan& p, const float* y_lanes, Index first, Index count
 }
 
 // The block's dy into lanes: dy_lanes[(k * out_h + row) * out_w + column][n]; a partial
-// block's unused lanes zero, so that they add nothing to the filter gradient.
+// block's unused lanes zero, so that they add nothing to the filter gradient. With db_partial,
+// each image's plane sums are added there too, while the image is at hand.
 void transpose_gradient_in(const Plan& p, const void* dy, DType dtype, Index first, Index count,
-                           float* dy_lanes, float* output_scratch) {
+                           float* dy_lanes, float* output_scratch, float* db_partial) {
   if (count < kLanes) std::fill(dy_lanes, dy_lanes + p.y_floats(), 0.0f);
+  const Index plane = static_cast<Index>(p.g.out_h) * p.g.out_w;
   for (Index n = 0; n < count; ++n) {
     const float* in = load_floats(dy, dtype, (first + n) * p.output, p.output, output_scratch);
     for (Index i = 0; i < p.output; ++i)
       dy_lanes[i * kLanes + n] = in[i];
+    if (db_partial == nullptr) continue;
+    for (Index k = 0; k < p.g.filters; ++k)
+      db_partial[k] += lane_sum(in + k * plane, plane);
   }
 }
 
@@ -454,21 +459,13 @@ void conv2d_winograd_5x5_backward(const Conv2dGeometry& g, const void* x, const 
       const Index first = block * kLanes, count = std::min<Index>(kLanes, g.batch - first);
       transpose_in(plan, x, dtype, first, count, padded, image_scratch);
       transform_inputs(plan, padded, v);
-      transpose_gradient_in(plan, dy, dtype, first, count, dy_lanes, output_scratch);
+      transpose_gradient_in(plan, dy, dtype, first, count, dy_lanes, output_scratch,
+                            db != nullptr ? db_partial : nullptr);
       transform_gradients(plan, dy_lanes, yh);
       for (int point = 0; point < kPoints; ++point) {
         gemm_serial(false, true, g.filters, g.channels, tiles, 1.0f,
                     yh + point * g.filters * plan.tiles, tiles, v + point * g.channels * plan.tiles,
                     tiles, 1.0f, du + point * pairs, g.channels);
-      }
-      if (db != nullptr) {
-        for (Index n = 0; n < count; ++n) {
-          const float* grad =
-              load_floats(dy, dtype, (first + n) * plan.output, plan.output, output_scratch);
-          const Index plane = static_cast<Index>(g.out_h) * g.out_w;
-          for (Index k = 0; k < g.filters; ++k)
-            db_partial[k] += lane_sum(grad + k * plane, plane);
-        }
       }
       if (dx == nullptr) continue;
       for (int point = 0; point < kPoints; ++point) {
