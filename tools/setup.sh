@@ -53,7 +53,7 @@ packages=(
   libboost-test-dev          # the test suites
   libboost-context-dev       # the CUDA emulator's fibers (ALLOY_CUDA=EMULATED)
   zlib1g-dev                 # .gz data files
-  libopenblas-dev            # CPU GEMM (CMakeLists.txt: cblas.h + libopenblas)
+  libdnnl-dev                # CPU GEMM: oneDNN (core/ops/cpu/gemm_kernels.h)
   libgloo-dev                # CPU collectives for data-parallel training
   dataset-fashion-mnist      # /usr/share/datasets/fashion-mnist
   python3-numpy              # tools/ scripts

@@ -1,33 +1,25 @@
 #include "core/ops/gemm.h"
 
-#include <cblas.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "core/error.h"
+#include "core/ops/cpu/gemm_kernels.h"
 #include "core/thread_pool.h"
 
 namespace alloy::cpu {
 
 namespace {
 
-// The kernels parallelise over alloy's pool themselves; OpenBLAS threads would only compete
-// with it for the same cores and make the split of work depend on OpenBLAS's heuristics.
-void use_single_blas_thread() {
-  static const bool once = [] {
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)once;
-}
-
 // Below this many flops a fork/join costs more than it saves.
 constexpr double kParallelAboveFlops = 4.0e6;
 // Threads split c at multiples of this, so each gets whole register tiles of the BLAS kernel.
 constexpr int kSplitBlock = 16;
 
-CBLAS_TRANSPOSE blas_op(bool transpose) {
-  return transpose ? CblasTrans : CblasNoTrans;
+char blas_op(bool transpose) {
+  return transpose ? 'T' : 'N';
 }
 
 }  // namespace
@@ -43,9 +35,11 @@ void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float 
     }
     return;
   }
-  use_single_blas_thread();
-  cblas_sgemm(CblasRowMajor, blas_op(transpose_a), blas_op(transpose_b), m, n, k, alpha, a, lda, b,
-              ldb, beta, c, ldc);
+  use_one_gemm_thread_here();
+  const dnnl_status_t status = dnnl_sgemm(blas_op(transpose_a), blas_op(transpose_b), m, n, k,
+                                          alpha, a, lda, b, ldb, beta, c, ldc);
+  ALLOY_CHECK(status == dnnl_success, "oneDNN sgemm failed (status ", static_cast<int>(status),
+              ") on m ", m, ", n ", n, ", k ", k, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc);
 }
 
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
