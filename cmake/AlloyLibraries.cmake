@@ -2,8 +2,7 @@
 # and NCCL sit beside the CUDA toolkit): alloy_import_library finds one's header and library and
 # makes it an imported target. The build and the installed AlloyConfig.cmake both call it, so
 # that the exported Alloy targets name Alloy::dnnl, Alloy::cudnn and Alloy::nccl, found again on
-# the machine
-# that uses the package, rather than the paths of the machine that built it.
+# the machine that uses the package, rather than the paths of the machine that built it.
 #
 #   alloy_import_library(TARGET HEADER LIBRARY PREFIX [HINTS dir...] [PATH_SUFFIXES dir...])
 #

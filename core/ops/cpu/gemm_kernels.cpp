@@ -2,6 +2,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include <sstream>
+
 namespace alloy::cpu {
 
 std::string gemm_kernels() {
@@ -22,8 +24,11 @@ std::string gemm_kernels() {
       return "oneDNN avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core_amx:
       return "oneDNN avx512_core_amx";
-    default:
-      return "oneDNN (other)";
+    default: {
+      std::ostringstream name;  // an instruction set newer than this list
+      name << "oneDNN isa 0x" << std::hex << static_cast<unsigned>(dnnl_get_effective_cpu_isa());
+      return name.str();
+    }
   }
 }
 
