@@ -132,7 +132,10 @@ for ((round = 1; round <= rounds; round++)); do
       [[ "$setting" == none ]] || tag="$tag-recompute"
       words=""
       [[ "$recompute" == none ]] || words=", recompute $setting"
-      torch_bench=("$python" "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch"
+      # PyTorch without a pin of OpenBLAS's kernels (OPENBLAS_CORETYPE) that a machine's
+      # environment may set: on the kernels OpenBLAS picks itself, named in its JSON (blas_core).
+      torch_bench=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$python"
+        "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch"
         --steps "$steps" --threads "$threads" --recompute "$setting")
       mem=("$alloy" mem --model resnet18 --device cpu --opt-levels O0 --batch-size "$batch"
         --threads "$threads")
@@ -186,6 +189,7 @@ a_cpu_ips = timed * batch / alloy_cpu if alloy_cpu > 0 else None
 record = {
     "record": "round", "round": round_, "rounds": rounds, "threads": threads,
     "batch_size": batch, "steps": steps, "timed_steps": timed, "torch": torch_run["torch"],
+    "pytorch_blas_core": torch_run.get("blas_core"),
     "recompute": recompute,
     "pytorch_images_per_second": t_ips, "alloy_images_per_second": a_ips,
     "ratio_alloy_over_pytorch": a_ips / t_ips,

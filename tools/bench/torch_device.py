@@ -8,6 +8,8 @@ script says how to install it when the import fails).
 """
 
 import argparse
+import ctypes
+import ctypes.util
 import platform
 import sys
 
@@ -81,6 +83,23 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
+def openblas_core():
+    """The kernels of the OpenBLAS that torch runs its CPU matrix products in ("Haswell",
+    "SkylakeX", ...), or None for another BLAS. A machine's environment may pin them
+    (OPENBLAS_CORETYPE): the benchmarks run PyTorch without such a pin and record what it ran."""
+    for name in ("blas", "openblas"):
+        path = ctypes.util.find_library(name)
+        if not path:
+            continue
+        try:
+            corename = ctypes.CDLL(path).openblas_get_corename
+        except (OSError, AttributeError):
+            continue
+        corename.restype = ctypes.c_char_p
+        return corename().decode()
+    return None
+
+
 def facts(args, device):
     """What the JSON records about the device, the libraries and the settings, as read back."""
     if _fp32_precision_api():
@@ -101,4 +120,5 @@ def facts(args, device):
         "tf32": args.tf32,
         **tf32_read,
         "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "blas_core": openblas_core(),
     }
