@@ -14,6 +14,7 @@
 #include "apps/exit_codes.h"
 #include "apps/version.h"
 #include "core/error.h"
+#include "core/ops/cpu/gemm_kernels.h"
 
 namespace {
 
@@ -91,6 +92,7 @@ namespace alloy::app {
 int run_alloy(int argc, char** argv) {
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
+    alloy::cpu::gemm_library();  // chosen once, here, where a bad ALLOY_CPU_GEMM is a usage error
     return dispatch(args);
   } catch (const boost::program_options::error& e) {
     return report(e.what(), kExitUsage, args);

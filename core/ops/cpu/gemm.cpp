@@ -1,11 +1,8 @@
 #include "core/ops/gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
-
 #include <algorithm>
 #include <cstdint>
 
-#include "core/error.h"
 #include "core/ops/cpu/gemm_kernels.h"
 #include "core/thread_pool.h"
 
@@ -17,10 +14,6 @@ namespace {
 constexpr double kParallelAboveFlops = 4.0e6;
 // Threads split c at multiples of this, so each gets whole register tiles of the BLAS kernel.
 constexpr int kSplitBlock = 16;
-
-char blas_op(bool transpose) {
-  return transpose ? 'T' : 'N';
-}
 
 }  // namespace
 
@@ -35,11 +28,8 @@ void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float 
     }
     return;
   }
-  use_one_gemm_thread_here();
-  const dnnl_status_t status = dnnl_sgemm(blas_op(transpose_a), blas_op(transpose_b), m, n, k,
-                                          alpha, a, lda, b, ldb, beta, c, ldc);
-  ALLOY_CHECK(status == dnnl_success, "oneDNN sgemm failed (status ", static_cast<int>(status),
-              ") on m ", m, ", n ", n, ", k ", k, ", lda ", lda, ", ldb ", ldb, ", ldc ", ldc);
+  library_sgemm(gemm_library(), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
 }
 
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
