@@ -5,8 +5,8 @@
 //   an environment may pin them (OPENBLAS_CORETYPE=Haswell on our Zen 5 VM).
 // - oneDNN's sgemm otherwise: it generates its kernels for the instruction set the CPU reports.
 // Measured on a Zen 5 core (docs/PERFORMANCE.md): oneDNN 250-270 GFLOP/s where the pinned AVX2
-// OpenBLAS ran 80-135, but OpenBLAS's own AVX-512 kernels 184 against oneDNN's 97 on LeNet's
-// weight-gradient shape (50 x 20, k 400), and as fast on the rest.
+// OpenBLAS ran 80-135; OpenBLAS's own AVX-512 kernels 184 against oneDNN's 97 on LeNet's
+// weight-gradient shape (50 x 20, k 400), and within 20% of oneDNN on the rest.
 #pragma once
 
 #include <string>
