@@ -3,6 +3,9 @@
 // error, 1 anything else). This is the only place exceptions are caught.
 #include "apps/alloy_main.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <new>
 #include <string>
@@ -14,7 +17,7 @@
 #include "apps/exit_codes.h"
 #include "apps/version.h"
 #include "core/error.h"
-#include "core/ops/cpu/gemm_kernels.h"
+#include "core/ops/cpu/blas_core.h"
 
 namespace {
 
@@ -85,14 +88,24 @@ int report(const char* message, int status, const std::vector<std::string>& args
   return status;
 }
 
+// Runs first, before any thread or file exists: see core/ops/cpu/blas_core.h. A failed exec
+// leaves this process as it was, with slower kernels and the same contract.
+void use_the_best_blas_kernels(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;
+  const std::optional<std::string> core = alloy::cpu::better_blas_core();
+  if (!core || setenv("OPENBLAS_CORETYPE", core->c_str(), 1) != 0) return;
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
 }  // namespace
 
 namespace alloy::app {
 
 int run_alloy(int argc, char** argv) {
+  use_the_best_blas_kernels(argv);
   const std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    alloy::cpu::gemm_library();  // chosen once, here, where a bad ALLOY_CPU_GEMM is a usage error
     return dispatch(args);
   } catch (const boost::program_options::error& e) {
     return report(e.what(), kExitUsage, args);

@@ -9,8 +9,10 @@ namespace alloy::app {
 
 // Runs the command given by argv[1..] (train, eval, mem, ckpt, --help, --version) and returns
 // the exit status of the command-line contract: 0 success, 2 usage error, 1 any other
-// failure, with the failure's one line on standard error. Catches every exception. Call it
-// with main's own argc and argv.
+// failure, with the failure's one line on standard error. Catches every exception. May
+// re-execute this program (/proc/self/exe with the same argv) once, before anything else, to
+// select OpenBLAS's best kernels for this CPU (core/ops/cpu/blas_core.h): call it first thing
+// in main, with main's own argc and argv.
 int run_alloy(int argc, char** argv);
 
 }  // namespace alloy::app

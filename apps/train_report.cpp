@@ -5,7 +5,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/version.h"
-#include "core/ops/cpu/gemm_kernels.h"
+#include "core/ops/cpu/blas_core.h"
 
 namespace alloy::app {
 
@@ -88,7 +88,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("epochs", o.epochs)
       .add("seed", o.seed)
       .add("threads", o.threads)
-      .add("blas_core", cpu::gemm_kernels())
+      .add("blas_core", cpu::blas_core())
       .add("parameters", parameters)
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);

@@ -1,9 +1,8 @@
-# OpenBLAS, oneDNN, cuDNN and NCCL come with no CMake package here (Debian's libopenblas-dev and
-# libdnnl-dev have none; cuDNN and NCCL sit beside the CUDA toolkit): alloy_import_library finds
-# one's header and library and makes it an imported target. The build and the installed
-# AlloyConfig.cmake both call it, so that the exported Alloy targets name Alloy::openblas,
-# Alloy::dnnl, Alloy::cudnn and Alloy::nccl, found again on the machine that uses the package,
-# rather than the paths of the machine that built it.
+# OpenBLAS, cuDNN and NCCL come with no CMake package (Debian's libopenblas-dev, or beside the
+# CUDA toolkit): alloy_import_library finds one's header and library and makes it an imported
+# target. The build and the installed AlloyConfig.cmake both call it, so that the exported
+# Alloy targets name Alloy::openblas, Alloy::cudnn and Alloy::nccl, found again on the machine
+# that uses the package, rather than the paths of the machine that built it.
 #
 #   alloy_import_library(TARGET HEADER LIBRARY PREFIX [HINTS dir...] [PATH_SUFFIXES dir...])
 #
@@ -29,26 +28,15 @@ function(alloy_import_library target header library prefix)
   set(${prefix}_FOUND TRUE PARENT_SCOPE)
 endfunction()
 
-# The libraries, with the hints both sides use. WITH_CUDA: cuDNN and NCCL too, next to
+# The three libraries, with the hints both sides use. WITH_CUDA: cuDNN and NCCL too, next to
 # the CUDA toolkit found before (CUDAToolkit_INCLUDE_DIRS, CUDAToolkit_LIBRARY_DIR).
 # Sets ALLOY_MISSING_LIBRARIES to what was not found.
 macro(alloy_import_libraries with_cuda)
   set(ALLOY_MISSING_LIBRARIES "")
-  # The CPU's GEMMs: either library, chosen at run time (core/ops/cpu/gemm_kernels.h).
   alloy_import_library(Alloy::openblas cblas.h openblas OPENBLAS
                        PATH_SUFFIXES openblas-pthread openblas)
   if(NOT OPENBLAS_FOUND)
     list(APPEND ALLOY_MISSING_LIBRARIES "OpenBLAS (cblas.h, libopenblas)")
-  endif()
-  alloy_import_library(Alloy::dnnl oneapi/dnnl/dnnl.h dnnl DNNL)
-  # oneDNN's threads are GNU OpenMP's, whose thread count Alloy sets (core/ops/cpu/gemm_kernels.h).
-  find_library(GOMP_LIBRARY NAMES gomp libgomp.so.1)
-  if(NOT DNNL_FOUND)
-    list(APPEND ALLOY_MISSING_LIBRARIES "oneDNN (oneapi/dnnl/dnnl.h, libdnnl)")
-  elseif(NOT GOMP_LIBRARY)
-    list(APPEND ALLOY_MISSING_LIBRARIES "GNU OpenMP (libgomp), which oneDNN runs on")
-  else()
-    set_property(TARGET Alloy::dnnl APPEND PROPERTY INTERFACE_LINK_LIBRARIES ${GOMP_LIBRARY})
   endif()
   if(${with_cuda})
     alloy_import_library(Alloy::cudnn cudnn.h cudnn CUDNN

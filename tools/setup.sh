@@ -53,8 +53,7 @@ packages=(
   libboost-test-dev          # the test suites
   libboost-context-dev       # the CUDA emulator's fibers (ALLOY_CUDA=EMULATED)
   zlib1g-dev                 # .gz data files
-  libopenblas-dev            # CPU GEMM, one of two (core/ops/cpu/gemm_kernels.h)
-  libdnnl-dev                # CPU GEMM, the other: oneDNN
+  libopenblas-dev            # CPU GEMM (CMakeLists.txt: cblas.h + libopenblas)
   libgloo-dev                # CPU collectives for data-parallel training
   dataset-fashion-mnist      # /usr/share/datasets/fashion-mnist
   python3-numpy              # tools/ scripts

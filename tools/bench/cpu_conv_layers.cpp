@@ -7,8 +7,8 @@
 //
 // Prints, per layer, the best of the rounds' mean times of 10 calls after 3 warm-up calls, in ms,
 // and the model's total: each layer's times as often as the model runs that geometry.
-// The GEMMs are oneDNN's, for the CPU's instruction set, as in `alloy` (its JSON start event
-// names them as blas_core).
+// `alloy` picks OpenBLAS's kernels for the CPU itself (OPENBLAS_CORETYPE, named in its JSON
+// start event as blas_core); set the same variable here to time the same kernels.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,36 +1,36 @@
 #include "tools/cuda_emulator/host_gemm.h"
 
-#include <oneapi/dnnl/dnnl.h>
+#include <cblas.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <limits>
 #include <stdexcept>
-#include <string>
-
-#include "core/ops/cpu/gemm_kernels.h"
 
 namespace alloy::emulator {
 
 namespace {
 
-// c = op(a) op(b) + beta c over row-major matrices, on the calling thread only, as alloy's CPU
-// kernels ask too: the work already runs on a host thread per stream, and one thread keeps
-// every call's sums in one order.
-void sgemm_row_major(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
-                     std::int64_t k, const float* a, std::int64_t lda, const float* b,
-                     std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  cpu::use_one_gemm_thread_here();
-  const dnnl_status_t status = dnnl_sgemm(transpose_a ? 'T' : 'N', transpose_b ? 'T' : 'N', m, n, k,
-                                          1.0f, a, lda, b, ldb, beta, c, ldc);
-  if (status != dnnl_success)
-    throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ")");
+// cblas takes blasint sizes: a larger one would wrap, so it fails the work instead.
+blasint blas_size(std::int64_t value) {
+  if (value > std::numeric_limits<blasint>::max())
+    throw std::length_error("a matrix dimension exceeds the BLAS's integer range");
+  return static_cast<blasint>(value);
 }
 
-// The same over column-major matrices: c^T = op(b)^T op(a)^T, row-major.
-void sgemm_column_major(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
-                        std::int64_t k, const float* a, std::int64_t lda, const float* b,
-                        std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
-  sgemm_row_major(transpose_b, transpose_a, n, m, k, b, ldb, a, lda, beta, c, ldc);
+void sgemm(CBLAS_ORDER order, bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n,
+           std::int64_t k, const float* a, std::int64_t lda, const float* b, std::int64_t ldb,
+           float beta, float* c, std::int64_t ldc) {
+  // One thread, as alloy's CPU kernels also ask: the work already runs on a host thread per
+  // stream, and a fixed split of the work keeps every call's sums in one order.
+  static const bool single_thread = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  static_cast<void>(single_thread);
+  cblas_sgemm(order, transpose_a ? CblasTrans : CblasNoTrans,
+              transpose_b ? CblasTrans : CblasNoTrans, blas_size(m), blas_size(n), blas_size(k),
+              1.0f, a, blas_size(lda), b, blas_size(ldb), beta, c, blas_size(ldc));
 }
 
 float widen(float value) {
@@ -117,8 +117,8 @@ std::vector<float> gemm_products(const GemmOperand& a, const GemmOperand& b, std
     const std::int64_t depth = std::min(split, k - begin);
     const float* a_part = fa.data() + (a.transposed ? begin : begin * fa.ld());
     const float* b_part = fb.data() + (b.transposed ? begin * fb.ld() : begin);
-    sgemm_column_major(a.transposed, b.transposed, m, n, depth, a_part, fa.ld(), b_part, fb.ld(),
-                       begin == 0 ? 0.0f : 1.0f, products.data(), m);
+    sgemm(CblasColMajor, a.transposed, b.transposed, m, n, depth, a_part, fa.ld(), b_part, fb.ld(),
+          begin == 0 ? 0.0f : 1.0f, products.data(), m);
   }
   return products;
 }
@@ -126,7 +126,7 @@ std::vector<float> gemm_products(const GemmOperand& a, const GemmOperand& b, std
 void sgemm_rows(bool transpose_a, bool transpose_b, std::int64_t m, std::int64_t n, std::int64_t k,
                 const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta,
                 float* c, std::int64_t ldc) {
-  sgemm_row_major(transpose_a, transpose_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  sgemm(CblasRowMajor, transpose_a, transpose_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace alloy::emulator

@@ -1,5 +1,5 @@
 // The matrix products behind the emulated cuBLAS, cuBLASLt and cuDNN: inputs widened (and
-// rounded as the compute type allows) into fp32, multiplied by oneDNN's sgemm on one thread,
+// rounded as the compute type allows) into fp32, multiplied by OpenBLAS's sgemm on one thread,
 // so every call is deterministic. Half accumulation (CUBLAS_COMPUTE_16F) has no BLAS and stays
 // a naive loop.
 #pragma once

@@ -3,9 +3,8 @@
 # ../shared/gpu/pack.sh builds the tree into /tmp/alloy-gpu and archives it at xz -6, which
 # since the gpu tests grew comes to 107-118 MiB and which it then refuses. This archives the
 # same tree again with the test binaries the gpu-labelled tests do not run left out, at xz -9
-# (its 64 MiB dictionary spans whole binaries, which share most of their code): about 53 MiB
-# (2026-11-26, with oneDNN beside OpenBLAS; all test binaries at -9 were 62 MiB before oneDNN,
-# too close to the limit with the source).
+# (its 64 MiB dictionary spans whole binaries, which share most of their code): about 46 MiB
+# (2026-11-26; all test binaries at -9 were 62 MiB, too close to the limit with the source).
 #
 #   tools/gpu/pack.sh            # then a device run with carry [".gpu"], as shared/gpu/README.md
 set -euo pipefail

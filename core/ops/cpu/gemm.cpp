@@ -1,19 +1,34 @@
 #include "core/ops/gemm.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cstdint>
 
-#include "core/ops/cpu/gemm_kernels.h"
 #include "core/thread_pool.h"
 
 namespace alloy::cpu {
 
 namespace {
 
+// The kernels parallelise over alloy's pool themselves; OpenBLAS threads would only compete
+// with it for the same cores and make the split of work depend on OpenBLAS's heuristics.
+void use_single_blas_thread() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
 // Below this many flops a fork/join costs more than it saves.
 constexpr double kParallelAboveFlops = 4.0e6;
 // Threads split c at multiples of this, so each gets whole register tiles of the BLAS kernel.
 constexpr int kSplitBlock = 16;
+
+CBLAS_TRANSPOSE blas_op(bool transpose) {
+  return transpose ? CblasTrans : CblasNoTrans;
+}
 
 }  // namespace
 
@@ -28,8 +43,9 @@ void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float 
     }
     return;
   }
-  library_sgemm(gemm_library(), transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c,
-                ldc);
+  use_single_blas_thread();
+  cblas_sgemm(CblasRowMajor, blas_op(transpose_a), blas_op(transpose_b), m, n, k, alpha, a, lda, b,
+              ldb, beta, c, ldc);
 }
 
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
