@@ -116,10 +116,6 @@ make_out_dir
 # one BLAS thread inside each of torch's, or BLAS on every thread with torch's idle OpenMP
 # threads sleeping instead of spinning. The record names the one that counted (pytorch_env).
 torch_envs=("OPENBLAS_NUM_THREADS=1" "OPENBLAS_NUM_THREADS=$threads OMP_WAIT_POLICY=passive")
-# Some machines' environments pin OpenBLAS's kernels (OPENBLAS_CORETYPE, with OPENBLAS_L2_SIZE),
-# which may be older ones than the CPU runs: PyTorch runs without the pin, on the kernels OpenBLAS
-# picks itself, and its JSON names them (blas_core). Alloy's GEMMs are oneDNN's either way.
-unpinned=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 
 # The flags of a variant, the same words for both programs.
 variant_flags() {
@@ -144,7 +140,8 @@ run_pytorch() {
     logs+=("$out/pytorch-$tag-env$config.jsonl")
     echo "== round $round/$rounds, $variant: PyTorch, ${torch_envs[$config]}" >&2
     # shellcheck disable=SC2046,SC2086 # the variant's flags and the settings are words
-    cpu_timed "$out/pytorch-$tag-env$config.cpu" "${unpinned[@]}" ${torch_envs[$config]} "$python" \
+    cpu_timed "$out/pytorch-$tag-env$config.cpu" "${pytorch_unpinned[@]}" \
+      ${torch_envs[$config]} "$python" \
       "$here/tools/bench/lenet_pytorch.py" --model "$model" --epochs "$epochs" \
       --threads "$threads" --data-dir "$data_dir" $(variant_flags "$variant") \
       >"${logs[$config]}"

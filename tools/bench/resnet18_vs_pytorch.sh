@@ -132,10 +132,8 @@ for ((round = 1; round <= rounds; round++)); do
       [[ "$setting" == none ]] || tag="$tag-recompute"
       words=""
       [[ "$recompute" == none ]] || words=", recompute $setting"
-      # PyTorch without a pin of OpenBLAS's kernels (OPENBLAS_CORETYPE) that a machine's
-      # environment may set: on the kernels OpenBLAS picks itself, named in its JSON (blas_core).
-      torch_bench=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$python"
-        "$here/tools/bench/resnet18_pytorch.py" --batch-sizes "$batch"
+      torch_bench=("${pytorch_unpinned[@]}" "$python" "$here/tools/bench/resnet18_pytorch.py"
+        --batch-sizes "$batch"
         --steps "$steps" --threads "$threads" --recompute "$setting")
       mem=("$alloy" mem --model resnet18 --device cpu --opt-levels O0 --batch-size "$batch"
         --threads "$threads")

@@ -4,6 +4,12 @@
 # the functions read the script's variables alloy, keep, out and python.
 # shellcheck shell=bash disable=SC2154
 
+# The prefix of every PyTorch command. Some machines' environments pin OpenBLAS's kernels
+# (OPENBLAS_CORETYPE, with OPENBLAS_L2_SIZE) to older ones than the CPU runs: PyTorch runs
+# without the pin, on the kernels OpenBLAS picks itself, and its JSON names them (blas_core).
+# Alloy keeps a pin it is given, so under one the comparison leans against Alloy.
+pytorch_unpinned=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
+
 # Fails with exit status 2 and a message naming the script.
 usage_error() {
   echo "${0##*/}: $* (see --help)" >&2
