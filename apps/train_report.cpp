@@ -6,6 +6,7 @@
 #include "amp/opt_level.h"
 #include "apps/version.h"
 #include "core/ops/cpu/blas_core.h"
+#include "core/ops/gemm.h"
 
 namespace alloy::app {
 
@@ -89,6 +90,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("seed", o.seed)
       .add("threads", o.threads)
       .add("blas_core", cpu::blas_core())
+      .add("cpu_gemm", cpu::gemm_kernels())
       .add("parameters", parameters)
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);

@@ -26,6 +26,9 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
 // The same on the calling thread only: for kernels that parallelise at a coarser level.
 void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// Which kernels the two above run: "alloy-avx512" (core/ops/cpu/packed_gemm.h, in a build for
+// a CPU with AVX-512) or "openblas" (its kernels then named by cpu::blas_core()).
+const char* gemm_kernels();
 }  // namespace cpu
 
 }  // namespace alloy

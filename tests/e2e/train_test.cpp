@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/data/idx.h"
+#include "core/ops/gemm.h"
 #include "tests/support/process.h"
 
 using namespace alloy;
@@ -135,6 +136,7 @@ BOOST_AUTO_TEST_CASE(lenet_learns_in_one_epoch_and_runs_repeat_bit_for_bit) {
   BOOST_TEST(json_field(first.start, "model") == "lenet");
   BOOST_TEST(json_field(first.start, "opt_level") == "O0");
   BOOST_TEST(json_field(first.start, "device") == "cpu");
+  BOOST_TEST(json_field(first.start, "cpu_gemm") == cpu::gemm_kernels());
   BOOST_TEST_REQUIRE(first.epochs.size() == 1u, first.process.output);
   const std::string& epoch = first.epochs.front();
   for (const char* key :

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/ops/cpu/packed_gemm.h"
 #include "core/thread_pool.h"
 
 namespace alloy::cpu {
@@ -23,14 +24,20 @@ void use_single_blas_thread() {
 
 // Below this many flops a fork/join costs more than it saves.
 constexpr double kParallelAboveFlops = 4.0e6;
-// Threads split c at multiples of this, so each gets whole register tiles of the BLAS kernel.
-constexpr int kSplitBlock = 16;
+// Threads split c's rows at multiples of 16 and its columns at multiples of 32, so each gets
+// whole register tiles of the kernels (packed_gemm's are 8 x 32).
+constexpr int kRowSplit = 16;
+constexpr int kColumnSplit = 32;
 
 CBLAS_TRANSPOSE blas_op(bool transpose) {
   return transpose ? CblasTrans : CblasNoTrans;
 }
 
 }  // namespace
+
+const char* gemm_kernels() {
+  return packed_gemm_available() ? "alloy-avx512" : "openblas";
+}
 
 void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
@@ -43,6 +50,10 @@ void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float 
     }
     return;
   }
+  if (packed_gemm_available()) {
+    packed_gemm(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   use_single_blas_thread();
   cblas_sgemm(CblasRowMajor, blas_op(transpose_a), blas_op(transpose_b), m, n, k, alpha, a, lda, b,
               ldb, beta, c, ldc);
@@ -52,15 +63,16 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
           int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const bool split_rows = m >= n;
   const int extent = split_rows ? m : n;
-  const std::int64_t blocks = (extent + kSplitBlock - 1) / kSplitBlock;
+  const int split = split_rows ? kRowSplit : kColumnSplit;
+  const std::int64_t blocks = (extent + split - 1) / split;
   const double flops = 2.0 * m * n * k;
   if (cpu_threads() == 1 || blocks < 2 || flops < kParallelAboveFlops) {
     gemm_serial(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   cpu_pool().parallel_for(blocks, [&](std::int64_t begin, std::int64_t end, int) {
-    const std::int64_t first = begin * kSplitBlock;
-    const int count = static_cast<int>(std::min<std::int64_t>(extent, end * kSplitBlock) - first);
+    const std::int64_t first = begin * split;
+    const int count = static_cast<int>(std::min<std::int64_t>(extent, end * split) - first);
     if (split_rows) {
       const float* a_rows = a + (transpose_a ? first : first * lda);
       gemm_serial(transpose_a, transpose_b, count, n, k, alpha, a_rows, lda, b, ldb, beta,
