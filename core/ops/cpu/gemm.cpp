@@ -24,8 +24,10 @@ void use_single_blas_thread() {
 
 // Below this many flops a fork/join costs more than it saves.
 constexpr double kParallelAboveFlops = 4.0e6;
-// Threads split c's rows at multiples of 16 and its columns at multiples of 32, so each gets
-// whole register tiles of the kernels (packed_gemm's are 8 x 32).
+// Threads split c into blocks of at least 16 rows or 32 columns, at multiples of those, so each
+// gets whole register tiles of the kernels (packed_gemm's are 8 x 32); the last block takes the
+// remainder. packed_gemm picks its kernel by n, and no column block is narrower than 32, so a
+// column of c gets the kernel at any thread count that it gets on one.
 constexpr int kRowSplit = 16;
 constexpr int kColumnSplit = 32;
 
@@ -64,7 +66,7 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
   const bool split_rows = m >= n;
   const int extent = split_rows ? m : n;
   const int split = split_rows ? kRowSplit : kColumnSplit;
-  const std::int64_t blocks = (extent + split - 1) / split;
+  const std::int64_t blocks = extent / split;
   const double flops = 2.0 * m * n * k;
   if (cpu_threads() == 1 || blocks < 2 || flops < kParallelAboveFlops) {
     gemm_serial(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -72,7 +74,7 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
   }
   cpu_pool().parallel_for(blocks, [&](std::int64_t begin, std::int64_t end, int) {
     const std::int64_t first = begin * split;
-    const int count = static_cast<int>(std::min<std::int64_t>(extent, end * split) - first);
+    const int count = static_cast<int>((end == blocks ? extent : end * split) - first);
     if (split_rows) {
       const float* a_rows = a + (transpose_a ? first : first * lda);
       gemm_serial(transpose_a, transpose_b, count, n, k, alpha, a_rows, lda, b, ldb, beta,

@@ -1,11 +1,13 @@
 #include "core/ops/cpu/packed_gemm.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "core/error.h"
+#include "core/ops/cpu/float_lanes.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -145,58 +147,186 @@ void pack_b(bool transpose, const float* b, Index ldb, Index p0, Index depth, In
   }
 }
 
+// Where the kernel reads a panel of b: whole panels of an untransposed b in place (each row's
+// 32 floats are contiguous already; copying them cost as much as the products where m or k is
+// small), the rest from the packed copy.
+struct PanelsOfB {
+  PanelsOfB(bool transpose, const float* b, Index ldb, Index p0, Index depth, Index column,
+            Index columns, float* packed)
+      : in_place(!transpose),
+        source(b + p0 * ldb + column),
+        ldb(ldb),
+        depth(depth),
+        whole(in_place ? columns / kColumns * kColumns : 0),
+        packed(packed) {
+    pack_b(transpose, b, ldb, p0, depth, column + whole, columns - whole, packed);
+  }
+  static Index packed_floats(bool transpose, Index depth, Index columns) {
+    return transpose ? depth * round_up(columns, kColumns) : depth * kColumns;
+  }
+
+  const float* panel(Index first) const {
+    return first < whole ? source + first : packed + (first - whole) * depth;
+  }
+  Index stride(Index first) const { return first < whole ? ldb : kColumns; }
+
+  bool in_place;
+  const float* source;
+  Index ldb, depth, whole;
+  const float* packed;
+};
+
 // The register tile's products: acc = a_panel * b_panel over `depth`.
 struct Tile {
   __m512 acc[kRows][2];
 };
 
-inline void multiply_panels(Index depth, const float* a, const float* b, Tile& tile) {
+inline void multiply_panels(Index depth, const float* a, const float* b, Index b_stride,
+                            Tile& tile) {
   for (Index i = 0; i < kRows; ++i)
     tile.acc[i][0] = tile.acc[i][1] = _mm512_setzero_ps();
   for (Index p = 0; p < depth; ++p) {
-    const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + 16);
     for (Index i = 0; i < kRows; ++i) {
       const __m512 ai = _mm512_set1_ps(a[i]);
       tile.acc[i][0] = _mm512_fmadd_ps(ai, b0, tile.acc[i][0]);
       tile.acc[i][1] = _mm512_fmadd_ps(ai, b1, tile.acc[i][1]);
     }
     a += kRows;
-    b += kColumns;
+    b += b_stride;
   }
 }
 
-// c = alpha * product + beta * c (beta == 0: c unread), one rounding for the sum: the same
-// arithmetic on the vector path and the edges' scalar one, so an element's bits do not depend
-// on whether it falls in a whole tile.
-inline __m512 combine(__m512 product, float alpha, float beta, const float* c) {
+// c = alpha * product + beta * c (beta == 0: c unread), with one rounding for the sum, in the
+// `valid` lanes (the others of c untouched). Whole and edge tiles run the same arithmetic, so an
+// element's bits do not depend on where a tile boundary falls.
+inline void combine_store(__m512 product, float alpha, float beta, float* c, __mmask16 valid) {
   const __m512 scaled = alpha == 1.0f ? product : _mm512_mul_ps(product, _mm512_set1_ps(alpha));
-  if (beta == 0.0f) return scaled;
-  return _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), scaled);
+  if (valid == 0xffff) {
+    const __m512 sum =
+        beta == 0.0f ? scaled : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_loadu_ps(c), scaled);
+    _mm512_storeu_ps(c, sum);
+    return;
+  }
+  const __m512 sum =
+      beta == 0.0f ? scaled
+                   : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(valid, c), scaled);
+  _mm512_mask_storeu_ps(c, valid, sum);
 }
 
-inline float combine(float product, float alpha, float beta, float c) {
+// The lanes of a 16-float vector at [first, first + 16) that lie below `columns`.
+inline __mmask16 lanes_below(Index columns, Index first) {
+  const Index count = std::clamp<Index>(columns - first, 0, 16);
+  return static_cast<__mmask16>((1u << count) - 1u);
+}
+
+void store_tile(const Tile& tile, Index rows, Index columns, float alpha, float beta, float* c,
+                Index ldc) {
+  const __mmask16 low = lanes_below(columns, 0), high = lanes_below(columns, 16);
+  for (Index i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    combine_store(tile.acc[i][0], alpha, beta, row, low);
+    if (high != 0) combine_store(tile.acc[i][1], alpha, beta, row + 16, high);
+  }
+}
+
+// Products whose operands both run along k (a as is, b transposed: weight gradients, dY X^T)
+// with fewer than kColumns columns, where the register tile would compute mostly padding (LeNet's
+// 9 and 20): c in 4 x 4 tiles of dot products along k, 16 products per lane step, read straight
+// from a and b. The choice depends on n alone, and cpu::gemm never splits c into column blocks
+// narrower than kColumns, so an element's path does not depend on the thread count.
+constexpr Index kDotTile = 4;
+
+inline float scale_and_add(float product, float alpha, float beta, float c) {
   const float scaled = alpha == 1.0f ? product : product * alpha;
   return beta == 0.0f ? scaled : std::fma(beta, c, scaled);
 }
 
-void store_tile(const Tile& tile, float alpha, float beta, float* c, Index ldc) {
-  for (Index i = 0; i < kRows; ++i) {
-    float* row = c + i * ldc;
-    _mm512_storeu_ps(row, combine(tile.acc[i][0], alpha, beta, row));
-    _mm512_storeu_ps(row + 16, combine(tile.acc[i][1], alpha, beta, row + 16));
+// The sum of a vector's lanes, halves first, in GCC's vector extension: GCC 12's own
+// intrinsics for the halves (_mm512_extract*, _mm512_reduce_add_ps) warn of uninitialised values.
+inline float sum_lanes(__m512 v) {
+  using FloatLanes4 = float __attribute__((vector_size(4 * sizeof(float))));
+  const FloatLanes16 x = v;
+  const FloatLanes8 eight = __builtin_shufflevector(x, x, 0, 1, 2, 3, 4, 5, 6, 7) +
+                            __builtin_shufflevector(x, x, 8, 9, 10, 11, 12, 13, 14, 15);
+  const FloatLanes4 four = __builtin_shufflevector(eight, eight, 0, 1, 2, 3) +
+                           __builtin_shufflevector(eight, eight, 4, 5, 6, 7);
+  return (four[0] + four[2]) + (four[1] + four[3]);
+}
+
+template <int R, int C>
+struct DotAccumulators {
+  __m512 acc[R][C];
+};
+
+template <int R, int C>
+inline void dot_products(Index k, const float* a, Index lda, const float* b, Index ldb,
+                         DotAccumulators<R, C>& sums) {
+  for (int i = 0; i < R; ++i) {
+    for (int j = 0; j < C; ++j)
+      sums.acc[i][j] = _mm512_setzero_ps();
+  }
+  Index p = 0;
+  for (; p + 16 <= k; p += 16) {
+    __m512 bv[C];
+    for (int j = 0; j < C; ++j)
+      bv[j] = _mm512_loadu_ps(b + j * ldb + p);
+    for (int i = 0; i < R; ++i) {
+      const __m512 av = _mm512_loadu_ps(a + i * lda + p);
+      for (int j = 0; j < C; ++j)
+        sums.acc[i][j] = _mm512_fmadd_ps(av, bv[j], sums.acc[i][j]);
+    }
+  }
+  if (p == k) return;
+  // The last k % 16 products, zeros in the other lanes: the same steps as a whole vector's.
+  const __mmask16 valid = lanes_below(k, p);
+  __m512 bv[C];
+  for (int j = 0; j < C; ++j)
+    bv[j] = _mm512_maskz_loadu_ps(valid, b + j * ldb + p);
+  for (int i = 0; i < R; ++i) {
+    const __m512 av = _mm512_maskz_loadu_ps(valid, a + i * lda + p);
+    for (int j = 0; j < C; ++j)
+      sums.acc[i][j] = _mm512_fmadd_ps(av, bv[j], sums.acc[i][j]);
   }
 }
 
-void store_edge(const Tile& tile, Index rows, Index columns, float alpha, float beta, float* c,
-                Index ldc) {
-  alignas(64) float products[kRows][kColumns];
-  for (Index i = 0; i < kRows; ++i) {
-    _mm512_store_ps(products[i], tile.acc[i][0]);
-    _mm512_store_ps(products[i] + 16, tile.acc[i][1]);
+// One R x C tile (R, C <= kDotTile) of c. Each element's sum runs the same steps in every
+// instantiation, so edge tiles give the bits a whole one would.
+template <int R, int C>
+void dot_tile(Index k, const float* a, Index lda, const float* b, Index ldb, float alpha,
+              float beta, float* c, Index ldc) {
+  DotAccumulators<R, C> sums;
+  dot_products(k, a, lda, b, ldb, sums);
+  for (int i = 0; i < R; ++i) {
+    for (int j = 0; j < C; ++j) {
+      float& out = c[i * ldc + j];
+      out = scale_and_add(sum_lanes(sums.acc[i][j]), alpha, beta, out);
+    }
   }
-  for (Index i = 0; i < rows; ++i) {
-    for (Index j = 0; j < columns; ++j)
-      c[i * ldc + j] = combine(products[i][j], alpha, beta, c[i * ldc + j]);
+}
+
+using DotTile = void (*)(Index, const float*, Index, const float*, Index, float, float, float*,
+                         Index);
+
+template <int R>
+constexpr std::array<DotTile, kDotTile> dot_tiles_of_height() {
+  return {&dot_tile<R, 1>, &dot_tile<R, 2>, &dot_tile<R, 3>, &dot_tile<R, 4>};
+}
+
+// kDotTiles[rows - 1][columns - 1].
+constexpr std::array<std::array<DotTile, kDotTile>, kDotTile> kDotTiles = {
+    dot_tiles_of_height<1>(), dot_tiles_of_height<2>(), dot_tiles_of_height<3>(),
+    dot_tiles_of_height<4>()};
+
+void dot_gemm(Index m, Index n, Index k, float alpha, const float* a, Index lda, const float* b,
+              Index ldb, float beta, float* c, Index ldc) {
+  for (Index i = 0; i < m; i += kDotTile) {
+    const Index rows = std::min(kDotTile, m - i);
+    for (Index j = 0; j < n; j += kDotTile) {
+      const Index columns = std::min(kDotTile, n - j);
+      kDotTiles[rows - 1][columns - 1](k, a + i * lda, lda, b + j * ldb, ldb, alpha, beta,
+                                       c + i * ldc + j, ldc);
+    }
   }
 }
 
@@ -208,13 +338,17 @@ bool packed_gemm_available() {
 
 void packed_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  if (!transpose_a && transpose_b && n < kColumns) {
+    dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
   static thread_local PackBuffer a_buffer, b_buffer;
   for (Index jc = 0; jc < n; jc += kBlockColumns) {
     const Index nc = std::min<Index>(kBlockColumns, n - jc);
     for (Index pc = 0; pc < k; pc += kDepth) {
       const Index kc = std::min<Index>(kDepth, k - pc);
-      float* b_packed = b_buffer.floats(kc * round_up(nc, kColumns));
-      pack_b(transpose_b, b, ldb, pc, kc, jc, nc, b_packed);
+      const PanelsOfB panels(transpose_b, b, ldb, pc, kc, jc, nc,
+                             b_buffer.floats(PanelsOfB::packed_floats(transpose_b, kc, nc)));
       // The first depth block applies beta; the later ones add to what it left.
       const float beta_here = pc == 0 ? beta : 1.0f;
       for (Index ic = 0; ic < m; ic += kBlockRows) {
@@ -226,13 +360,8 @@ void packed_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float 
           for (Index ir = 0; ir < mc; ir += kRows) {
             const Index rows = std::min(kRows, mc - ir);
             Tile tile;
-            multiply_panels(kc, a_packed + ir * kc, b_packed + jr * kc, tile);
-            float* c_tile = c + (ic + ir) * ldc + jc + jr;
-            if (rows == kRows && columns == kColumns) {
-              store_tile(tile, alpha, beta_here, c_tile, ldc);
-            } else {
-              store_edge(tile, rows, columns, alpha, beta_here, c_tile, ldc);
-            }
+            multiply_panels(kc, a_packed + ir * kc, panels.panel(jr), panels.stride(jr), tile);
+            store_tile(tile, rows, columns, alpha, beta_here, c + (ic + ir) * ldc + jc + jr, ldc);
           }
         }
       }

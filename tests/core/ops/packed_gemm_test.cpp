@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/ops/gemm.h"
+#include "core/thread_pool.h"
 
 using alloy::cpu::packed_gemm;
 using alloy::cpu::packed_gemm_available;
@@ -100,13 +102,16 @@ std::string describe(const Case& g) {
 
 // Each size one below, at and one past a tile or block edge in some dimension: 8-row tiles and
 // 128-row blocks of a, 32-column tiles and 2048-column blocks of b, 256-deep blocks (k = 513
-// takes three, the last one deep).
+// takes three, the last one deep). The last three take the dot-product kernel (b transposed, a
+// not, n < 32): 4 x 4 tiles, 16-deep steps with a partial last one (k = 676 and 15).
 const Case kCases[] = {
     {1, 1, 1, false, false, 1.0f, 0.0f},     {7, 31, 9, false, false, 1.0f, 0.0f},
     {8, 32, 8, true, false, 1.0f, 1.0f},     {9, 33, 7, false, true, 1.0f, 0.0f},
     {17, 65, 255, true, true, -0.5f, 0.25f}, {127, 64, 256, false, false, 1.0f, 0.0f},
     {129, 40, 257, false, true, 2.0f, 1.0f}, {64, 2049, 20, false, false, 1.0f, 0.5f},
     {40, 70, 513, true, false, 1.0f, 0.0f},  {136, 96, 300, true, true, 0.75f, -1.0f},
+    {50, 20, 400, false, true, 1.0f, 0.0f},  {13, 9, 676, false, true, -0.5f, 0.25f},
+    {5, 31, 15, false, true, 1.0f, 1.0f},
 };
 
 struct RequiresKernel {
@@ -166,20 +171,52 @@ BOOST_AUTO_TEST_CASE(beta_zero_ignores_nan_in_c,
 
 BOOST_AUTO_TEST_CASE(an_elements_bits_do_not_depend_on_how_c_is_split,
                      *boost::unit_test::precondition(RequiresKernel())) {
-  // cpu::gemm hands each thread a block of rows or columns; the whole product and any split
-  // of it, at tile edges or not, must agree to the bit (general alpha and beta included).
-  const Case g{45, 100, 300, false, true, 0.75f, -0.5f};
-  const Problem problem(g, 11);
-  const std::vector<float> whole = problem.run();
-  std::vector<float> by_rows = problem.c, by_columns = problem.c;
-  const int row_edges[] = {0, 5, 21, 40, g.m};
-  for (int part = 0; part + 1 < 5; ++part) {
-    problem.run_part(by_rows, row_edges[part], row_edges[part + 1] - row_edges[part], 0, g.n);
+  // cpu::gemm hands each thread a block of rows, or of at least 32 columns; the whole product
+  // and any such split of it, at tile edges or not, must agree to the bit (general alpha and
+  // beta included), on the register-tile kernel (n = 100) and the dot-product one (n = 20).
+  for (const Case& g : {Case{45, 100, 300, false, true, 0.75f, -0.5f},
+                        Case{45, 20, 300, false, true, 0.75f, -0.5f}}) {
+    const Problem problem(g, 11);
+    const std::vector<float> whole = problem.run();
+    std::vector<float> by_rows = problem.c, by_columns = problem.c;
+    const int row_edges[] = {0, 5, 21, 40, g.m};
+    for (int part = 0; part + 1 < 5; ++part) {
+      problem.run_part(by_rows, row_edges[part], row_edges[part + 1] - row_edges[part], 0, g.n);
+    }
+    BOOST_TEST(std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)) == 0,
+               describe(g));
+    if (g.n < 64) continue;
+    const int column_edges[] = {0, 35, 68, g.n};
+    for (int part = 0; part + 1 < 4; ++part) {
+      problem.run_part(by_columns, 0, g.m, column_edges[part],
+                       column_edges[part + 1] - column_edges[part]);
+    }
+    BOOST_TEST(std::memcmp(whole.data(), by_columns.data(), whole.size() * sizeof(float)) == 0,
+               describe(g));
   }
-  for (int column = 0; column < g.n; column += 37)
-    problem.run_part(by_columns, 0, g.m, column, std::min(37, g.n - column));
-  BOOST_TEST(std::memcmp(whole.data(), by_rows.data(), whole.size() * sizeof(float)) == 0);
-  BOOST_TEST(std::memcmp(whole.data(), by_columns.data(), whole.size() * sizeof(float)) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(cpu_gemm_gives_the_same_bits_at_one_and_two_threads,
+                     *boost::unit_test::precondition(RequiresKernel())) {
+  // 30 x 40 split by columns at 32 would leave a block of 8, which the dot-product kernel would
+  // take: cpu::gemm keeps its blocks at least 32 wide, so both thread counts agree. The others:
+  // a row split, and a column split into wide blocks.
+  for (const Case& g :
+       {Case{30, 40, 2000, false, true, 1.0f, 0.0f}, Case{200, 24, 900, false, true, 1.0f, 1.0f},
+        Case{40, 300, 400, false, true, 1.0f, 0.0f}}) {
+    const Problem problem(g, 5);
+    std::vector<std::vector<float>> results;
+    for (const int threads : {1, 2}) {
+      alloy::set_cpu_threads(threads);
+      std::vector<float> out = problem.c;
+      alloy::cpu::gemm(g.transpose_a, g.transpose_b, g.m, g.n, g.k, g.alpha, problem.a.data(),
+                       problem.lda, problem.b.data(), problem.ldb, g.beta, out.data(), problem.ldc);
+      results.push_back(out);
+    }
+    BOOST_TEST(
+        std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) == 0,
+        describe(g));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_build_without_avx512_refuses_by_name,
