@@ -54,6 +54,12 @@ class PackBuffer {
   std::vector<float> storage_;
 };
 
+// The lanes of a 16-float vector at [first, first + 16) that lie below `columns`.
+inline __mmask16 lanes_below(Index columns, Index first) {
+  const Index count = std::clamp<Index>(columns - first, 0, 16);
+  return static_cast<__mmask16>((1u << count) - 1u);
+}
+
 // Eight rows of eight floats (row r at rows[r]) written as eight columns: out + c * stride
 // gets element c of every row, in row order. The AVX in-register transpose: packing operands
 // whose depth runs along their rows would otherwise be a scalar gather, as slow as the GEMM
@@ -109,8 +115,24 @@ void pack_transposed(const float* source, Index ld, Index count, Index depth, In
 
 // `count` (<= width) columns of `source`'s rows [0, depth) (row stride ld) copied into a panel
 // `width` floats wide, zeros past `count`.
+// Vector moves, not std::copy: a call to memmove per 8 floats cost 5% of ResNet-18's
+// convolutions.
 void pack_straight(const float* source, Index ld, Index count, Index depth, Index width,
                    float* out) {
+  if (count == 8 && width == 8) {
+    for (Index p = 0; p < depth; ++p)
+      _mm256_storeu_ps(out + p * 8, _mm256_loadu_ps(source + p * ld));
+    return;
+  }
+  if (width % 16 == 0) {
+    for (Index p = 0; p < depth; ++p) {
+      for (Index j = 0; j < width; j += 16) {
+        const __mmask16 valid = lanes_below(count, j);
+        _mm512_storeu_ps(out + p * width + j, _mm512_maskz_loadu_ps(valid, source + p * ld + j));
+      }
+    }
+    return;
+  }
   for (Index p = 0; p < depth; ++p) {
     std::copy(source + p * ld, source + p * ld + count, out + p * width);
     std::fill(out + p * width + count, out + (p + 1) * width, 0.0f);
@@ -212,12 +234,6 @@ inline void combine_store(__m512 product, float alpha, float beta, float* c, __m
       beta == 0.0f ? scaled
                    : _mm512_fmadd_ps(_mm512_set1_ps(beta), _mm512_maskz_loadu_ps(valid, c), scaled);
   _mm512_mask_storeu_ps(c, valid, sum);
-}
-
-// The lanes of a 16-float vector at [first, first + 16) that lie below `columns`.
-inline __mmask16 lanes_below(Index columns, Index first) {
-  const Index count = std::clamp<Index>(columns - first, 0, 16);
-  return static_cast<__mmask16>((1u << count) - 1u);
 }
 
 void store_tile(const Tile& tile, Index rows, Index columns, float alpha, float beta, float* c,
