@@ -334,8 +334,17 @@ constexpr std::array<std::array<DotTile, kDotTile>, kDotTile> kDotTiles = {
     dot_tiles_of_height<1>(), dot_tiles_of_height<2>(), dot_tiles_of_height<3>(),
     dot_tiles_of_height<4>()};
 
+// b's n rows are copied first, each to a cache-line boundary (a row per 16 floats of k): the
+// kernel loads every vector of b once per product, and a vector split across two lines costs
+// two loads (50 x 20 x 400 ran at 90 GFLOP/s from a 16-byte-aligned b, 130 from a 64-byte one).
 void dot_gemm(Index m, Index n, Index k, float alpha, const float* a, Index lda, const float* b,
-              Index ldb, float beta, float* c, Index ldc) {
+              Index ldb, float beta, float* c, Index ldc, PackBuffer& buffer) {
+  const Index row = round_up(k, 16);
+  float* aligned_b = buffer.floats(n * row);
+  for (Index j = 0; j < n; ++j)
+    std::copy(b + j * ldb, b + j * ldb + k, aligned_b + j * row);
+  b = aligned_b;
+  ldb = row;
   for (Index i = 0; i < m; i += kDotTile) {
     const Index rows = std::min(kDotTile, m - i);
     for (Index j = 0; j < n; j += kDotTile) {
@@ -354,11 +363,11 @@ bool packed_gemm_available() {
 
 void packed_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  static thread_local PackBuffer a_buffer, b_buffer;
   if (!transpose_a && transpose_b && n < kColumns) {
-    dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, b_buffer);
     return;
   }
-  static thread_local PackBuffer a_buffer, b_buffer;
   for (Index jc = 0; jc < n; jc += kBlockColumns) {
     const Index nc = std::min<Index>(kBlockColumns, n - jc);
     for (Index pc = 0; pc < k; pc += kDepth) {
