@@ -114,9 +114,8 @@ void pack_transposed(const float* source, Index ld, Index count, Index depth, In
 }
 
 // `count` (<= width) columns of `source`'s rows [0, depth) (row stride ld) copied into a panel
-// `width` floats wide, zeros past `count`.
-// Vector moves, not std::copy: a call to memmove per 8 floats cost 5% of ResNet-18's
-// convolutions.
+// `width` floats wide, zeros past `count`. In vector moves where it can: std::copy's call to
+// memmove per 8 floats cost 5% of ResNet-18's convolutions.
 void pack_straight(const float* source, Index ld, Index count, Index depth, Index width,
                    float* out) {
   if (count == 8 && width == 8) {
@@ -248,9 +247,10 @@ void store_tile(const Tile& tile, Index rows, Index columns, float alpha, float 
 
 // Products whose operands both run along k (a as is, b transposed: weight gradients, dY X^T)
 // with fewer than kColumns columns, where the register tile would compute mostly padding (LeNet's
-// 9 and 20): c in 4 x 4 tiles of dot products along k, 16 products per lane step, read straight
-// from a and b. The choice depends on n alone, and cpu::gemm never splits c into column blocks
-// narrower than kColumns, so an element's path does not depend on the thread count.
+// 9 and 20): c in 4 x 4 tiles of dot products along k, 16 products per lane step, read from a
+// as it is and from a copy of b (below). The choice depends on n alone, and cpu::gemm never splits
+// c into column blocks narrower than kColumns, so an element's path does not depend on the thread
+// count.
 constexpr Index kDotTile = 4;
 
 inline float scale_and_add(float product, float alpha, float beta, float c) {

@@ -2,8 +2,10 @@
 // Why not OpenBLAS's: OpenBLAS picks its kernels when it loads, and an environment pin
 // (OPENBLAS_CORETYPE=Haswell, set on some machines because older builds misdetect the CPU)
 // holds it to AVX2 kernels at half this speed; this one is compiled for the machine
-// (-march=native). Each product is summed in one fixed order (depth blocks in order, products
-// in order within a block), so an element's bits do not depend on how a caller splits c.
+// (-march=native). Each element of c sums its products in one fixed order (depth blocks in
+// order, products in order within a block), so its bits do not depend on how a caller splits c.
+// Each calling thread keeps its packing buffers between calls: up to 2.1 MiB, or n x k floats
+// for a weight gradient with n < 32 (its b, copied to aligned rows).
 #pragma once
 
 namespace alloy::cpu {
