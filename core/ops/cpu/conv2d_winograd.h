@@ -8,7 +8,9 @@
 //   data:     dd_t = B [ U .* Yh_t ] B^T, added into the overlapping 4x4 input windows
 // Same arguments, dtypes and determinism as the im2col kernels in core/ops/conv2d.h. Rounding
 // differs from them by a few ulps of the largest summand (the transforms add and subtract
-// inputs before multiplying).
+// inputs before multiplying). Planes at most 8 wide run in conv2d_winograd_lanes.h, with 16
+// images in the vector lanes (ResNet-18's 7x7 and 4x4 layers: rows of 2-4 tiles would fill
+// few of a plane's lanes); wider ones run here, a plane at a time, tile rows in the lanes.
 #pragma once
 
 #include <cstdint>

@@ -5,9 +5,11 @@
 // with the Toom-Cook matrices at the points 0, 1, -1, 2, -2 and infinity (d_t the tile's 6x6
 // input window). The transforms run over 16 images at once, one in each vector lane of a
 // transposed copy of the block's planes, and each of the 36 points is one GEMM of the filters'
-// and the block's transformed tiles. Rounding differs from im2col's by a few ulps of the largest
-// transformed summand (the transforms add and scale inputs by up to 5 before multiplying).
-// Same arguments, dtypes and determinism as the im2col kernels in core/ops/conv2d.h.
+// and the blocks' transformed tiles (conv2d_winograd_lanes.h, shared with the 3x3 kernels on
+// small planes). The weight gradient sums into accumulators as conv2d_winograd.h describes.
+// Rounding differs from im2col's by a few ulps of the largest transformed summand (the transforms
+// add and scale inputs by up to 5 before multiplying). Same arguments, dtypes and determinism as
+// the im2col kernels in core/ops/conv2d.h.
 #pragma once
 
 #include "core/ops/conv2d.h"

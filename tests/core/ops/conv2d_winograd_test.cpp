@@ -21,6 +21,9 @@ namespace {
 using Case = test::WinogradCase;
 // Odd and even planes (partial last tiles), planes smaller than a tile, all three paddings, a
 // batch below and one above the suite's two threads, and one large enough for several blocks.
+// Planes at most 8 wide take the images-in-lanes kernels (conv2d_winograd_lanes.h), wider ones
+// the plane kernels; the last two cases group several 16-image blocks into one GEMM, partial
+// blocks and groups included.
 const Case kCases[] = {
     {"odd plane", 3, 5, 7, 6, 4, 1, 1, true},
     {"no padding", 2, 3, 4, 5, 2, 0, 0, false},
@@ -28,6 +31,8 @@ const Case kCases[] = {
     {"padding 2, wide", 2, 4, 5, 9, 6, 2, 2, false},
     {"mixed padding", 1, 16, 7, 7, 16, 1, 0, true},
     {"several blocks", 9, 24, 14, 14, 20, 1, 1, false},
+    {"37 images on 4x4 planes: 3 blocks, grouped", 37, 16, 4, 4, 16, 1, 1, true},
+    {"20 images on 7x7 planes: a full block and a partial one", 20, 16, 7, 7, 17, 1, 1, false},
 };
 
 Conv2dGeometry geometry(const Case& c) {
