@@ -138,34 +138,34 @@ void pack_straight(const float* source, Index ld, Index count, Index depth, Inde
   }
 }
 
-// Rows [row, row + rows) of op(a) over depth [p0, p0 + depth), in panels of kRows rows: for
-// each p, the panel's kRows values of column p, zeros past the last row.
-void pack_a(bool transpose, const float* a, Index lda, Index row, Index rows, Index p0, Index depth,
-            float* out) {
-  for (Index first = row; first < row + rows; first += kRows) {
-    const Index count = std::min(kRows, row + rows - first);
-    if (transpose) {
-      pack_straight(a + p0 * lda + first, lda, count, depth, kRows, out);
+// Lines [first, first + count) of an operand over depth [p0, p0 + depth), in panels `width`
+// lines wide: for each p, the panel's `width` values at depth p, zeros past the last line. Line j
+// at depth p is source[j * ld + p] where the depth runs along the stored rows, else
+// source[p * ld + j].
+void pack_panels(const float* source, Index ld, bool depth_along_rows, Index first, Index count,
+                 Index p0, Index depth, Index width, float* out) {
+  for (Index line = first; line < first + count; line += width) {
+    const Index lines = std::min(width, first + count - line);
+    if (depth_along_rows) {
+      pack_transposed(source + line * ld + p0, ld, lines, depth, width, out);
     } else {
-      pack_transposed(a + first * lda + p0, lda, count, depth, kRows, out);
+      pack_straight(source + p0 * ld + line, ld, lines, depth, width, out);
     }
-    out += depth * kRows;
+    out += depth * width;
   }
 }
 
+// Rows [row, row + rows) of op(a) over depth [p0, p0 + depth), in panels of kRows rows.
+void pack_a(bool transpose, const float* a, Index lda, Index row, Index rows, Index p0, Index depth,
+            float* out) {
+  pack_panels(a, lda, !transpose, row, rows, p0, depth, kRows, out);
+}
+
 // Columns [column, column + columns) of op(b) over depth [p0, p0 + depth), in panels of
-// kColumns columns: for each p, the panel's kColumns values of row p, zeros past the last.
+// kColumns columns.
 void pack_b(bool transpose, const float* b, Index ldb, Index p0, Index depth, Index column,
             Index columns, float* out) {
-  for (Index first = column; first < column + columns; first += kColumns) {
-    const Index count = std::min(kColumns, column + columns - first);
-    if (transpose) {
-      pack_transposed(b + first * ldb + p0, ldb, count, depth, kColumns, out);
-    } else {
-      pack_straight(b + p0 * ldb + first, ldb, count, depth, kColumns, out);
-    }
-    out += depth * kColumns;
-  }
+  pack_panels(b, ldb, transpose, column, columns, p0, depth, kColumns, out);
 }
 
 // Where the kernel reads a panel of b: whole panels of an untransposed b in place (each row's
