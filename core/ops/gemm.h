@@ -26,7 +26,35 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
 // The same on the calling thread only: for kernels that parallelise at a coarser level.
 void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);
-// Which kernels the two above run: "alloy-avx512" (core/ops/cpu/packed_gemm.h, in a build for
+// op(a) prepared once for many gemm_serial calls that share it (a layer's weights against each
+// group of images): packed into the AVX-512 kernel's panels, in a workspace tensor, where the build
+// has that kernel; kept as a pointer otherwise. The products are those of the unprepared calls,
+// bit for bit. `a` must outlive it unchanged.
+class GemmLeft {
+ public:
+  GemmLeft(bool transpose, int m, int k, const float* a, int lda);
+
+  bool transpose() const { return transpose_; }
+  int m() const { return m_; }
+  int k() const { return k_; }
+  const float* a() const { return a_; }
+  int lda() const { return lda_; }
+  // The packed panels, or null where the build packs nothing.
+  const float* packed() const;
+
+ private:
+  bool transpose_;
+  int m_, k_;
+  const float* a_;
+  int lda_;
+  Tensor packed_;
+};
+
+// gemm_serial with a prepared op(a): c = alpha * op(a) * op(b) + beta * c, op(b) k x n.
+void gemm_serial(const GemmLeft& a, bool transpose_b, int n, float alpha, const float* b, int ldb,
+                 float beta, float* c, int ldc);
+
+// Which kernels the functions above run: "alloy-avx512" (core/ops/cpu/packed_gemm.h, in a build for
 // a CPU with AVX-512) or "openblas" (its kernels then named by cpu::blas_core()).
 const char* gemm_kernels();
 }  // namespace cpu

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "core/ops/cpu/conv2d_winograd.h"
@@ -172,6 +173,8 @@ void conv2d_im2col_forward(const Conv2dGeometry& g, const void* x, const float* 
   const bool scatter = group > 1 || widened;
   const ThreadScratch scratch(
       (patch + (scatter ? g.filters : 0)) * group * pixels + (widened ? image : 0), false);
+  // Packed once for every group's product, not once per product.
+  const GemmLeft weights(false, g.filters, static_cast<int>(patch), w, static_cast<int>(patch));
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     float* cols = scratch.slice(chunk);
     float* product = cols + patch * group * pixels;
@@ -190,9 +193,8 @@ void conv2d_im2col_forward(const Conv2dGeometry& g, const void* x, const float* 
         for (Index k = 0; k < g.filters; ++k)
           std::fill(target + k * ld, target + (k + 1) * ld, b[k]);
       }
-      gemm_serial(false, false, g.filters, static_cast<int>(ld), static_cast<int>(patch), 1.0f, w,
-                  static_cast<int>(patch), cols, static_cast<int>(ld), b != nullptr ? 1.0f : 0.0f,
-                  target, static_cast<int>(ld));
+      gemm_serial(weights, false, static_cast<int>(ld), 1.0f, cols, static_cast<int>(ld),
+                  b != nullptr ? 1.0f : 0.0f, target, static_cast<int>(ld));
       if (!scatter) continue;
       for (Index i = 0; i < count; ++i) {
         for (Index k = 0; k < g.filters; ++k) {
@@ -222,6 +224,10 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
   // order afterwards, so the result depends only on the thread count.
   const Index partial_size = g.filters * patch + g.filters;
   const ThreadScratch partials(partial_size, true);
+  // w^T, packed once for every group's data gradient.
+  std::optional<GemmLeft> weights_t;
+  if (dx != nullptr)
+    weights_t.emplace(true, static_cast<int>(patch), g.filters, w, static_cast<int>(patch));
   cpu_pool().parallel_for(g.batch, [&](Index begin, Index end, int chunk) {
     float* cols = scratch.slice(chunk);
     float* dcols = cols + patch * group * pixels;
@@ -251,9 +257,8 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
           db_partial[k] += lane_sum(dy_block + k * ld, ld);
       }
       if (dx == nullptr) continue;
-      gemm_serial(true, false, static_cast<int>(patch), static_cast<int>(ld), g.filters, 1.0f, w,
-                  static_cast<int>(patch), dy_block, static_cast<int>(ld), 0.0f, dcols,
-                  static_cast<int>(ld));
+      gemm_serial(*weights_t, false, static_cast<int>(ld), 1.0f, dy_block, static_cast<int>(ld),
+                  0.0f, dcols, static_cast<int>(ld));
       for (Index i = 0; i < count; ++i) {
         float* target = output_floats(dx, dtype, (first + i) * image, image_scratch);
         std::fill(target, target + image, 0.0f);

@@ -61,6 +61,29 @@ void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float 
               ldb, beta, c, ldc);
 }
 
+GemmLeft::GemmLeft(bool transpose, int m, int k, const float* a, int lda)
+    : transpose_(transpose), m_(m), k_(k), a_(a), lda_(lda) {
+  if (!packed_gemm_available() || m <= 0 || k <= 0) return;
+  packed_ =
+      Tensor::empty({packed_a_floats(m, k)}, DType::f32, Device::cpu(), MemoryCategory::workspace);
+  pack_whole_a(transpose, m, k, a, lda, packed_.data<float>());
+}
+
+const float* GemmLeft::packed() const {
+  return packed_.defined() ? packed_.data<float>() : nullptr;
+}
+
+void gemm_serial(const GemmLeft& a, bool transpose_b, int n, float alpha, const float* b, int ldb,
+                 float beta, float* c, int ldc) {
+  if (a.packed() == nullptr || n <= 0) {
+    gemm_serial(a.transpose(), transpose_b, a.m(), n, a.k(), alpha, a.a(), a.lda(), b, ldb, beta, c,
+                ldc);
+    return;
+  }
+  packed_gemm(a.transpose(), transpose_b, a.m(), n, a.k(), alpha, a.a(), a.lda(), b, ldb, beta, c,
+              ldc, a.packed());
+}
+
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
           int lda, const float* b, int ldb, float beta, float* c, int ldc) {
   const bool split_rows = m >= n;

@@ -361,8 +361,22 @@ bool packed_gemm_available() {
   return true;
 }
 
+std::int64_t packed_a_floats(int m, int k) {
+  return round_up(m, kRows) * std::int64_t{k};
+}
+
+void pack_whole_a(bool transpose_a, int m, int k, const float* a, int lda, float* out) {
+  // Depth block pc at pc * round_up(m, kRows), its rows' panels in order: the main loop finds
+  // the block of rows ic at ic * kc within it, as pack_a would have written it.
+  for (Index pc = 0; pc < k; pc += kDepth) {
+    const Index kc = std::min<Index>(kDepth, k - pc);
+    pack_a(transpose_a, a, lda, 0, m, pc, kc, out + pc * round_up(m, kRows));
+  }
+}
+
 void packed_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
-                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+                 const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc,
+                 const float* packed_a) {
   static thread_local PackBuffer a_buffer, b_buffer;
   if (!transpose_a && transpose_b && n < kColumns) {
     dot_gemm(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, b_buffer);
@@ -378,8 +392,12 @@ void packed_gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float 
       const float beta_here = pc == 0 ? beta : 1.0f;
       for (Index ic = 0; ic < m; ic += kBlockRows) {
         const Index mc = std::min<Index>(kBlockRows, m - ic);
-        float* a_packed = a_buffer.floats(kc * round_up(mc, kRows));
-        pack_a(transpose_a, a, lda, ic, mc, pc, kc, a_packed);
+        const float* a_packed = packed_a + pc * round_up(m, kRows) + ic * kc;
+        if (packed_a == nullptr) {
+          float* buffer = a_buffer.floats(kc * round_up(mc, kRows));
+          pack_a(transpose_a, a, lda, ic, mc, pc, kc, buffer);
+          a_packed = buffer;
+        }
         for (Index jr = 0; jr < nc; jr += kColumns) {
           const Index columns = std::min(kColumns, nc - jr);
           for (Index ir = 0; ir < mc; ir += kRows) {
@@ -401,7 +419,15 @@ bool packed_gemm_available() {
 }
 
 void packed_gemm(bool, bool, int, int, int, float, const float*, int, const float*, int, float,
-                 float*, int) {
+                 float*, int, const float*) {
+  fail("packed_gemm: this build has no AVX-512 (it was not compiled for such a CPU)");
+}
+
+std::int64_t packed_a_floats(int, int) {
+  fail("packed_gemm: this build has no AVX-512 (it was not compiled for such a CPU)");
+}
+
+void pack_whole_a(bool, int, int, const float*, int, float*) {
   fail("packed_gemm: this build has no AVX-512 (it was not compiled for such a CPU)");
 }
 
