@@ -267,18 +267,22 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
       }
     }
   });
+  // Each element's sum runs in chunk order whichever thread adds it (a 512 x 2304 layer's dw
+  // is 1.2 M elements per chunk: on one thread this took 5% of the backward).
   const int threads = cpu_threads();
-  for (Index j = 0; j < partial_size; ++j) {
-    if (db == nullptr && j >= g.filters * patch) break;
-    float sum = partials.slice(0)[j];
-    for (int chunk = 1; chunk < threads; ++chunk)
-      sum += partials.slice(chunk)[j];
-    if (j < g.filters * patch) {
-      dw[j] += sum;
-    } else {
-      db[j - g.filters * patch] += sum;
+  const Index sums = db != nullptr ? partial_size : g.filters * patch;
+  cpu_pool().parallel_for(sums, [&](Index begin, Index end, int) {
+    for (Index j = begin; j < end; ++j) {
+      float sum = partials.slice(0)[j];
+      for (int chunk = 1; chunk < threads; ++chunk)
+        sum += partials.slice(chunk)[j];
+      if (j < g.filters * patch) {
+        dw[j] += sum;
+      } else {
+        db[j - g.filters * patch] += sum;
+      }
     }
-  }
+  });
 }
 
 void conv2d_forward(const Conv2dGeometry& g, const void* x, const float* w, const float* b, void* y,
