@@ -268,7 +268,7 @@ void conv2d_im2col_backward(const Conv2dGeometry& g, const void* x, const float*
     }
   });
   // Each element's sum runs in chunk order whichever thread adds it (a 512 x 2304 layer's dw
-  // is 1.2 M elements per chunk: on one thread this took 5% of the backward).
+  // is 1.2 M elements per chunk: on one thread the sum took a fifth of that layer's backward).
   const int threads = cpu_threads();
   const Index sums = db != nullptr ? partial_size : g.filters * patch;
   cpu_pool().parallel_for(sums, [&](Index begin, Index end, int) {
