@@ -174,11 +174,10 @@ void pack_b(bool transpose, const float* b, Index ldb, Index p0, Index depth, In
 struct PanelsOfB {
   PanelsOfB(bool transpose, const float* b, Index ldb, Index p0, Index depth, Index column,
             Index columns, float* packed)
-      : in_place(!transpose),
-        source(b + p0 * ldb + column),
+      : source(b + p0 * ldb + column),
         ldb(ldb),
         depth(depth),
-        whole(in_place ? columns / kColumns * kColumns : 0),
+        whole(transpose ? 0 : columns / kColumns * kColumns),
         packed(packed) {
     pack_b(transpose, b, ldb, p0, depth, column + whole, columns - whole, packed);
   }
@@ -191,7 +190,6 @@ struct PanelsOfB {
   }
   Index stride(Index first) const { return first < whole ? ldb : kColumns; }
 
-  bool in_place;
   const float* source;
   Index ldb, depth, whole;
   const float* packed;
