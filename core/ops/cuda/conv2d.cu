@@ -264,6 +264,9 @@ using DirectionCall = std::function<cudnnStatus_t(const Choice&)>;
 // Runs a timing averages, after one warm-up run.
 constexpr int kTimedRuns = 3;
 
+// How many of cudnnFind's fastest offers are timed again beside Alloy's direct kernels.
+constexpr std::size_t kMeasuredContenders = 3;
+
 // The milliseconds one call of `offer` takes on the real buffers, timed with events; a trial
 // call, so an accumulating direction writes its scratch output. Alloy's direct kernels and the
 // cuDNN algorithm cudnnFind timed fastest are both timed this way before one is chosen: Find's
@@ -300,10 +303,12 @@ ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device d
 // --conv-algorithms measured: puts the direction's fastest candidate first. The choice a
 // resumed checkpoint or the algorithm db holds for this GPU, cuDNN and shape is taken as it is
 // (reruns then run the same algorithms, so give equal bits); otherwise cudnnFind*AlgorithmEx
-// times the candidates, with a workspace as large as the largest of them needs, and the fastest
-// (deterministic for the backward passes) is recorded; where Alloy's direct kernels are a
-// candidate, they and Find's fastest are timed again alike (time_offer) and the faster kept. Should
-// Find fail or time none, the heuristic order stays.
+// times the candidates, with a workspace as large as the largest of them needs; its fastest
+// kMeasuredContenders (deterministic for the backward passes) and Alloy's direct kernels, where
+// they are candidates, are then timed again alike (time_offer) and the fastest is recorded.
+// Find's own ranking is not the last word: on an H200 it ranked cuDNN's FFT above its Winograd
+// for LeNet's second input gradient, which then took 95 us a step against Winograd's 62.5 in an
+// earlier run (docs/PERFORMANCE.md). Should Find fail or time none, the heuristic order stays.
 void put_measured_first(Direction& direction, const Plan& plan, const char* key_direction,
                         Device device, cudaStream_t stream, const std::string& what,
                         const FindCall& find, const DirectionCall& call) {
@@ -330,17 +335,19 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
     std::vector<AlgorithmOffer> timed;
     if (find(workspace.get(), workspace_bytes, timed) == CUDNN_STATUS_SUCCESS) {
       const bool deterministic = std::string(key_direction) != "forward";
-      index = fastest_candidate(direction.candidates, timed, deterministic, kWorkspaceLimit);
-      // Alloy's kernels (one to three) against Find's fastest, each timed alike.
-      const auto time = [&](std::size_t i) {
-        return time_offer(direction.candidates[i], plan, workspace.get(), device, stream, call);
-      };
-      std::optional<float> best_ms;
+      std::vector<std::size_t> contenders = fastest_candidates(
+          direction.candidates, timed, deterministic, kWorkspaceLimit, kMeasuredContenders);
       for (std::size_t i = 0; i < direction.candidates.size(); ++i) {
-        if (direction.candidates[i].algo != kDirectAlgorithm) continue;
-        if (!best_ms && index) best_ms = time(*index);
-        const float direct_ms = time(i);
-        if (!best_ms || direct_ms < *best_ms) index = i, best_ms = direct_ms;
+        if (direction.candidates[i].algo == kDirectAlgorithm) contenders.push_back(i);
+      }
+      if (contenders.size() == 1) index = contenders.front();
+      if (contenders.size() > 1) {
+        float best_ms = std::numeric_limits<float>::infinity();
+        for (const std::size_t i : contenders) {
+          const float ms =
+              time_offer(direction.candidates[i], plan, workspace.get(), device, stream, call);
+          if (!index || ms < best_ms) index = i, best_ms = ms;
+        }
       }
     } else {
       static_cast<void>(cudaGetLastError());  // a refused launch is not this op's failure

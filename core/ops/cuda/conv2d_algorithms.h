@@ -19,6 +19,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -137,17 +138,17 @@ inline std::optional<std::size_t> candidate_index(const std::vector<AlgorithmOff
   return std::nullopt;
 }
 
-// --conv-algorithms measured: the position in `candidates` of the one cudnnFind*AlgorithmEx
-// timed fastest. Only offers in `timed` (Find's results) that ran (status SUCCESS), need at most
-// `workspace_limit`, are deterministic when `require_deterministic` (the backward passes: a
-// rerun must give equal bits) and are among the candidates count: a choice kept in the algorithm
-// db is then found again among a later run's candidates. None when no offer qualifies.
-inline std::optional<std::size_t> fastest_candidate(const std::vector<AlgorithmOffer>& candidates,
-                                                    const std::vector<AlgorithmOffer>& timed,
-                                                    bool require_deterministic,
-                                                    std::size_t workspace_limit) {
-  std::optional<std::size_t> fastest;
-  float fastest_ms = 0.0f;
+// --conv-algorithms measured: the positions in `candidates` of the (at most) `count` offers
+// cudnnFind*AlgorithmEx timed fastest, fastest first. Only offers in `timed` (Find's results)
+// that ran (status SUCCESS), need at most `workspace_limit`, are deterministic when
+// `require_deterministic` (the backward passes: a rerun must give equal bits) and are among the
+// candidates count: a choice kept in the algorithm db is then found again among a later run's
+// candidates. Empty when no offer qualifies.
+inline std::vector<std::size_t> fastest_candidates(const std::vector<AlgorithmOffer>& candidates,
+                                                   const std::vector<AlgorithmOffer>& timed,
+                                                   bool require_deterministic,
+                                                   std::size_t workspace_limit, std::size_t count) {
+  std::vector<std::pair<float, std::size_t>> qualifying;  // (Find's milliseconds, index)
   for (const AlgorithmOffer& offer : timed) {
     if (!offer.offered || offer.workspace > workspace_limit || offer.milliseconds < 0.0f ||
         (require_deterministic && !offer.deterministic)) {
@@ -155,11 +156,16 @@ inline std::optional<std::size_t> fastest_candidate(const std::vector<AlgorithmO
     }
     const std::optional<std::size_t> index =
         candidate_index(candidates, offer.algo, offer.math_type);
-    if (index && (!fastest || offer.milliseconds < fastest_ms)) {
-      fastest = index;
-      fastest_ms = offer.milliseconds;
-    }
+    const bool seen = std::any_of(qualifying.begin(), qualifying.end(),
+                                  [&](const auto& q) { return index && q.second == *index; });
+    if (index && !seen) qualifying.emplace_back(offer.milliseconds, *index);
   }
+  // Stable: equal times keep Find's order.
+  std::stable_sort(qualifying.begin(), qualifying.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::size_t> fastest;
+  for (std::size_t i = 0; i < qualifying.size() && i < count; ++i)
+    fastest.push_back(qualifying[i].second);
   return fastest;
 }
 

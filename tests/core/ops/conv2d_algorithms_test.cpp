@@ -2,6 +2,7 @@
 // the first that runs, and their names (core/ops/cuda/conv2d_algorithms.h): pure host logic,
 // checked here without a GPU on fake heuristic answers and fake executions.
 #include <boost/test/unit_test.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,16 @@ std::vector<int> algos(const std::vector<AlgorithmOffer>& offers) {
   for (const AlgorithmOffer& o : offers)
     result.push_back(o.algo);
   return result;
+}
+
+// The one Find timed fastest among the candidates, if any qualifies.
+std::optional<std::size_t> fastest(const std::vector<AlgorithmOffer>& candidates,
+                                   const std::vector<AlgorithmOffer>& timed,
+                                   bool require_deterministic, std::size_t workspace_limit) {
+  const std::vector<std::size_t> ranked =
+      cuda::fastest_candidates(candidates, timed, require_deterministic, workspace_limit, 1);
+  if (ranked.empty()) return std::nullopt;
+  return ranked.front();
 }
 
 }  // namespace
@@ -125,22 +136,38 @@ BOOST_AUTO_TEST_CASE(measured_pick_is_the_fastest_timed_candidate_that_qualifies
       offer(7, 1, true, 16, true, 0.30f),          // the one: candidate 2 ...
       offer(5, 1, true, 8, true, 0.40f),           // ... faster than candidate 1
   };
-  BOOST_TEST(cuda::fastest_candidate(candidates, timed, true, kLimit).value() == 2u);
+  BOOST_TEST(fastest(candidates, timed, true, kLimit).value() == 2u);
   // Forward: determinism is not asked for, so the fastest of all is a candidate's.
-  BOOST_TEST(cuda::fastest_candidate(candidates, timed, false, kLimit).value() == 3u);
+  BOOST_TEST(fastest(candidates, timed, false, kLimit).value() == 3u);
   // Find's order is not trusted: the time decides.
   const std::vector<AlgorithmOffer> unsorted = {offer(5, 1, true, 8, true, 0.40f),
                                                 offer(1, 1, true, 0, true, 0.20f)};
-  BOOST_TEST(cuda::fastest_candidate(candidates, unsorted, true, kLimit).value() == 0u);
+  BOOST_TEST(fastest(candidates, unsorted, true, kLimit).value() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(measured_contenders_are_finds_fastest_qualifying_ones_in_time_order) {
+  const std::vector<AlgorithmOffer> candidates = {
+      offer(1, 1, true, 0, true), offer(5, 1, true, 8, true), offer(7, 1, true, 16, true),
+      offer(0, 1, true, 0, false), offer(4, 1, true, 0, true)};
+  const std::vector<AlgorithmOffer> timed = {
+      offer(4, 1, true, 0, true, 0.50f),  offer(0, 1, true, 0, false, 0.01f),
+      offer(5, 1, true, 8, true, 0.20f),  offer(5, 1, true, 8, true, 0.25f),  // Find twice: once
+      offer(7, 1, true, 16, true, 0.30f), offer(1, 1, true, 0, true, 0.40f)};
+  using Indices = std::vector<std::size_t>;
+  BOOST_TEST(cuda::fastest_candidates(candidates, timed, true, kLimit, 3) == (Indices{1, 2, 0}),
+             boost::test_tools::per_element());
+  BOOST_TEST(cuda::fastest_candidates(candidates, timed, false, kLimit, 2) == (Indices{3, 1}),
+             boost::test_tools::per_element());
+  BOOST_TEST(cuda::fastest_candidates(candidates, timed, true, kLimit, 10) == (Indices{1, 2, 0, 4}),
+             boost::test_tools::per_element());
+  BOOST_TEST(cuda::fastest_candidates(candidates, timed, true, kLimit, 0).empty());
 }
 
 BOOST_AUTO_TEST_CASE(measured_pick_is_none_when_nothing_qualifies) {
   const std::vector<AlgorithmOffer> candidates = {offer(1, 1, true, 0, true)};
-  BOOST_TEST(!cuda::fastest_candidate(candidates, {}, true, kLimit).has_value());
-  BOOST_TEST(!cuda::fastest_candidate(candidates, {offer(1, 1, false, 0, true, 0.1f)}, true, kLimit)
-                  .has_value());
-  BOOST_TEST(
-      !cuda::fastest_candidate({}, {offer(1, 1, true, 0, true, 0.1f)}, true, kLimit).has_value());
+  BOOST_TEST(!fastest(candidates, {}, true, kLimit).has_value());
+  BOOST_TEST(!fastest(candidates, {offer(1, 1, false, 0, true, 0.1f)}, true, kLimit).has_value());
+  BOOST_TEST(!fastest({}, {offer(1, 1, true, 0, true, 0.1f)}, true, kLimit).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(alloys_direct_kernels_have_a_name_in_every_direction) {
@@ -171,26 +198,23 @@ BOOST_AUTO_TEST_CASE(measured_pick_takes_the_direct_kernels_only_when_they_are_f
     return timed;
   };
   for (const bool deterministic : {true, false}) {
-    BOOST_TEST(cuda::fastest_candidate(candidates,
-                                       {offer(1, 1, true, 0, true, 0.05f), timed_direct(0.01f),
-                                        offer(0, 1, true, 0, false, 0.02f)},
-                                       deterministic, kLimit)
+    BOOST_TEST(fastest(candidates,
+                       {offer(1, 1, true, 0, true, 0.05f), timed_direct(0.01f),
+                        offer(0, 1, true, 0, false, 0.02f)},
+                       deterministic, kLimit)
                    .value() == 1u);
     // Slower than cuDNN's fastest deterministic algorithm: cuDNN's.
-    BOOST_TEST(cuda::fastest_candidate(candidates,
-                                       {offer(1, 1, true, 0, true, 0.03f), timed_direct(0.04f)},
-                                       deterministic, kLimit)
+    BOOST_TEST(fastest(candidates, {offer(1, 1, true, 0, true, 0.03f), timed_direct(0.04f)},
+                       deterministic, kLimit)
                    .value() == 0u);
   }
   // Forward, where determinism is not asked for: a faster non-deterministic one beats it.
-  BOOST_TEST(cuda::fastest_candidate(candidates,
-                                     {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)},
-                                     false, kLimit)
-                 .value() == 2u);
-  BOOST_TEST(cuda::fastest_candidate(candidates,
-                                     {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)},
-                                     true, kLimit)
-                 .value() == 1u);
+  BOOST_TEST(
+      fastest(candidates, {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)}, false, kLimit)
+          .value() == 2u);
+  BOOST_TEST(
+      fastest(candidates, {timed_direct(0.04f), offer(0, 1, true, 0, false, 0.03f)}, true, kLimit)
+          .value() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(put_first_moves_the_choice_ahead_of_the_others_in_their_order) {
