@@ -2,9 +2,12 @@
 """Sums the device time of each kernel in Nsight Compute's CSV (`ncu --csv --metrics
 gpu__time_duration.sum`, as tools/gpu/kernel_times.sh runs it) and prints a table, longest
 first: calls, total, mean and share of the profiled time, with the time per step when --per
-names a kernel that runs once a step (its calls are the steps).
+names a kernel that runs once a step (its calls are the steps). With --per, --step also lists
+the launches of one whole step in order (from the first launch after the first --per kernel
+through the second), each with its time: the table's means cannot tell apart two calls of one
+kernel, such as two layers' bias gradients.
 
-    kernel_times.py NCU.csv [--per KERNEL_SUBSTRING] [--top N]
+    kernel_times.py NCU.csv [--per KERNEL_SUBSTRING [--step]] [--top N]
 """
 import argparse
 import csv
@@ -36,8 +39,12 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("csv")
     parser.add_argument("--per", help="a kernel that runs once per step: report per step")
+    parser.add_argument("--step", action="store_true",
+                        help="with --per: one step's launches in order")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
+    if args.step and not args.per:
+        parser.error("--step needs --per (the kernel that ends a step)")
     launches = read(args.csv)
     if not launches:
         sys.exit(f"kernel_times.py: no gpu__time_duration.sum rows in {args.csv}")
@@ -64,6 +71,21 @@ def main():
         if steps:
             line += f" {total[name] / steps:>8.1f}"
         print(line + "  " + name[:110])
+    if args.step:
+        print_step(launches, args.per)
+
+
+def print_step(launches, per):
+    """The launches after the first `per` kernel through the next one, in order."""
+    ends = [i for i, (name, _) in enumerate(launches) if per in name]
+    if len(ends) < 2:
+        sys.exit(f"kernel_times.py: --step needs two '{per}' launches in the window, "
+                 f"found {len(ends)}")
+    step = launches[ends[0] + 1:ends[1] + 1]
+    print(f"\none step, {len(step)} launches in order, {sum(us for _, us in step):.1f} us:")
+    print(f"{'#':>3} {'us':>8}  kernel")
+    for index, (name, us) in enumerate(step, 1):
+        print(f"{index:>3} {us:>8.2f}  {name[:110]}")
 
 
 if __name__ == "__main__":

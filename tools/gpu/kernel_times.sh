@@ -5,20 +5,22 @@
 # kernel_times.py's table. The clocks are not locked and the caches not flushed, so each
 # kernel's time is as training sees it, less the launch gaps between kernels.
 #
-#   tools/gpu/kernel_times.sh --out FILE.csv [--skip N] [--count M] [--per KERNEL] -- COMMAND...
+#   tools/gpu/kernel_times.sh --out FILE.csv [--skip N] [--count M] [--per KERNEL [--step]] -- COMMAND...
 #
-# --per names (a part of) a kernel that runs once per step: the table adds the time per step.
+# --per names (a part of) a kernel that runs once per step: the table adds the time per step;
+# --step then also lists one step's launches in order, each with its time.
 # Defaults: --skip 3000, --count 300. Needs ncu on the PATH or in /opt/nvidia or CUDA's bin.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 usage_error() { echo "kernel_times.sh: $*" >&2; exit 2; }
-out="" skip=3000 count=300 per=()
+out="" skip=3000 count=300 per=() step=()
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
     --skip) skip=$2; shift 2 ;;
     --count) count=$2; shift 2 ;;
     --per) per=(--per "$2"); shift 2 ;;
+    --step) step=(--step); shift ;;
     --) shift; break ;;
     *) usage_error "unknown option '$1' (then -- COMMAND...)" ;;
   esac
@@ -35,4 +37,4 @@ ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/
   --log-file "$out" "$@" >"$out.log" 2>&1 ||
   { echo "kernel_times.sh: ncu or the command failed; the end of $out and $out.log:" >&2
     tail -n 5 "$out" "$out.log" >&2; exit 1; }
-python3 "$here/kernel_times.py" "$out" "${per[@]}"
+python3 "$here/kernel_times.py" "$out" "${per[@]}" "${step[@]}"

@@ -34,7 +34,7 @@ for name in "${names[@]}"; do
   # db, which the profiled run then reads (choices timed under ncu are not saved).
   "$alloy" train "${model[@]}" --device cuda --opt-level "$level" --batch-size 256 >/dev/null 2>&1 ||
     status=1
-  bash "$here/kernel_times.sh" --out "/tmp/profiles/$name.csv" --per sgd "${window[@]}" -- \
+  bash "$here/kernel_times.sh" --out "/tmp/profiles/$name.csv" --per sgd --step "${window[@]}" -- \
     "$alloy" train "${model[@]}" --device cuda --opt-level "$level" --batch-size 256 \
     >"$out/$name.txt" 2>&1 || status=1
   head -n 40 "$out/$name.txt"
