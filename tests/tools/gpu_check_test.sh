@@ -7,6 +7,8 @@
 #     the log tarball;
 #  2. a fake alloy whose resumed runs end with another params_digest: the resume checks FAIL and
 #     the exit status is 1;
+#  2b. a fake alloy whose O3 runs end 0.01 below O0 at seed 1 and 0.11 below at seed 2: the
+#     recipe's O3 check PASSes, the seeds phase's O3 mean FAILs, seed 1 is the recipe's run;
 #  3. a fake alloy that hangs: the phase is killed at its --timeout, with a FAIL naming the
 #     phase, and the exit status is 1;
 #  4. no --device cpu on a machine without a GPU: exit 77, nothing written;
@@ -68,7 +70,7 @@ well_formed() {
 
 # 1. The real alloy, every phase but tests.
 started=$SECONDS
-run_check "$alloy" --device cpu --quick --phases recipe,resume,mem,ddp,bench --out "$work/real"
+run_check "$alloy" --device cpu --quick --phases recipe,seeds,resume,mem,ddp,bench --out "$work/real"
 echo "case 1: exit $status in $((SECONDS - started)) s"
 ((status == 0)) || fail "the rehearsal exited $status: $output"
 [[ -s $work/real/summary.md ]] || { echo "$output"; fail "no summary.md"; exit 1; }
@@ -83,7 +85,8 @@ for name in "O0 test accuracy" "O1 test accuracy vs O0" "O2 test accuracy vs O0"
   "ffn O2: 1 epoch + resume to 2 == 2 straight" \
   "the same run's weight averages (--ema-decay 0.99): test accuracy vs its weights" \
   "O1, O2, O3 peak below O0's" "O0: world size 1 over gloo == one process" \
-  "O2: 2 ranks sharing cpu over gloo agree" "O2: 2 ranks vs one process, global batch 256"; do
+  "O2: 2 ranks sharing cpu over gloo agree" "O2: 2 ranks vs one process, global batch 256" \
+  "O0 mean test accuracy, seeds 1-2" "O3 mean test accuracy vs O0's, seeds 1-2"; do
   [[ $(rows_of "$work/real" "$name") == *"| PASS"* ]] || fail "no PASS row '$name'"
 done
 [[ $(rows_of "$work/real" "O0 test accuracy") == *"(rehearsal)"* ]] ||
@@ -101,18 +104,24 @@ cat >"$fake" <<'EOF'
 #!/usr/bin/env bash
 [[ $1 == --version ]] && { echo "alloy 0.0.0 (fake)"; exit 0; }
 [[ -n ${FAKE_HANG:-} ]] && exec sleep 300
-log="" digest=aaaaaaaaaaaaaaaa
+log="" digest=aaaaaaaaaaaaaaaa level="" seed=1
 while (($#)); do
   case $1 in
     --log-json) log=$2; shift ;;
     --resume) digest=bbbbbbbbbbbbbbbb ;;
+    --opt-level) level=$2; shift ;;
+    --seed) seed=$2; shift ;;
   esac
   shift
 done
+# With FAKE_SEEDS: O3 at 0.89 with seed 1 (within the rehearsal's 0.05 of O0's 0.9), at 0.79
+# with seed 2, so that only the mean over the seeds is off.
+accuracy=0.9
+[[ -n ${FAKE_SEEDS:-} && $level == O3 ]] && accuracy=$([[ $seed == 1 ]] && echo 0.89 || echo 0.79)
 cat >"$log" <<JSON
 {"event":"start","model":"mlp","device":"cpu","world_size":1,"train_examples":512,"batch_size":256}
-{"event":"epoch","epoch":1,"step":2,"test_acc":0.9,"epoch_seconds":1,"images_per_second":512,"loss_scale":1,"skipped_steps":0,"host_waits":0}
-{"event":"end","epoch":1,"step":2,"test_acc":0.9,"params_digest":"$digest"}
+{"event":"epoch","epoch":1,"step":2,"test_acc":$accuracy,"epoch_seconds":1,"images_per_second":512,"loss_scale":1,"skipped_steps":0,"host_waits":0}
+{"event":"end","epoch":1,"step":2,"test_acc":$accuracy,"params_digest":"$digest"}
 JSON
 EOF
 chmod +x "$fake"
@@ -124,6 +133,20 @@ well_formed "$work/digest"
 [[ $(rows_of "$work/digest" "O0: 1 epoch + resume to 2 == 2 straight") == *"| FAIL"* ]] ||
   fail "the wrong digest's resume row is not FAIL"
 grep -q '^# Alloy GPU check: FAIL' "$work/digest/summary.md" || fail "the verdict is not FAIL"
+
+# 2b. Seeds: one seed's O3 within the goal, the mean over two not.
+FAKE_SEEDS=1 run_check "$fake" --device cpu --quick --phases recipe,seeds --out "$work/seeds"
+((status == 1)) || fail "an O3 mean off by 0.06 exited $status, not 1: $output"
+well_formed "$work/seeds"
+[[ $(rows_of "$work/seeds" "O3 test accuracy vs O0") == *"-0.0100 vs O0"*"| PASS"* ]] ||
+  fail "seed 1's O3 row: $(rows_of "$work/seeds" "O3 test accuracy vs O0")"
+[[ $(rows_of "$work/seeds" "O3 mean test accuracy vs O0's, seeds 1-2") == \
+  *"-0.0600 vs O0; mean 0.8400 (0.89 0.79)"*"| FAIL"* ]] ||
+  fail "the O3 mean row: $(rows_of "$work/seeds" "O3 mean test accuracy vs O0's, seeds 1-2")"
+[[ $(rows_of "$work/seeds" "O2 mean test accuracy vs O0's, seeds 1-2") == *"| PASS"* ]] ||
+  fail "the O2 mean row is not PASS"
+grep -q 'recipe-O3: the same run as recipe-O3, not repeated' <<<"$output" ||
+  fail "the seeds phase ran seed 1 again instead of taking the recipe phase's run"
 
 # 3. A phase that hangs.
 started=$SECONDS
