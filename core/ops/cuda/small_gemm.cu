@@ -19,16 +19,9 @@ constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
 constexpr int kMaxK = 512;
-// Sums up to 1024 long only for products of at most 32 tiles (LeNet's first forward, 256 x 128
-// over 800 inputs), whose time is their chain of chunks in either kernel; a larger one, such as
-// the ffn model's 256 x 256 over 784, was never timed against cuBLAS here.
-constexpr int kMaxLongK = 1024;
-constexpr long kMaxLongOutputs = 1L << 15;
-// Chunks of 32 k's whose loads are in flight at once. With one, every chunk waited for its own
-// loads: LeNet's products took about 1.15 us a chunk on the H200 (8.2 us a product, 35.8 a
-// step; 29 us for 25 chunks over 800 inputs), a memory latency each, where summing a chunk is
-// about 600 cycles. Four in flight should leave about a latency a product plus the sums:
-// predicted 15-20 us a step (not yet measured).
+// Chunks of 32 k's whose loads are in flight at once. With one, LeNet's five small products
+// took 35.8 us a step on the H200 (f2ba4f4). Four in flight were predicted to save half of
+// that; measured, 38.6 us at a8e33c7: no gain.
 constexpr int kAhead = 4;
 
 // Element (row, column) of a row-major [rows, columns] matrix with `stride` columns; zero past
@@ -130,8 +123,7 @@ __global__ void __launch_bounds__(kGemmThreads)
 
 bool small_gemm_fits(int m, int n, int k) {
   const long outputs = static_cast<long>(m) * n;
-  return m > 0 && n > 0 && k >= 0 && outputs <= kMaxOutputs &&
-         (k <= kMaxK || (k <= kMaxLongK && outputs <= kMaxLongOutputs));
+  return m > 0 && n > 0 && k >= 0 && outputs <= kMaxOutputs && k <= kMaxK;
 }
 
 void small_gemm(const SmallGemm& shape, const void* a, const void* b, DType dtype, const void* bias,

@@ -19,11 +19,9 @@ struct SmallGemm {
 };
 
 // Whether small_gemm takes the product: at most 2^18 outputs (LeNet's 800x128 weight gradient
-// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 512, or up
-// to 1024 for at most 2^15 outputs. That includes LeNet's first layer's forward over 800 inputs:
-// 29 us in this kernel's 32 blocks with one chunk's loads in flight, against 30.5 in
-// cuBLASLt's, which also fuses the bias (H200); with four in flight, predicted about 10 (not
-// yet measured), and no slower than before if not.
+// has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 512. Longer
+// sums are cuBLAS's: LeNet's first forward (256 x 128 over 800 inputs) took 23.5 us here, where
+// cuBLAS splits k and takes 10.5-11.2 (H200, a8e33c7, tools/gpu/gemm_algorithms).
 bool small_gemm_fits(int m, int n, int k);
 
 // c = op(a) op(b) (+ bias) (+ c when `accumulate`): a, b and bias (may be null) in `dtype`

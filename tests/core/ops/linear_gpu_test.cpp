@@ -60,12 +60,12 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
 
 #ifdef ALLOY_HAVE_CUDA
 // Where cuBLAS runs the forward (products core/ops/cuda/small_gemm.h leaves to it: sums over
-// more than 1024 inputs), the bias rides in the cuBLASLt matmul's epilogue
-// (one launch) for every dtype; a shape cuBLASLt cannot fuse would still be right, through the
-// two-launch path, but slower, and this test names it.
+// more than 512 inputs) and the product has more than 2^15 outputs, the bias rides in the
+// cuBLASLt matmul's epilogue (one launch) for every dtype; a shape cuBLASLt cannot fuse would
+// still be right, through the two-launch path, but slower, and this test names it.
 BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
   Generator generator(62);
-  const std::pair<std::int64_t, std::int64_t> layers[] = {{2048, 128}, {2048, 10}};
+  const std::pair<std::int64_t, std::int64_t> layers[] = {{2048, 256}, {2048, 136}};
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const auto& [in, out] : layers) {
       const Tensor x = random_tensor({256, in}, dtype, generator);
@@ -85,13 +85,39 @@ BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), true) >= 6);
 }
 
+// A product of at most 2^15 outputs over more than 512 inputs (LeNet's first layer: 256 x 128
+// over 800) adds its bias apart and leaves the GEMM to cuBLAS, which splits k: no epilogue plan
+// is made for it, and the result is the CPU's.
+BOOST_AUTO_TEST_CASE(few_outputs_over_many_inputs_add_the_bias_apart) {
+  Generator generator(64);
+  const std::pair<std::int64_t, std::int64_t> layers[] = {{800, 128}, {2048, 10}};
+  const int fused_before = cuda::linear_bias_epilogue_plans(Device::cuda(0), true);
+  const int unfused_before = cuda::linear_bias_epilogue_plans(Device::cuda(0), false);
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const auto& [in, out] : layers) {
+      const Tensor x = random_tensor({256, in}, dtype, generator);
+      const Tensor w = random_tensor({out, in}, dtype, generator, -0.1f, 0.1f);
+      const Tensor b = random_tensor({out}, dtype, generator);
+      const double tol = gpu_tolerance(dtype);
+      const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
+      check_gpu_close(
+          linear_forward(to_cuda(x), to_cuda(w), to_cuda(b)), linear_forward(x, w, b),
+          std::string("linear_forward over ") + std::to_string(in) + " inputs " + dtype_name(dtype),
+          tol, atol);
+    }
+  }
+  BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), true) == fused_before);
+  BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), false) == unfused_before);
+}
+
 // Operands at addresses aligned to no more than their element: a bias and an input that are
 // views one element into larger buffers. cuBLASLt's heuristic is told the bias's address (it
 // infers the alignment its kernel may assume from it) and the matrices' alignment; whether it
 // then fuses or the two-launch path runs, the result is the CPU's.
 BOOST_AUTO_TEST_CASE(misaligned_bias_and_input_give_the_cpus_result) {
   Generator generator(63);
-  const std::int64_t batch = 64, in = 1200, out = 24;  // a sum too long for small_gemm
+  // A sum too long for small_gemm, and more than 2^15 outputs, so cuBLASLt's epilogue is asked.
+  const std::int64_t batch = 64, in = 1200, out = 600;
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     const std::size_t element = dtype_size(dtype);
     const Tensor x_buffer = random_tensor({batch * in + 1}, dtype, generator);
