@@ -269,7 +269,7 @@ constexpr std::size_t kMeasuredContenders = 3;
 
 // The milliseconds one call of `offer` takes on the real buffers, timed with events; a trial
 // call, so an accumulating direction writes its scratch output. Alloy's direct kernels and the
-// cuDNN algorithm cudnnFind timed fastest are both timed this way before one is chosen: Find's
+// cuDNN algorithms cudnnFind timed fastest are all timed this way before one is chosen: Find's
 // own figures are taken differently, and compared with ours they misplaced the direct kernels
 // (LeNet on an H200, docs/PERFORMANCE.md). The host's wait for the end event is not counted
 // among the step's host waits (core/round_trips.h), as cudnnFind's own waits are not: both are

@@ -156,9 +156,10 @@ inline std::vector<std::size_t> fastest_candidates(const std::vector<AlgorithmOf
     }
     const std::optional<std::size_t> index =
         candidate_index(candidates, offer.algo, offer.math_type);
+    if (!index) continue;
     const bool seen = std::any_of(qualifying.begin(), qualifying.end(),
-                                  [&](const auto& q) { return index && q.second == *index; });
-    if (index && !seen) qualifying.emplace_back(offer.milliseconds, *index);
+                                  [&](const auto& q) { return q.second == *index; });
+    if (!seen) qualifying.emplace_back(offer.milliseconds, *index);
   }
   // Stable: equal times keep Find's order.
   std::stable_sort(qualifying.begin(), qualifying.end(),
