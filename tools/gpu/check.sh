@@ -99,8 +99,9 @@
 #   --budget SECONDS   the whole run's time: each phase's limit is cut to what is left, less 20 s
 #                      to write the summary (a phase with under 30 s left is a FAIL, not run)
 #   --timeout PHASE=SECONDS  that phase's limit (defaults: tests 540, suite 300, recipe 240,
-#                      seeds 300, resume 150 (300 with --emulated), mem 420, ddp 300, bench 540); a phase
-#                      past its limit is killed, with its processes, and is a FAIL naming it
+#                      seeds 300, resume 150 (300 with --emulated), mem 420, ddp 300, bench
+#                      540); a phase past its limit is killed, with its processes, and is a FAIL
+#                      naming it
 #
 # Environment: ALLOY_BUILD (the build tree ctest runs in, default build, or build-emu with
 # --emulated), ALLOY (the binary, default ALLOY_BUILD's bin/alloy), ALLOY_COMMIT (the commit
