@@ -2,6 +2,7 @@
 // O1's fp32 weight gradients of half activations.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "core/ops/linear.h"
@@ -59,13 +60,12 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu) {
 }
 
 #ifdef ALLOY_HAVE_CUDA
-// Where cuBLAS runs the forward (products core/ops/cuda/small_gemm.h leaves to it: sums over
-// more than 512 inputs) and the product has more than 2^15 outputs, the bias rides in the
-// cuBLASLt matmul's epilogue (one launch) for every dtype; a shape cuBLASLt cannot fuse would
-// still be right, through the two-launch path, but slower, and this test names it.
-BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
-  Generator generator(62);
-  const std::pair<std::int64_t, std::int64_t> layers[] = {{2048, 256}, {2048, 136}};
+namespace {
+
+// linear_forward of a [256, in] batch through `out` units with a bias, on the GPU against the
+// CPU, at every dtype.
+void check_biased_forwards(const std::pair<std::int64_t, std::int64_t> (&layers)[2],
+                           Generator& generator, const std::string& what) {
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const auto& [in, out] : layers) {
       const Tensor x = random_tensor({256, in}, dtype, generator);
@@ -74,10 +74,22 @@ BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
       const double tol = gpu_tolerance(dtype);
       const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
       check_gpu_close(linear_forward(to_cuda(x), to_cuda(w), to_cuda(b)), linear_forward(x, w, b),
-                      std::string("linear_forward with the bias epilogue ") + dtype_name(dtype),
-                      tol, atol);
+                      what + " over " + std::to_string(in) + " inputs, " + dtype_name(dtype), tol,
+                      atol);
     }
   }
+}
+
+}  // namespace
+
+// Where cuBLAS runs the forward (products core/ops/cuda/small_gemm.h leaves to it: sums over
+// more than 512 inputs) and the product has more than 2^15 outputs, the bias rides in the
+// cuBLASLt matmul's epilogue (one launch) for every dtype; a shape cuBLASLt cannot fuse would
+// still be right, through the two-launch path, but slower, and this test names it.
+BOOST_AUTO_TEST_CASE(the_bias_is_added_in_the_gemm_epilogue) {
+  Generator generator(62);
+  const std::pair<std::int64_t, std::int64_t> layers[] = {{2048, 256}, {2048, 136}};
+  check_biased_forwards(layers, generator, "linear_forward with the bias epilogue");
   // Both fuse (a shape with misaligned operands may not: the next test).
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), false) == 0,
              "shapes whose bias cuBLASLt could not fuse: " << cuda::linear_bias_epilogue_plans(
@@ -93,19 +105,7 @@ BOOST_AUTO_TEST_CASE(few_outputs_over_many_inputs_add_the_bias_apart) {
   const std::pair<std::int64_t, std::int64_t> layers[] = {{800, 128}, {2048, 10}};
   const int fused_before = cuda::linear_bias_epilogue_plans(Device::cuda(0), true);
   const int unfused_before = cuda::linear_bias_epilogue_plans(Device::cuda(0), false);
-  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
-    for (const auto& [in, out] : layers) {
-      const Tensor x = random_tensor({256, in}, dtype, generator);
-      const Tensor w = random_tensor({out, in}, dtype, generator, -0.1f, 0.1f);
-      const Tensor b = random_tensor({out}, dtype, generator);
-      const double tol = gpu_tolerance(dtype);
-      const double atol = (dtype == DType::f32 ? 1e-5 : tol) * std::sqrt(static_cast<double>(in));
-      check_gpu_close(
-          linear_forward(to_cuda(x), to_cuda(w), to_cuda(b)), linear_forward(x, w, b),
-          std::string("linear_forward over ") + std::to_string(in) + " inputs " + dtype_name(dtype),
-          tol, atol);
-    }
-  }
+  check_biased_forwards(layers, generator, "linear_forward with its bias added apart");
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), true) == fused_before);
   BOOST_TEST(cuda::linear_bias_epilogue_plans(Device::cuda(0), false) == unfused_before);
 }
