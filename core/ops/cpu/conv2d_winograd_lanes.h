@@ -19,6 +19,7 @@
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/cpu/float_lanes.h"
 #include "core/ops/cpu/lane_sum.h"
+#include "core/ops/cpu/lane_transpose.h"
 #include "core/ops/cpu/thread_scratch.h"
 #include "core/ops/gemm.h"
 #include "core/thread_pool.h"
@@ -29,7 +30,7 @@ using Index = std::int64_t;
 
 // Sixteen floats in vector lanes, one image each (float_lanes.h: one AVX-512 register, or two
 // AVX ones).
-constexpr int kLanes = 16;
+constexpr int kLanes = kLaneCount;
 using Lanes = FloatLanes16;
 static_assert(sizeof(Lanes) == kLanes * sizeof(float), "a vector of kLanes floats");
 
@@ -144,26 +145,22 @@ Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
 
 // The block's images [first, first + count) into the padded planes, image n in lane n:
 // padded[(c * padded_h + h + pad_h) * padded_w + w + pad_w][n] = x[first + n][c][h][w]. The
-// padding, written by no one, stays as the thread zeroed it. A partial block zeroes the planes
-// first: its unused lanes would otherwise keep an earlier block's images, which the filter
+// padding, written by no one, stays as the thread zeroed it. A partial block's unused lanes are
+// written as zeros: they would otherwise keep an earlier block's images, which the filter
 // gradient's GEMMs, summing over every lane, would add in (0 * inf is NaN).
 template <class F>
 void transpose_in(const Plan<F>& p, const void* x, DType dtype, Index first, Index count,
-                  float* padded, float* image_scratch) {
+                  float* padded) {
   const Conv2dGeometry& g = p.g;
-  if (count < kLanes) std::fill(padded, padded + p.padded_floats(), 0.0f);
-  for (Index n = 0; n < count; ++n) {
-    const float* in = load_floats(x, dtype, (first + n) * p.image, p.image, image_scratch);
-    for (Index c = 0; c < g.channels; ++c) {
-      for (Index h = 0; h < g.height; ++h) {
-        float* row =
-            padded +
-            ((c * p.padded_h + h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes + n;
-        const float* source = in + (c * g.height + h) * g.width;
-        for (Index w = 0; w < g.width; ++w)
-          row[w * kLanes] = source[w];
-      }
-    }
+  const Index plane = static_cast<Index>(g.height) * g.width;
+  for (Index c = 0; c < g.channels; ++c) {
+    Index planes[kLanes] = {};
+    for (Index n = 0; n < count; ++n)
+      planes[n] = (first + n) * p.image + c * plane;
+    rows_to_lanes(
+        x, dtype, planes, static_cast<int>(count), plane,
+        padded + ((c * p.padded_h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes,
+        {g.width, p.padded_w});
   }
 }
 
@@ -251,13 +248,12 @@ void transform_outputs(const Plan<F>& p, const float* m, const float* bias, floa
 // The block's outputs out of their lanes into y, rounded once to `dtype`.
 template <class F>
 void transpose_out(const Plan<F>& p, const float* y_lanes, Index first, Index count, void* y,
-                   DType dtype, float* output_scratch) {
-  for (Index n = 0; n < count; ++n) {
-    float* out = output_floats(y, dtype, (first + n) * p.output, output_scratch);
-    for (Index i = 0; i < p.output; ++i)
-      out[i] = y_lanes[i * kLanes + n];
-    store_floats(out, y, dtype, (first + n) * p.output, p.output);
-  }
+                   DType dtype) {
+  Index outputs[kLanes] = {};
+  for (Index n = 0; n < count; ++n)
+    outputs[n] = (first + n) * p.output;
+  lanes_to_rows(y_lanes, {p.output, p.output}, static_cast<int>(count), p.output, y, dtype,
+                outputs);
 }
 
 // The block's dy into lanes: dy_lanes[(k * out_h + row) * out_w + column][n]; a partial
@@ -266,13 +262,15 @@ void transpose_out(const Plan<F>& p, const float* y_lanes, Index first, Index co
 template <class F>
 void transpose_gradient_in(const Plan<F>& p, const void* dy, DType dtype, Index first, Index count,
                            float* dy_lanes, float* output_scratch, float* db_partial) {
-  if (count < kLanes) std::fill(dy_lanes, dy_lanes + p.y_floats(), 0.0f);
+  Index outputs[kLanes] = {};
+  for (Index n = 0; n < count; ++n)
+    outputs[n] = (first + n) * p.output;
+  rows_to_lanes(dy, dtype, outputs, static_cast<int>(count), p.output, dy_lanes,
+                {p.output, p.output});
+  if (db_partial == nullptr) return;
   const Index plane = static_cast<Index>(p.g.out_h) * p.g.out_w;
   for (Index n = 0; n < count; ++n) {
-    const float* in = load_floats(dy, dtype, (first + n) * p.output, p.output, output_scratch);
-    for (Index i = 0; i < p.output; ++i)
-      dy_lanes[i * kLanes + n] = in[i];
-    if (db_partial == nullptr) continue;
+    const float* in = load_floats(dy, dtype, outputs[n], p.output, output_scratch);
     for (Index k = 0; k < p.g.filters; ++k)
       db_partial[k] += lane_sum(in + k * plane, plane);
   }
@@ -364,21 +362,16 @@ void transform_inputs_adjoint(const Plan<F>& p, const float* dv, float* padded, 
 // The block's dx out of the padded planes' lanes, rounded once to `dtype`.
 template <class F>
 void transpose_out_of_padding(const Plan<F>& p, const float* padded, Index first, Index count,
-                              void* dx, DType dtype, float* image_scratch) {
+                              void* dx, DType dtype) {
   const Conv2dGeometry& g = p.g;
-  for (Index n = 0; n < count; ++n) {
-    float* out = output_floats(dx, dtype, (first + n) * p.image, image_scratch);
-    for (Index c = 0; c < g.channels; ++c) {
-      for (Index h = 0; h < g.height; ++h) {
-        const float* row =
-            padded +
-            ((c * p.padded_h + h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes + n;
-        float* target = out + (c * g.height + h) * g.width;
-        for (Index w = 0; w < g.width; ++w)
-          target[w] = row[w * kLanes];
-      }
-    }
-    store_floats(out, dx, dtype, (first + n) * p.image, p.image);
+  const Index plane = static_cast<Index>(g.height) * g.width;
+  for (Index c = 0; c < g.channels; ++c) {
+    Index planes[kLanes] = {};
+    for (Index n = 0; n < count; ++n)
+      planes[n] = (first + n) * p.image + c * plane;
+    lanes_to_rows(
+        padded + ((c * p.padded_h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes,
+        {g.width, p.padded_w}, static_cast<int>(count), plane, dx, dtype, planes);
   }
 }
 
@@ -448,18 +441,14 @@ void forward(const Conv2dGeometry& g, const void* x, const float* w, const float
   const Tensor u = transform_filters<F>(g, w);
   const float* filters_hat = u.data<float>();
   const Index pairs = static_cast<Index>(g.filters) * g.channels;
-  const bool widened = dtype != DType::f32;
-  const ThreadScratch scratch(plan.padded_floats() + plan.v_floats() + plan.m_floats() +
-                                  plan.y_floats() + (widened ? plan.image + plan.output : 0),
-                              false);
+  const ThreadScratch scratch(
+      plan.padded_floats() + plan.v_floats() + plan.m_floats() + plan.y_floats(), false);
   const Index blocks = (g.batch + kLanes - 1) / kLanes;
   cpu_pool().parallel_for(blocks, [&](Index begin, Index end, int chunk) {
     float* padded = scratch.slice(chunk);
     float* v = padded + plan.padded_floats();
     float* m = v + plan.v_floats();
     float* y_lanes = m + plan.m_floats();
-    float* image_scratch = y_lanes + plan.y_floats();
-    float* output_scratch = image_scratch + (widened ? plan.image : 0);
     // Zeroed once: the padding around the planes is never written.
     std::fill(padded, padded + plan.padded_floats(), 0.0f);
     for (Index first_block = begin; first_block < end; first_block += plan.group) {
@@ -467,7 +456,7 @@ void forward(const Conv2dGeometry& g, const void* x, const float* w, const float
       Index first = 0, count = 0;
       for (Index s = 0; s < members; ++s) {
         block_images(g, first_block + s, first, count);
-        transpose_in(plan, x, dtype, first, count, padded, image_scratch);
+        transpose_in(plan, x, dtype, first, count, padded);
         transform_inputs(plan, padded, v, s * plan.per_image);
       }
       const int columns = static_cast<int>(members * plan.per_image * kLanes);
@@ -480,7 +469,7 @@ void forward(const Conv2dGeometry& g, const void* x, const float* w, const float
       for (Index s = 0; s < members; ++s) {
         block_images(g, first_block + s, first, count);
         transform_outputs(plan, m, b, y_lanes, s * plan.per_image);
-        transpose_out(plan, y_lanes, first, count, y, dtype, output_scratch);
+        transpose_out(plan, y_lanes, first, count, y, dtype);
       }
     }
   });
@@ -496,9 +485,9 @@ void backward(const Conv2dGeometry& g, const void* x, const float* w, const void
   const Index pairs = static_cast<Index>(g.filters) * g.channels;
   const Tensor u = dx != nullptr ? transform_filters<F>(g, w) : Tensor();
   // Per thread: x's padded planes and V, dy's lanes and Yh, and for dx its padded planes and
-  // dV; the image and output scratch of half dtypes.
+  // dV; a half dy's output, widened for the bias gradient's sums.
   const Index per_thread = 2 * plan.padded_floats() + 2 * plan.v_floats() + plan.y_floats() +
-                           plan.m_floats() + plan.image + plan.output;
+                           plan.m_floats() + plan.output;
   const ThreadScratch scratch(per_thread, false);
   // Each group's dU (points x filters x channels) and db, added in group order afterwards.
   const Index partial_size = kPoints * pairs + g.filters;
@@ -512,8 +501,7 @@ void backward(const Conv2dGeometry& g, const void* x, const float* w, const void
     float* dv = v + plan.v_floats();
     float* dy_lanes = dv + plan.v_floats();
     float* yh = dy_lanes + plan.y_floats();
-    float* image_scratch = yh + plan.m_floats();
-    float* output_scratch = image_scratch + plan.image;
+    float* output_scratch = yh + plan.m_floats();
     std::fill(padded, padded + plan.padded_floats(), 0.0f);
     for (Index accumulator = first_group; accumulator < end_group; ++accumulator) {
       float* du = partials.data<float>() + accumulator * partial_size;
@@ -525,7 +513,7 @@ void backward(const Conv2dGeometry& g, const void* x, const float* w, const void
         Index first = 0, count = 0;
         for (Index s = 0; s < members; ++s) {
           block_images(g, first_block + s, first, count);
-          transpose_in(plan, x, dtype, first, count, padded, image_scratch);
+          transpose_in(plan, x, dtype, first, count, padded);
           transform_inputs(plan, padded, v, s * plan.per_image);
           transpose_gradient_in(plan, dy, dtype, first, count, dy_lanes, output_scratch,
                                 db != nullptr ? db_partial : nullptr);
@@ -549,7 +537,7 @@ void backward(const Conv2dGeometry& g, const void* x, const float* w, const void
           block_images(g, first_block + s, first, count);
           std::fill(dx_padded, dx_padded + plan.padded_floats(), 0.0f);
           transform_inputs_adjoint(plan, dv, dx_padded, s * plan.per_image);
-          transpose_out_of_padding(plan, dx_padded, first, count, dx, dtype, image_scratch);
+          transpose_out_of_padding(plan, dx_padded, first, count, dx, dtype);
         }
       }
     }
