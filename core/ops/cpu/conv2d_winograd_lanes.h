@@ -143,6 +143,23 @@ Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
   return u;
 }
 
+// Channel c's plane of images [first, first + count): where each starts in x (or dx), and where
+// the plane sits in the padded planes' lanes, its rows `padded_w` vectors apart.
+template <class F>
+struct ChannelPlanes {
+  ChannelPlanes(const Plan<F>& p, Index first, Index count, Index c)
+      : size(static_cast<Index>(p.g.height) * p.g.width),
+        in_padding(((c * p.padded_h + p.g.params.pad_h) * p.padded_w + p.g.params.pad_w) * kLanes),
+        rows{p.g.width, p.padded_w} {
+    for (Index n = 0; n < count; ++n)
+      offsets[n] = (first + n) * p.image + c * size;
+  }
+
+  Index size, in_padding;
+  LaneRows rows;
+  Index offsets[kLanes] = {};
+};
+
 // The block's images [first, first + count) into the padded planes, image n in lane n:
 // padded[(c * padded_h + h + pad_h) * padded_w + w + pad_w][n] = x[first + n][c][h][w]. The
 // padding, written by no one, stays as the thread zeroed it. A partial block's unused lanes are
@@ -151,16 +168,10 @@ Tensor transform_filters(const Conv2dGeometry& g, const float* w) {
 template <class F>
 void transpose_in(const Plan<F>& p, const void* x, DType dtype, Index first, Index count,
                   float* padded) {
-  const Conv2dGeometry& g = p.g;
-  const Index plane = static_cast<Index>(g.height) * g.width;
-  for (Index c = 0; c < g.channels; ++c) {
-    Index planes[kLanes] = {};
-    for (Index n = 0; n < count; ++n)
-      planes[n] = (first + n) * p.image + c * plane;
-    rows_to_lanes(
-        x, dtype, planes, static_cast<int>(count), plane,
-        padded + ((c * p.padded_h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes,
-        {g.width, p.padded_w});
+  for (Index c = 0; c < p.g.channels; ++c) {
+    const ChannelPlanes<F> planes(p, first, count, c);
+    rows_to_lanes(x, dtype, planes.offsets, static_cast<int>(count), planes.size,
+                  padded + planes.in_padding, planes.rows);
   }
 }
 
@@ -363,15 +374,10 @@ void transform_inputs_adjoint(const Plan<F>& p, const float* dv, float* padded, 
 template <class F>
 void transpose_out_of_padding(const Plan<F>& p, const float* padded, Index first, Index count,
                               void* dx, DType dtype) {
-  const Conv2dGeometry& g = p.g;
-  const Index plane = static_cast<Index>(g.height) * g.width;
-  for (Index c = 0; c < g.channels; ++c) {
-    Index planes[kLanes] = {};
-    for (Index n = 0; n < count; ++n)
-      planes[n] = (first + n) * p.image + c * plane;
-    lanes_to_rows(
-        padded + ((c * p.padded_h + g.params.pad_h) * p.padded_w + g.params.pad_w) * kLanes,
-        {g.width, p.padded_w}, static_cast<int>(count), plane, dx, dtype, planes);
+  for (Index c = 0; c < p.g.channels; ++c) {
+    const ChannelPlanes<F> planes(p, first, count, c);
+    lanes_to_rows(padded + planes.in_padding, planes.rows, static_cast<int>(count), planes.size, dx,
+                  dtype, planes.offsets);
   }
 }
 
