@@ -18,10 +18,8 @@ using Index = std::int64_t;
 class VectorWalk {
  public:
   explicit VectorWalk(LaneRows layout) : layout_(layout) {}
-  float* at(float* lanes) const { return lanes + (row_ * layout_.stride + column_) * kLaneCount; }
-  const float* at(const float* lanes) const {
-    return lanes + (row_ * layout_.stride + column_) * kLaneCount;
-  }
+  // The current element's vector, in floats from the lanes' start.
+  Index offset() const { return (row_ * layout_.stride + column_) * kLaneCount; }
   void next() {
     if (++column_ == layout_.width) {
       column_ = 0;
@@ -116,7 +114,7 @@ void rows_to_lanes(const void* data, DType dtype, const std::int64_t (&offsets)[
     }
     transpose_16x16(r);
     for (Index i = 0; i < width; ++i, walk.next())
-      _mm512_storeu_ps(walk.at(lanes), r[i]);
+      _mm512_storeu_ps(lanes + walk.offset(), r[i]);
   }
 #else
   for (Index first = 0; first < length; first += kLaneCount) {
@@ -125,7 +123,7 @@ void rows_to_lanes(const void* data, DType dtype, const std::int64_t (&offsets)[
     for (int n = 0; n < count; ++n)
       widen_piece(data, dtype, offsets[n] + first, width, pieces[n]);
     for (Index i = 0; i < width; ++i, walk.next()) {
-      float* vector = walk.at(lanes);
+      float* vector = lanes + walk.offset();
       for (int n = 0; n < kLaneCount; ++n)
         vector[n] = pieces[n][i];
     }
@@ -143,7 +141,7 @@ void lanes_to_rows(const float* lanes, LaneRows layout, int count, std::int64_t 
     for (Index i = 0; i < kLaneCount; ++i)
       r[i] = _mm512_setzero_ps();
     for (Index i = 0; i < width; ++i, walk.next())
-      r[i] = _mm512_loadu_ps(walk.at(lanes));
+      r[i] = _mm512_loadu_ps(lanes + walk.offset());
     transpose_16x16(r);
     for (int n = 0; n < count; ++n) {
       if (dtype == DType::f32 && width == kLaneCount) {
@@ -161,7 +159,7 @@ void lanes_to_rows(const float* lanes, LaneRows layout, int count, std::int64_t 
     const Index width = std::min<Index>(kLaneCount, length - first);
     float pieces[kLaneCount][kLaneCount];
     for (Index i = 0; i < width; ++i, walk.next()) {
-      const float* vector = walk.at(lanes);
+      const float* vector = lanes + walk.offset();
       for (int n = 0; n < kLaneCount; ++n)
         pieces[n][i] = vector[n];
     }

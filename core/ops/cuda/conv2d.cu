@@ -340,8 +340,9 @@ void put_measured_first(Direction& direction, const Plan& plan, const char* key_
       for (std::size_t i = 0; i < direction.candidates.size(); ++i) {
         if (direction.candidates[i].algo == kDirectAlgorithm) contenders.push_back(i);
       }
-      if (contenders.size() == 1) index = contenders.front();
-      if (contenders.size() > 1) {
+      if (contenders.size() == 1) {
+        index = contenders.front();
+      } else if (contenders.size() > 1) {
         float best_ms = std::numeric_limits<float>::infinity();
         for (const std::size_t i : contenders) {
           const float ms =
