@@ -317,8 +317,8 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
     Generator generator(0);
     apply_recompute(
-        *models::make_model(o.model, generator, o.num_classes, {o.channels, o.image_size}),
-        o.model, o.recompute);
+        *models::make_model(o.model, generator, o.num_classes, {o.channels, o.image_size}), o.model,
+        o.recompute);
   }
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -429,11 +429,11 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     precision.set_clip_grad_norm(config.clip_grad_norm);
     precision.set_ema_decay(config.ema_decay);
     const data::Dataset batch = data::make_synthetic_dataset(
-        config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch",
-        config.num_classes, config.image_size, config.image_size, config.channels);
+        config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
+        config.image_size, config.image_size, config.channels);
     const Tensor images = to_device(batch.images, config.device);
-    const Tensor normalization = normalization_table(
-        parse_normalization(config.normalize, config.channels), config.device);
+    const Tensor normalization =
+        normalization_table(parse_normalization(config.normalize, config.channels), config.device);
     const Tensor labels = to_device(batch.labels, config.device);
     Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
     model->set_training(true);
@@ -444,8 +444,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
     for (std::int64_t step = 0; step < config.steps; ++step) {
       if (step == 1) timed_from = std::chrono::steady_clock::now();
       // The step `alloy train` runs.
-      train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps,
-                 0.0f, normalization);
+      train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps, 0.0f,
+                 normalization);
       synchronize(tally);
     }
     report.timed_seconds = seconds_since(timed_from);

@@ -224,10 +224,11 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 po::options_description train_options_description(TrainOptions& o) {
   using po::value;
   auto model = make_group("Model and data");
-  model.add_options()("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
-                      "lenet, mlp, ffn, resnet18, resnet34 or resnet50. The resnets take images of any size: "
-                      "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
-                      "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool")(
+  model.add_options()(
+      "model", value(&o.model)->default_value(o.model)->value_name("NAME"),
+      "lenet, mlp, ffn, resnet18, resnet34 or resnet50. The resnets take images of any size: "
+      "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
+      "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
       "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
       "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),

@@ -55,7 +55,7 @@ struct TrainOptions {
   // The loss's label smoothing (core/ops/softmax_cross_entropy.h); 0: none.
   double label_smoothing = 0.0;
   std::int64_t epochs = 10;
-  std::int64_t steps = 0;  // a bound on the run's optimizer steps in total; 0: none
+  std::int64_t steps = 0;         // a bound on the run's optimizer steps in total; 0: none
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps
   // optimizer steps, then constant, linear or cosine decay to min_lr at the last step.

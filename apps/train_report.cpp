@@ -44,7 +44,8 @@ void TrainReport::start(Trainer& trainer) {
   human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
          << data.test.size() << " test, " << images.dim(1) << "x" << images.dim(2) << "x"
-         << images.dim(3) << ", " << data.train.classes << " classes | " << level << " | " << o.optimizer << " lr " << o.lr;
+         << images.dim(3) << ", " << data.train.classes << " classes | " << level << " | "
+         << o.optimizer << " lr " << o.lr;
   if (scheduled()) {
     human_ << " (" << o.lr_schedule;
     if (o.lr_schedule != "constant") human_ << " to " << o.min_lr;

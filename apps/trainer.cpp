@@ -37,8 +37,8 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
 std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device,
                                         const data::Dataset& train) {
   Generator generator(static_cast<std::uint64_t>(o.seed));
-  auto model = models::make_model(o.model, generator, train.classes,
-                                  models::image_shape_of(train.images));
+  auto model =
+      models::make_model(o.model, generator, train.classes, models::image_shape_of(train.images));
   model->to_device(device);
   model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
   model->set_layout(choose_layout(o.layout, o.model, *model, device.is_cuda(), o.precision));

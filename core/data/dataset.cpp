@@ -8,8 +8,8 @@
 
 namespace alloy::data {
 
-DatasetPair load_datasets(const std::string& kind, const std::string& directory,
-                          std::uint64_t seed, const SyntheticShape& synthetic) {
+DatasetPair load_datasets(const std::string& kind, const std::string& directory, std::uint64_t seed,
+                          const SyntheticShape& synthetic) {
   DatasetPair pair;
   if (kind == "fashion-mnist" || kind == "mnist") {
     pair.train = read_idx_dataset(directory, "train", kind + "/train");

@@ -48,7 +48,7 @@ struct SyntheticShape {
 // "synthetic" makes a seeded, learnable dataset of `synthetic`'s shape without touching the
 // disk. Errors name the file and the problem (missing directory or file, bad magic, truncated
 // data, count mismatch); an unknown kind is a UsageError listing the choices.
-DatasetPair load_datasets(const std::string& kind, const std::string& directory,
-                          std::uint64_t seed, const SyntheticShape& synthetic = {});
+DatasetPair load_datasets(const std::string& kind, const std::string& directory, std::uint64_t seed,
+                          const SyntheticShape& synthetic = {});
 
 }  // namespace alloy::data

@@ -96,8 +96,7 @@ void fill_channels(Dataset& dataset, std::uint64_t seed, int classes, int channe
   std::uint8_t* all_pixels = dataset.images.data<std::uint8_t>();
   std::int32_t* labels = dataset.labels.data<std::int32_t>();
   constexpr double kUnit = 0x1.0p-32;
-  cpu::parallel_ranges(dataset.size(), channels * plane, [&](std::int64_t begin,
-                                                             std::int64_t end) {
+  cpu::parallel_ranges(dataset.size(), channels * plane, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t example = begin; example < end; ++example) {
       Generator generator(stream + static_cast<std::uint64_t>(example) * 0x9e3779b97f4a7c15ull);
       const auto label = static_cast<int>(generator.below(static_cast<std::uint64_t>(classes)));
@@ -122,8 +121,7 @@ void fill_channels(Dataset& dataset, std::uint64_t seed, int classes, int channe
             const double noise = (static_cast<double>(bits >> 32) * kUnit +
                                   static_cast<double>(bits & 0xffffffffu) * kUnit - 1.0) *
                                  kNoiseAmplitude;
-            *pixels++ =
-                static_cast<std::uint8_t>(std::clamp(std::lround(ink + noise), 0l, 255l));
+            *pixels++ = static_cast<std::uint8_t>(std::clamp(std::lround(ink + noise), 0l, 255l));
           }
         }
       }

@@ -11,8 +11,8 @@ namespace alloy::models {
 
 namespace {
 
-const std::vector<std::string> kZooNames = {"lenet", "mlp", "resnet18", "resnet34", "resnet50",
-                                            "ffn"};
+const std::vector<std::string> kZooNames = {"lenet",    "mlp",      "resnet18",
+                                            "resnet34", "resnet50", "ffn"};
 
 struct Registered {
   std::string name;

@@ -46,8 +46,8 @@ std::unique_ptr<nn::Module> make_resnet(int depth, Generator& generator, int cla
                                         ImageShape input) {
   const Depth shape = depth_of(depth);
   ALLOY_CHECK(input.channels >= 1 && input.size >= 1, "resnet", depth,
-              ": images need at least one channel and pixel, got ", input.channels, "x",
-              input.size, "x", input.size);
+              ": images need at least one channel and pixel, got ", input.channels, "x", input.size,
+              "x", input.size);
   auto net = std::make_unique<nn::Sequential>();
   // Everything up to the global average pool may run channels-last (Module::set_layout).
   net->add("enter_layout", std::make_unique<nn::EnterLayout>());

@@ -8,15 +8,15 @@
 namespace alloy::nn {
 
 BottleneckBlock::BottleneckBlock(int in_channels, int width, int stride)
-    : conv1_(register_module("conv1",
-                             std::make_unique<Conv2d>(in_channels, width, 1, 1, 0, false))),
+    : conv1_(
+          register_module("conv1", std::make_unique<Conv2d>(in_channels, width, 1, 1, 0, false))),
       bn1_(register_module("bn1", std::make_unique<BatchNorm2d>(width, 0.1f, 1e-5f,
                                                                 /*fuse_relu=*/true))),
       conv2_(register_module("conv2", std::make_unique<Conv2d>(width, width, 3, stride, 1, false))),
       bn2_(register_module("bn2", std::make_unique<BatchNorm2d>(width, 0.1f, 1e-5f,
                                                                 /*fuse_relu=*/true))),
-      conv3_(register_module(
-          "conv3", std::make_unique<Conv2d>(width, width * kExpansion, 1, 1, 0, false))),
+      conv3_(register_module("conv3",
+                             std::make_unique<Conv2d>(width, width * kExpansion, 1, 1, 0, false))),
       bn3_(register_module("bn3", std::make_unique<BatchNorm2d>(width * kExpansion))) {
   const int out_channels = width * kExpansion;
   if (stride != 1 || in_channels != out_channels) {

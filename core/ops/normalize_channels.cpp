@@ -42,9 +42,8 @@ Tensor normalize_channels(const Tensor& images, const Tensor& table, DType dtype
   ALLOY_CHECK(is_floating(dtype), op, ": target dtype must be f32, f16 or bf16, got ",
               dtype_name(dtype));
   Tensor y = Tensor::empty(images.shape(), dtype, device, MemoryCategory::activations);
-  ALLOY_RUN_KERNEL(op, device, normalize_channels, images.data<std::uint8_t>(),
-                   table.data<float>(), y.raw(), dtype, images.dim(0), images.dim(1),
-                   images.dim(2) * images.dim(3));
+  ALLOY_RUN_KERNEL(op, device, normalize_channels, images.data<std::uint8_t>(), table.data<float>(),
+                   y.raw(), dtype, images.dim(0), images.dim(1), images.dim(2) * images.dim(3));
   return y;
 }
 

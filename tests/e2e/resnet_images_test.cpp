@@ -16,10 +16,10 @@ namespace {
 std::vector<std::string> resnet_args(const std::string& level,
                                      const std::vector<std::string>& extra) {
   std::vector<std::string> args = {
-      "train",     "--model", "resnet50", "--dataset",      "synthetic", "--image-size",
-      "64",        "--channels", "3",     "--num-classes",  "5",         "--synthetic-size",
-      "48",        "--batch-size", "4",   "--device",       "cpu",       "--threads",
-      "1",         "--momentum", "0.9",   "--lr",           "0.01",      "--opt-level",
+      "train", "--model",      "resnet50", "--dataset",     "synthetic", "--image-size",
+      "64",    "--channels",   "3",        "--num-classes", "5",         "--synthetic-size",
+      "48",    "--batch-size", "4",        "--device",      "cpu",       "--threads",
+      "1",     "--momentum",   "0.9",      "--lr",          "0.01",      "--opt-level",
       level};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
@@ -48,12 +48,12 @@ BOOST_AUTO_TEST_CASE(steps_bound_the_run_and_a_resume_continues_bit_exactly) {
       BOOST_TEST(!json_field(epochs[0], "test_acc").empty());
 
       const std::string run_dir = dir.file("run");
-      const TrainRun first =
-          run_logged(dir, "first", resnet_args(level, {"--steps", "3", "--checkpoint-dir", run_dir}));
+      const TrainRun first = run_logged(
+          dir, "first", resnet_args(level, {"--steps", "3", "--checkpoint-dir", run_dir}));
       BOOST_TEST_REQUIRE(events(first.log, "checkpoint").size() == 1u, first.log);
       BOOST_TEST(first.digest() != straight.digest());
-      const TrainRun second = run_logged(
-          dir, "second", resnet_args(level, {"--steps", "6", "--resume", run_dir}));
+      const TrainRun second =
+          run_logged(dir, "second", resnet_args(level, {"--steps", "6", "--resume", run_dir}));
       BOOST_TEST(second.digest() == straight.digest(), second.process.errors);
       BOOST_TEST(json_field(events(second.log, "end").at(0), "step") == "6");
     }
@@ -64,11 +64,12 @@ BOOST_AUTO_TEST_CASE(the_imagenet_resnets_report_torchvisions_parameter_counts) 
   // At 64x64 the ImageNet stem is in use: the counts are torchvision's with 5 classes.
   // resnet18 at 1000 classes has 11,689,512; the fc's 513 * (1000 - 5) fewer here.
   TempDir dir;
-  const TrainRun run =
-      run_logged(dir, "resnet18", {"train", "--model", "resnet18", "--dataset", "synthetic",
-                                   "--image-size", "64", "--channels", "3", "--num-classes", "5",
-                                   "--synthetic-size", "8", "--batch-size", "4", "--steps", "1",
-                                   "--device", "cpu", "--threads", "1"});
+  const TrainRun run = run_logged(
+      dir, "resnet18",
+      {"train", "--model",      "resnet18", "--dataset",     "synthetic", "--image-size",
+       "64",    "--channels",   "3",        "--num-classes", "5",         "--synthetic-size",
+       "8",     "--batch-size", "4",        "--steps",       "1",         "--device",
+       "cpu",   "--threads",    "1"});
   BOOST_TEST_REQUIRE(events(run.log, "start").size() == 1u, run.process.errors);
   BOOST_TEST(json_field(events(run.log, "start")[0], "parameters") ==
              std::to_string(11689512 - 513 * (1000 - 5)));
@@ -88,8 +89,9 @@ BOOST_AUTO_TEST_CASE(data_flags_give_usage_errors_naming_them) {
   check_usage_error(with({"--dataset", "synthetic", "--normalize", "1,2/0"}), "--normalize");
   check_usage_error(with({"--dataset", "synthetic", "--channels", "3", "--normalize", "0.5/0.5"}),
                     "--normalize");
-  check_usage_error(with({"--dataset", "synthetic", "--synthetic-size", "10", "--batch-size", "11"}),
-                    "--batch-size");
+  check_usage_error(
+      with({"--dataset", "synthetic", "--synthetic-size", "10", "--batch-size", "11"}),
+      "--batch-size");
   check_usage_error(with({"--dataset", "synthetic", "--steps", "-1"}), "--steps");
   // Real data is not resized: a clear failure (exit 1) naming the flag.
   const ProcessResult lenet = run_alloy({"train", "--model", "lenet", "--dataset", "synthetic",

@@ -25,8 +25,8 @@ BOOST_AUTO_TEST_CASE(gray_is_replicated_into_three_channels) {
   const Dataset gray = make({2, 1, 1, 3}, {0, 17, 255, 3, 128, 9});
   const Dataset rgb = convert_channels(gray, 3);
   BOOST_TEST((rgb.images.shape() == Shape{2, 3, 1, 3}));
-  const std::vector<float> expected = {0, 17, 255, 0, 17, 255, 0, 17, 255,
-                                       3, 128, 9, 3, 128, 9, 3, 128, 9};
+  const std::vector<float> expected = {0, 17,  255, 0, 17,  255, 0, 17,  255,
+                                       3, 128, 9,   3, 128, 9,   3, 128, 9};
   const std::vector<float> got = rgb.images.to_floats();
   BOOST_TEST(got == expected, boost::test_tools::per_element());
   BOOST_TEST(convert_channels(gray, 1).images.raw() == gray.images.raw());  // already so
