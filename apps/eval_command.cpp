@@ -30,6 +30,12 @@ po::options_description eval_options() {
      "dataset directory (default: the one the checkpoint was trained on)")
     ("device", po::value<std::string>()->default_value("auto")->value_name("D"),
      "auto, cpu, cuda or cuda:N")
+    ("image-size", po::value<int>()->value_name("S"),
+     "as alloy train --image-size (default: the checkpoint's)")
+    ("channels", po::value<int>()->value_name("1|3"),
+     "as alloy train --channels (default: the checkpoint's)")
+    ("num-classes", po::value<int>()->value_name("K"),
+     "as alloy train --num-classes (default: the checkpoint's)")
     ("log-json", po::value<std::string>()->value_name("FILE|-"), "write the result as JSON")
     ("help,h", "print this help and exit");
   // clang-format on
@@ -73,6 +79,22 @@ int run_eval(const std::vector<std::string>& args) {
   TrainOptions train = options_from_checkpoint(state);
   train.resume = path;
   if (values.count("data-dir")) train.data_dir = values["data-dir"].as<std::string>();
+  if (values.count("image-size")) {
+    train.image_size = values["image-size"].as<int>();
+    if (train.image_size < 1) usage_fail("--image-size must be at least 1, got ", train.image_size);
+  }
+  if (values.count("channels")) {
+    train.channels = values["channels"].as<int>();
+    if (train.channels != 1 && train.channels != 3) {
+      usage_fail("--channels must be 1 or 3, got ", train.channels);
+    }
+  }
+  if (values.count("num-classes")) {
+    train.num_classes = values["num-classes"].as<int>();
+    if (train.num_classes < 1) {
+      usage_fail("--num-classes must be at least 1, got ", train.num_classes);
+    }
+  }
   train.device = device_flag;
   // The training run's thread count, so the accuracy is the one its epoch event reported.
   const unsigned cores = std::thread::hardware_concurrency();
@@ -86,9 +108,7 @@ int run_eval(const std::vector<std::string>& args) {
   const DeviceChoice device = choose_device(train.device);
   std::cerr << "alloy: " << device.explanation << std::endl;
 
-  Trainer trainer(
-      train, device.device,
-      data::load_datasets(train.dataset, train.data_dir, static_cast<std::uint64_t>(train.seed)));
+  Trainer trainer(train, device.device, load_training_data(train));
   restore_training_state(trainer, state, path, warn);
   state = {};  // the weights are in the model now
   const data::Dataset& test = trainer.data().test;

@@ -35,6 +35,10 @@ int run_mem(const std::vector<std::string>& args) {
 
   MeasureConfig config;
   config.model = options.model;
+  config.image_size = options.image_size;
+  config.channels = options.channels;
+  config.num_classes = options.num_classes;
+  config.normalize = options.normalize;
   config.batch_size = options.batch_size;
   config.steps = options.steps;
   config.accumulation_steps = options.accumulation_steps;

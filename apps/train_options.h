@@ -18,6 +18,15 @@ struct TrainOptions {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // Images: 0 keeps the data's own (synthetic: 28x28, 1 channel, 10 classes, kSyntheticTrainSize
+  // training examples). channels converts (apps/image_data.h); image_size and num_classes must
+  // match real data, and shape the synthetic kind.
+  int image_size = 0;
+  int channels = 0;
+  int num_classes = 0;
+  std::int64_t synthetic_size = 0;
+  // auto (imagenet for 3 channels, none for 1) | none (pixels / 255) | imagenet | M,../S,..
+  std::string normalize = "auto";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int threads = 0;              // resolved to the cores this process may use when not given
   std::int64_t seed = 1;
@@ -46,6 +55,7 @@ struct TrainOptions {
   // The loss's label smoothing (core/ops/softmax_cross_entropy.h); 0: none.
   double label_smoothing = 0.0;
   std::int64_t epochs = 10;
+  std::int64_t steps = 0;         // a bound on the run's optimizer steps in total; 0: none
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps
   // optimizer steps, then constant, linear or cosine decay to min_lr at the last step.
@@ -96,10 +106,11 @@ po::options_description train_options_description(TrainOptions& options);
 // the config file cannot be read.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 
-// Loads the --dataset from --data-dir and checks it suits the run: both sets hold examples,
-// the images are the 28x28 single-channel images every model takes, and one global batch fits
-// in the training set (else every epoch would have no step). Throws Error for unsuitable data,
-// UsageError for a --batch-size larger than the training set.
+// Loads the --dataset from --data-dir (synthetic: shaped by --image-size, --channels,
+// --num-classes and --synthetic-size), converts it to --channels, and checks it suits the run:
+// both sets hold examples, the images are square and of --image-size when given, the model takes
+// them, and one global batch fits in the training set (else every epoch would have no step).
+// Throws Error for unsuitable data, UsageError for a --batch-size larger than the training set.
 data::DatasetPair load_training_data(const TrainOptions& options);
 
 // For --help.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "apps/recompute.h"
@@ -58,6 +59,13 @@ constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
+// The data's shape flags (0: the data's own) and --normalize; older files (without them) resume
+// with the defaults, which is what they were trained with.
+constexpr const char* kImageSize = "image_size";
+constexpr const char* kChannels = "channels";
+constexpr const char* kNumClasses = "num_classes";
+constexpr const char* kSyntheticSize = "synthetic_size";
+constexpr const char* kNormalize = "normalize";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -284,6 +292,11 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
+  state.extra[kImageSize] = std::to_string(o.image_size);
+  state.extra[kChannels] = std::to_string(o.channels);
+  state.extra[kNumClasses] = std::to_string(o.num_classes);
+  state.extra[kSyntheticSize] = std::to_string(o.synthetic_size);
+  state.extra[kNormalize] = o.normalize;
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
     if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
@@ -619,6 +632,18 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("model")) o.model = state.model;
   if (!o.was_given("dataset")) o.dataset = extra_or(state, kDataset, o.dataset);
   if (!o.was_given("data-dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
+  const auto shape_flag = [&](const char* flag, const char* key, auto& value) {
+    if (o.was_given(flag) || !state.extra.count(key)) return;
+    const std::int64_t saved = extra_i64(state, key, o.resume);
+    ALLOY_CHECK(saved >= 0 && saved <= std::numeric_limits<int>::max(), "checkpoint ", o.resume,
+                ": corrupt field ", key, " '", saved, "'");
+    value = static_cast<std::remove_reference_t<decltype(value)>>(saved);
+  };
+  shape_flag("image-size", kImageSize, o.image_size);
+  shape_flag("channels", kChannels, o.channels);
+  shape_flag("num-classes", kNumClasses, o.num_classes);
+  shape_flag("synthetic-size", kSyntheticSize, o.synthetic_size);
+  if (!o.was_given("normalize")) o.normalize = extra_or(state, kNormalize, o.normalize);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
   if (!o.was_given("accumulation-steps")) {
