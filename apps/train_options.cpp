@@ -232,6 +232,14 @@ po::options_description train_options_description(TrainOptions& o) {
       "cuDNN convolution algorithms: measured (time them once, keep the fastest deterministic "
       "ones in $ALLOY_CACHE_DIR/conv_algorithms.txt and the checkpoints) or cuDNN's heuristic "
       "pick; ignored on the CPU")(
+      "allow-tf32",
+      value(&o.allow_tf32)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "let fp32 matrix products and convolutions on CUDA run on TF32 tensor cores (10-bit "
+      "mantissa inputs, fp32 accumulation), as PyTorch's allow_tf32; off keeps fp32 IEEE fp32. "
+      "Half-precision ops use tensor cores either way; a no-op on the CPU")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

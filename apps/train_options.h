@@ -28,6 +28,8 @@ struct TrainOptions {
   // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/trainer.cpp sets
   // the process-wide choice, core/ops/conv2d_algorithm_db.h).
   std::string conv_algorithms = "measured";
+  // fp32 GEMMs and convolutions on CUDA may use TF32 tensor cores (core/ops/allow_tf32.h).
+  bool allow_tf32 = false;
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

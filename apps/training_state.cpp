@@ -58,6 +58,8 @@ constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
+// --allow-tf32; older files (without it) resume with it off, as they were trained.
+constexpr const char* kAllowTf32 = "allow_tf32";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -283,6 +285,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kRecompute] = o.recompute;
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
+  state.extra[kAllowTf32] = o.allow_tf32 ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
@@ -656,6 +659,12 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
     ALLOY_CHECK(warmup == "true" || warmup == "false", "checkpoint ", o.resume, ": corrupt field ",
                 kEmaWarmup, " '", warmup, "'");
     o.ema_warmup = warmup == "true";
+  }
+  if (!o.was_given("allow-tf32")) {
+    const std::string allow = extra_or(state, kAllowTf32, "false");
+    ALLOY_CHECK(allow == "true" || allow == "false", "checkpoint ", o.resume, ": corrupt field ",
+                kAllowTf32, " '", allow, "'");
+    o.allow_tf32 = allow == "true";
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");
