@@ -260,6 +260,15 @@ po::options_description train_options_description(TrainOptions& o) {
       "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")(
       "master-weights", value<std::string>()->value_name("true|false"),
       "keep fp32 master weights for a half model (default: true at O2, false at O3)")(
+      "stochastic-rounding",
+      value(&o.stochastic_rounding)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "round half weights that have no fp32 master (O3, or O2 with --master-weights false) "
+      "stochastically in each update, unbiased, the random bits keyed by (seed, step, "
+      "parameter, element), the same on the CPU and CUDA; weights with fp32 masters are "
+      "unaffected")(
       "max-consecutive-skips", value(&o.max_consecutive_skips)->value_name("N"),
       "stop (exit 1) after N overflowing steps in a row at any scale; 0: never (default: stop "
       "after 20 in a row at the minimum scale)");

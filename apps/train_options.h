@@ -33,6 +33,9 @@ struct TrainOptions {
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;
+  // Round half weights without fp32 masters stochastically in the optimizer's update
+  // (core/stochastic_rounding.h), keyed by the seed.
+  bool stochastic_rounding = false;
 
   // Optimizer and schedule.
   std::string optimizer = "sgd";

@@ -29,6 +29,8 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
   config.lr = static_cast<float>(o.lr);
   config.momentum = static_cast<float>(o.momentum);
   config.weight_decay = static_cast<float>(o.weight_decay);
+  config.stochastic_rounding = o.stochastic_rounding;
+  config.rounding_key = static_cast<std::uint64_t>(o.seed);
   return config;
 }
 

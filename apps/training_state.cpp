@@ -60,6 +60,8 @@ constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
 // --allow-tf32; older files (without it) resume with it off, as they were trained.
 constexpr const char* kAllowTf32 = "allow_tf32";
+// --stochastic-rounding; older files (without it) resume with it off.
+constexpr const char* kStochasticRounding = "stochastic_rounding";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -286,6 +288,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
   state.extra[kAllowTf32] = o.allow_tf32 ? "true" : "false";
+  state.extra[kStochasticRounding] = o.stochastic_rounding ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
@@ -665,6 +668,12 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
     ALLOY_CHECK(allow == "true" || allow == "false", "checkpoint ", o.resume, ": corrupt field ",
                 kAllowTf32, " '", allow, "'");
     o.allow_tf32 = allow == "true";
+  }
+  if (!o.was_given("stochastic-rounding")) {
+    const std::string rounding = extra_or(state, kStochasticRounding, "false");
+    ALLOY_CHECK(rounding == "true" || rounding == "false", "checkpoint ", o.resume,
+                ": corrupt field ", kStochasticRounding, " '", rounding, "'");
+    o.stochastic_rounding = rounding == "true";
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");
