@@ -36,6 +36,9 @@ po::options_description eval_options() {
      "as alloy train --channels (default: the checkpoint's)")
     ("num-classes", po::value<int>()->value_name("K"),
      "as alloy train --num-classes (default: the checkpoint's)")
+    ("allow-tf32", po::value<bool>()->implicit_value(true, "true")->value_name("BOOL"),
+     "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores (default: as the "
+     "checkpoint was trained); a no-op on the CPU")
     ("log-json", po::value<std::string>()->value_name("FILE|-"), "write the result as JSON")
     ("help,h", "print this help and exit");
   // clang-format on
@@ -96,6 +99,7 @@ int run_eval(const std::vector<std::string>& args) {
     }
   }
   train.device = device_flag;
+  if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();
   // The training run's thread count, so the accuracy is the one its epoch event reported.
   const unsigned cores = std::thread::hardware_concurrency();
   train.threads = cores == 0 ? 1 : static_cast<int>(cores);

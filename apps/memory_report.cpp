@@ -122,6 +122,10 @@ po::options_description mem_options(MemOptions& o) {
      "as 'alloy train --recompute blocks' does")
     ("optimizer", value(&o.optimizer)->default_value("sgd")->value_name("sgd|adamw"),
      "sgd (momentum 0.9: one fp32 buffer per parameter) or adamw (two)")
+    ("allow-tf32", value(&o.allow_tf32)->default_value(false, "false")
+                       ->implicit_value(true, "true")->value_name("BOOL"),
+     "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores, as 'alloy "
+     "train --allow-tf32' does; a no-op on the CPU")
     ("threads", value(&o.threads)->value_name("N"),
      "CPU threads for the kernels (default: every core this process may use)")
     ("seed", value(&o.seed)->default_value(1)->value_name("N"), "model and batch seed")

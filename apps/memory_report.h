@@ -48,6 +48,7 @@ struct MemOptions {
   std::string json;               // empty: none; "-": standard output
   std::string plot;               // empty: none
   bool max_batch = false;         // needs a CUDA device
+  bool allow_tf32 = false;        // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
   std::int64_t max_batch_limit = 32768;
 };
 

@@ -263,6 +263,14 @@ po::options_description train_options_description(TrainOptions& o) {
       "cuDNN convolution algorithms: measured (time them once, keep the fastest deterministic "
       "ones in $ALLOY_CACHE_DIR/conv_algorithms.txt and the checkpoints) or cuDNN's heuristic "
       "pick; ignored on the CPU")(
+      "allow-tf32",
+      value(&o.allow_tf32)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "let fp32 matrix products and convolutions on CUDA run on TF32 tensor cores (10-bit "
+      "mantissa inputs, fp32 accumulation), as PyTorch's allow_tf32; off keeps fp32 IEEE fp32. "
+      "Half-precision ops use tensor cores either way; a no-op on the CPU")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 
@@ -283,6 +291,15 @@ po::options_description train_options_description(TrainOptions& o) {
       "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")(
       "master-weights", value<std::string>()->value_name("true|false"),
       "keep fp32 master weights for a half model (default: true at O2, false at O3)")(
+      "stochastic-rounding",
+      value(&o.stochastic_rounding)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "round half weights that have no fp32 master (O3, or O2 with --master-weights false) "
+      "stochastically in each update, unbiased, the random bits keyed by (seed, step, "
+      "parameter, element), the same on the CPU and CUDA; weights with fp32 masters are "
+      "unaffected")(
       "max-consecutive-skips", value(&o.max_consecutive_skips)->value_name("N"),
       "stop (exit 1) after N overflowing steps in a row at any scale; 0: never (default: stop "
       "after 20 in a row at the minimum scale)");

@@ -37,9 +37,14 @@ struct TrainOptions {
   // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/trainer.cpp sets
   // the process-wide choice, core/ops/conv2d_algorithm_db.h).
   std::string conv_algorithms = "measured";
+  // fp32 GEMMs and convolutions on CUDA may use TF32 tensor cores (core/ops/allow_tf32.h).
+  bool allow_tf32 = false;
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;
+  // Round half weights without fp32 masters stochastically in the optimizer's update
+  // (core/stochastic_rounding.h), keyed by the seed.
+  bool stochastic_rounding = false;
 
   // Optimizer and schedule.
   std::string optimizer = "sgd";

@@ -75,6 +75,8 @@ void TrainReport::start(Trainer& trainer) {
       .add("device", trainer.device().str())
       .add("world_size", trainer.world_size())
       .add("cuda_graph", cuda_graph)
+      .add("allow_tf32", o.allow_tf32)
+      .add("stochastic_rounding", o.stochastic_rounding)
       .add("dataset", o.dataset)
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())

@@ -13,6 +13,7 @@
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
+#include "core/ops/allow_tf32.h"
 #include "core/ops/clip_grad_norm.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/elementwise.h"
@@ -30,6 +31,8 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
   config.lr = static_cast<float>(o.lr);
   config.momentum = static_cast<float>(o.momentum);
   config.weight_decay = static_cast<float>(o.weight_decay);
+  config.stochastic_rounding = o.stochastic_rounding;
+  config.rounding_key = static_cast<std::uint64_t>(o.seed);
   return config;
 }
 
@@ -90,6 +93,9 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
                                         ? cuda::ConvAlgorithmChoice::measured
                                         : cuda::ConvAlgorithmChoice::heuristic);
   }
+  // --allow-tf32: process-wide too, read by the CUDA GEMMs and convolutions (the CPU computes
+  // fp32 in fp32 either way).
+  set_allow_tf32(options_.allow_tf32);
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
   precision_->set_ema_warmup(options_.ema_warmup);

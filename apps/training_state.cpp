@@ -66,6 +66,10 @@ constexpr const char* kChannels = "channels";
 constexpr const char* kNumClasses = "num_classes";
 constexpr const char* kSyntheticSize = "synthetic_size";
 constexpr const char* kNormalize = "normalize";
+// --allow-tf32; older files (without it) resume with it off, as they were trained.
+constexpr const char* kAllowTf32 = "allow_tf32";
+// --stochastic-rounding; older files (without it) resume with it off.
+constexpr const char* kStochasticRounding = "stochastic_rounding";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -291,6 +295,8 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kRecompute] = o.recompute;
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
+  state.extra[kAllowTf32] = o.allow_tf32 ? "true" : "false";
+  state.extra[kStochasticRounding] = o.stochastic_rounding ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
   state.extra[kImageSize] = std::to_string(o.image_size);
   state.extra[kChannels] = std::to_string(o.channels);
@@ -681,6 +687,18 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
     ALLOY_CHECK(warmup == "true" || warmup == "false", "checkpoint ", o.resume, ": corrupt field ",
                 kEmaWarmup, " '", warmup, "'");
     o.ema_warmup = warmup == "true";
+  }
+  if (!o.was_given("allow-tf32")) {
+    const std::string allow = extra_or(state, kAllowTf32, "false");
+    ALLOY_CHECK(allow == "true" || allow == "false", "checkpoint ", o.resume, ": corrupt field ",
+                kAllowTf32, " '", allow, "'");
+    o.allow_tf32 = allow == "true";
+  }
+  if (!o.was_given("stochastic-rounding")) {
+    const std::string rounding = extra_or(state, kStochasticRounding, "false");
+    ALLOY_CHECK(rounding == "true" || rounding == "false", "checkpoint ", o.resume,
+                ": corrupt field ", kStochasticRounding, " '", rounding, "'");
+    o.stochastic_rounding = rounding == "true";
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");
