@@ -18,7 +18,8 @@ namespace alloy::app {
 
 namespace {
 
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic", "text",
+                                             "tokens"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
@@ -101,7 +102,7 @@ void check_finite(const char* flag, double value) {
 }
 
 void validate(TrainOptions& o, const po::variables_map& values) {
-  check_choice("--model", o.model, models::model_names());
+  if (!models::is_gpt_model(o.model)) check_choice("--model", o.model, models::model_names());
   check_choice("--dataset", o.dataset, kDatasets);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -155,6 +156,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     usage_fail("--clip-grad-norm must fit a 32-bit float, got ", o.clip_grad_norm);
   }
   check_at_least<std::int64_t>("--epochs", o.epochs, 1);
+  check_at_least<std::int64_t>("--steps", o.steps, 0);
   check_at_least<std::int64_t>("--batch-size", o.batch_size, 1);
   // Whether the batch splits evenly depends on the world size, known later
   // (apps/micro_batches.h, checked before any work).
@@ -194,6 +196,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
 
+  resolve_sequence_options(o);
   o.precision = amp::resolve_properties(amp::parse_opt_level(values["opt-level"].as<std::string>()),
                                         precision_overrides(values));
 
@@ -292,6 +295,8 @@ po::options_description train_options_description(TrainOptions& o) {
       "averages soon leave the initial weights behind")(
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
+      "steps", value(&o.steps)->default_value(o.steps)->value_name("N"),
+      "train for N optimizer steps (0: no bound; sequence models need it)")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
       "global minibatch size, split evenly across ranks")(
       "accumulation-steps",
@@ -352,7 +357,13 @@ po::options_description train_options_description(TrainOptions& o) {
       "the command line wins")("help,h", "print this help and exit");
 
   po::options_description all;
-  all.add(model).add(precision).add(optimizer).add(checkpoints).add(distributed).add(output);
+  all.add(model)
+      .add(sequence_options_description(o.text))
+      .add(precision)
+      .add(optimizer)
+      .add(checkpoints)
+      .add(distributed)
+      .add(output);
   return all;
 }
 

@@ -9,6 +9,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/cli.h"
+#include "apps/sequence_options.h"
 #include "core/data/dataset.h"
 
 namespace alloy::app {
@@ -52,8 +53,13 @@ struct TrainOptions {
   std::string lr_schedule = "constant";
   std::int64_t warmup_steps = 0;
   double min_lr = 0.0;
+  // Optimizer steps to train for; 0: no bound (epochs decide). Sequence models train in steps.
+  std::int64_t steps = 0;
   // Micro-batches each rank's share of a step is processed in (apps/train_step.h).
   std::int64_t accumulation_steps = 1;
+
+  // Sequence models (--model gpt...): apps/sequence_options.h.
+  SequenceOptions text;
 
   // Checkpoints.
   std::string checkpoint_dir;         // empty: no checkpoints

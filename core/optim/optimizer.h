@@ -24,6 +24,9 @@ struct OptimizerConfig {
   float weight_decay = 0.0f;
   bool nesterov = false;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  // AdamW: weight decay on parameters of two or more dimensions only (matrices and embedding
+  // tables), none on biases and normalisation weights: nanoGPT's two parameter groups.
+  bool decay_matrices_only = false;
 };
 
 // A named state tensor, for checkpoints: "<param name>.momentum_buffer", ".exp_avg", ...
