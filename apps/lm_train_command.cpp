@@ -69,8 +69,8 @@ int run_lm_train(TrainOptions options) {
 
   std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(o);
   if (resume && resume->state.model != o.model) {
-    fail("checkpoint ", resume->path, " holds model ", resume->state.model, ", but this run builds ",
-         o.model);
+    fail("checkpoint ", resume->path, " holds model ", resume->state.model,
+         ", but this run builds ", o.model);
   }
   LmTrainer trainer(o, device.device, load_token_corpus(o));
   if (resume) {
@@ -88,8 +88,8 @@ int run_lm_train(TrainOptions options) {
   const models::GptConfig& c = trainer.config();
   const std::int64_t parameters = trainer.parameter_count();
   const char* level = amp::opt_level_name(o.precision.level);
-  human << o.model << " (" << parameters << " parameters: " << c.n_layer << " layers, "
-        << c.n_head << " heads, " << c.n_embd << " wide, context " << c.block_size << ", vocabulary "
+  human << o.model << " (" << parameters << " parameters: " << c.n_layer << " layers, " << c.n_head
+        << " heads, " << c.n_embd << " wide, context " << c.block_size << ", vocabulary "
         << c.vocab_size << ") on " << device.device.str() << ", " << o.threads << " threads | "
         << o.dataset << ": " << trainer.corpus().train.tokens.size() << " train, "
         << trainer.corpus().val.tokens.size() << " validation tokens | " << level << " | "
@@ -134,14 +134,15 @@ int run_lm_train(TrainOptions options) {
   };
   const auto eval_hook = [&](std::int64_t step, double val_loss, double train_loss) {
     human << "step " << step << "/" << o.steps << ": train loss " << std::fixed
-          << std::setprecision(4) << train_loss << ", val loss " << val_loss
-          << std::defaultfloat << std::setprecision(6) << ", lr "
-          << trainer.precision().optimizer().current_lr() << ", "
+          << std::setprecision(4) << train_loss << ", val loss " << val_loss << std::defaultfloat
+          << std::setprecision(6) << ", lr " << trainer.precision().optimizer().current_lr() << ", "
           << static_cast<std::int64_t>(trainer.tokens_per_second()) << " tokens/s" << std::endl;
     if (log) {
       JsonObject event;
-      event.add("event", "eval").add("step", step).add("val_loss", val_loss).add("train_loss",
-                                                                                 train_loss);
+      event.add("event", "eval")
+          .add("step", step)
+          .add("val_loss", val_loss)
+          .add("train_loss", train_loss);
       log->write(event);
     }
   };

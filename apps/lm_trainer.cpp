@@ -76,12 +76,11 @@ data::TokenCorpus load_token_corpus(const TrainOptions& o) {
   } else {
     const auto seed = static_cast<std::uint64_t>(o.seed);
     const std::int64_t window = s.gpt.block_size + 1;
-    corpus.train = data::random_tokens("synthetic (train)",
-                                       std::max(kSyntheticTrainTokens, 4 * window),
-                                       s.gpt.vocab_size, seed);
-    corpus.val = data::random_tokens("synthetic (validation)",
-                                     std::max(kSyntheticValTokens, 4 * window), s.gpt.vocab_size,
-                                     seed + 1);
+    corpus.train = data::random_tokens(
+        "synthetic (train)", std::max(kSyntheticTrainTokens, 4 * window), s.gpt.vocab_size, seed);
+    corpus.val =
+        data::random_tokens("synthetic (validation)", std::max(kSyntheticValTokens, 4 * window),
+                            s.gpt.vocab_size, seed + 1);
   }
   return corpus;
 }
@@ -197,8 +196,8 @@ double LmTrainer::val_loss() {
   Tensor tally = make_step_tally(device_);
   std::int64_t rows = 0;
   data::TokenBatch batch;
-  for (std::int64_t b = 0; data::sequential_windows(corpus_.val, options_.batch_size,
-                                                    config().block_size, b, batch);
+  for (std::int64_t b = 0;
+       data::sequential_windows(corpus_.val, options_.batch_size, config().block_size, b, batch);
        ++b) {
     model_->loss(model_->forward(to_device(batch.inputs)), to_device(batch.targets), tally);
     rows += batch.targets.numel();
@@ -246,8 +245,8 @@ ckpt::CheckpointState LmTrainer::capture() {
   state.scaler.at_min_streak = scaler.at_min_streak;
   optim::Optimizer& optimizer = precision_->optimizer();
   const optim::OptimizerConfig& c = optimizer.config();
-  state.optimizer = {c.kind, c.lr, c.momentum, c.weight_decay, c.nesterov, c.beta1, c.beta2, c.eps,
-                     optimizer.steps()};
+  state.optimizer = {c.kind,  c.lr,    c.momentum, c.weight_decay,   c.nesterov,
+                     c.beta1, c.beta2, c.eps,      optimizer.steps()};
   for (const optim::StateTensor& tensor : optimizer.state())
     state.optimizer_state.push_back(ckpt::make_named_tensor(tensor.name, *tensor.value));
   for (const nn::Parameter* param : precision_->canonical_parameters())

@@ -10,10 +10,10 @@ namespace alloy::app {
 namespace {
 
 // The flags of this file, for the check that other models are not given them.
-const char* const kSequenceFlags[] = {"n-layer",   "n-head",       "n-embd",    "block-size",
-                                      "dropout",   "vocab-size",   "bias",      "data-file",
-                                      "val-file",  "val-fraction", "eval-every", "eval-batches",
-                                      "beta1",     "beta2",        "eps"};
+const char* const kSequenceFlags[] = {"n-layer",  "n-head",       "n-embd",     "block-size",
+                                      "dropout",  "vocab-size",   "bias",       "data-file",
+                                      "val-file", "val-fraction", "eval-every", "eval-batches",
+                                      "beta1",    "beta2",        "eps"};
 
 void check_probability(const char* flag, double value) {
   if (!(value >= 0.0 && value < 1.0)) usage_fail(flag, " must be in [0, 1), got ", value);
@@ -37,9 +37,8 @@ po::options_description sequence_options_description(SequenceOptions& o) {
       "biases in the linear layers and layer norms (true; gpt-shakespeare: false)")(
       "data-file", value(&o.data_file)->value_name("FILE"),
       "--dataset text: a text file, its bytes the tokens; --dataset tokens: llm.c's uint16 "
-      "token file of the training split")(
-      "val-file", value(&o.val_file)->value_name("FILE"),
-      "--dataset tokens: the validation split's token file")(
+      "token file of the training split")("val-file", value(&o.val_file)->value_name("FILE"),
+                                          "--dataset tokens: the validation split's token file")(
       "val-fraction", value(&o.val_fraction)->default_value(o.val_fraction, "0.1")->value_name("F"),
       "--dataset text: the share of the file, at its end, held out for validation")(
       "eval-every", value(&o.eval_every)->default_value(o.eval_every)->value_name("N"),
@@ -47,9 +46,8 @@ po::options_description sequence_options_description(SequenceOptions& o) {
       "eval-batches", value(&o.eval_batches)->default_value(o.eval_batches)->value_name("K"),
       "batches of validation windows per estimate")(
       "beta1", value(&o.beta1)->default_value(o.beta1, "0.9")->value_name("X"), "AdamW's beta1")(
-      "beta2", value(&o.beta2)->default_value(o.beta2, "0.999")->value_name("X"),
-      "AdamW's beta2")("eps", value(&o.eps)->default_value(o.eps, "1e-08")->value_name("X"),
-                       "AdamW's eps");
+      "beta2", value(&o.beta2)->default_value(o.beta2, "0.999")->value_name("X"), "AdamW's beta2")(
+      "eps", value(&o.eps)->default_value(o.eps, "1e-08")->value_name("X"), "AdamW's eps");
   return text;
 }
 
@@ -102,8 +100,8 @@ void resolve_sequence_options(TrainOptions& o) {
   check_probability("--beta1", s.beta1);
   check_probability("--beta2", s.beta2);
   if (!(s.eps > 0.0 && std::isfinite(s.eps))) usage_fail("--eps must be positive, got ", s.eps);
-  if (o.optimizer != "adamw" && (o.was_given("beta1") || o.was_given("beta2") ||
-                                 o.was_given("eps"))) {
+  if (o.optimizer != "adamw" &&
+      (o.was_given("beta1") || o.was_given("beta2") || o.was_given("eps"))) {
     usage_fail("--beta1, --beta2 and --eps apply to --optimizer adamw");
   }
 }

@@ -19,7 +19,7 @@ namespace alloy::app {
 namespace {
 
 const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic", "text",
-                                             "tokens"};
+                                            "tokens"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};

@@ -84,12 +84,13 @@ TokenSplit load_token_file(const std::string& path) {
   const std::int64_t count = header[2];
   ALLOY_CHECK(count > 0, path, ": the header counts ", count, " tokens");
   const std::size_t expected = header_bytes + static_cast<std::size_t>(count) * 2;
-  ALLOY_CHECK(bytes.size() >= expected, path, ": truncated: the header counts ", count,
-              " tokens (", expected, " bytes), the file has ", bytes.size(), " bytes");
+  ALLOY_CHECK(bytes.size() >= expected, path, ": truncated: the header counts ", count, " tokens (",
+              expected, " bytes), the file has ", bytes.size(), " bytes");
   TokenSplit split;
   split.name = path;
   split.tokens.resize(static_cast<std::size_t>(count));
-  std::memcpy(split.tokens.data(), bytes.data() + header_bytes, static_cast<std::size_t>(count) * 2);
+  std::memcpy(split.tokens.data(), bytes.data() + header_bytes,
+              static_cast<std::size_t>(count) * 2);
   return split;
 }
 
