@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "apps/version.h"
 #include "core/digest.h"
@@ -65,6 +66,29 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+models::GptConfig gpt_config_of(const ckpt::CheckpointState& state, const std::string& path) {
+  const auto text = state.extra.find(kGptConfig);
+  ALLOY_CHECK(models::is_gpt_model(state.model) && text != state.extra.end(), "checkpoint ", path,
+              " holds model ", state.model, ", not a GPT");
+  models::GptConfig c;
+  int bias = 0;
+  std::istringstream in(text->second);
+  in >> c.n_layer >> c.n_head >> c.n_embd >> c.block_size >> c.vocab_size >> c.dropout >> bias;
+  ALLOY_CHECK(!in.fail(), "checkpoint ", path, ": corrupt GPT shape '", text->second, "'");
+  c.bias = bias != 0;
+  try {
+    models::check_gpt_config(c);
+  } catch (const Error& error) {
+    fail("checkpoint ", path, ": corrupt GPT shape: ", error.what());
+  }
+  return c;
+}
+
+std::string vocabulary_of(const ckpt::CheckpointState& state) {
+  const auto vocabulary = state.extra.find(kVocabulary);
+  return vocabulary == state.extra.end() ? std::string() : vocabulary->second;
+}
 
 data::TokenCorpus load_token_corpus(const TrainOptions& o) {
   const SequenceOptions& s = o.text;

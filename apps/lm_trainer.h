@@ -78,6 +78,11 @@ class LmTrainer {
   std::int64_t trained_tokens_ = 0;
 };
 
+// The GPT a checkpoint of a sequence model holds: its shape and its text vocabulary (empty for
+// token-file data). Error naming `path` for a checkpoint of another model.
+models::GptConfig gpt_config_of(const checkpoint::CheckpointState& state, const std::string& path);
+std::string vocabulary_of(const checkpoint::CheckpointState& state);
+
 // Loads --dataset text, tokens or synthetic for a sequence model.
 data::TokenCorpus load_token_corpus(const TrainOptions& options);
 
