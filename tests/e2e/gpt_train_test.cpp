@@ -113,12 +113,37 @@ BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
   BOOST_TEST(end_val < 2.5);
 }
 
+BOOST_AUTO_TEST_CASE(generate_continues_a_prompt_from_a_checkpoint) {
+  Corpus corpus;
+  const std::string dir = corpus.dir.file("ckpt");
+  const ProcessResult run =
+      run_alloy(with(tiny_gpt(corpus.path), {"--steps", "40", "--checkpoint-dir", dir}));
+  BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+  const std::string file = dir + "/step-00000040.ckpt";
+  const auto generate = [&](const std::vector<std::string>& more) {
+    return run_alloy(
+        with({"generate", "--checkpoint", file, "--prompt", "the ", "--tokens", "30"}, more));
+  };
+  const ProcessResult a = generate({"--seed", "3"});
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.errors);
+  BOOST_TEST(a.output.rfind("the ", 0) == 0);
+  BOOST_TEST(a.output.size() == 4u + 30u + 1u);  // prompt, 30 characters, newline
+  BOOST_TEST(generate({"--seed", "3"}).output == a.output);
+  // Greedy decoding ignores the seed.
+  BOOST_TEST(generate({"--temperature", "0", "--seed", "1"}).output ==
+             generate({"--temperature", "0", "--seed", "2"}).output);
+  const ProcessResult unknown = run_alloy({"generate", "--checkpoint", file, "--prompt", "xyz"});
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(unknown.errors.find("'x'") != std::string::npos, unknown.errors);
+}
+
 BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {
   Corpus corpus;
   for (const auto& level :
        std::vector<std::vector<std::string>>{{"--opt-level", "O1"},
                                              {"--opt-level", "O2"},
                                              {"--opt-level", "O2", "--half-dtype", "bf16"},
+                                             {"--opt-level", "O3"},
                                              {"--opt-level", "O3", "--half-dtype", "bf16"}}) {
     const ProcessResult run =
         run_alloy(with(with(tiny_gpt(corpus.path), {"--steps", "6", "--log-json", "-"}), level));
