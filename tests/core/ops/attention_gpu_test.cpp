@@ -15,7 +15,7 @@ BOOST_AUTO_TEST_SUITE(attention_gpu)
 BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu_and_repeat_bit_for_bit) {
   Generator generator(17);
   const AttentionGeometry cases[] = {
-      {2, 1, 2, 32}, {1, 33, 2, 16}, {1, 17, 1, 128}, {2, 40, 1, 40}};
+      {2, 1, 2, 32}, {1, 33, 2, 16}, {1, 17, 1, 128}, {2, 40, 1, 40}, {1, 65, 2, 64}};
   for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const AttentionGeometry& g : cases) {
       const std::string what = std::string(dtype_name(dtype)) + " T" + std::to_string(g.time) +
