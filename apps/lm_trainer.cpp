@@ -4,6 +4,7 @@
 #include <limits>
 #include <sstream>
 
+#include "apps/memory_report.h"
 #include "apps/version.h"
 #include "core/digest.h"
 #include "core/nn/cast_policy.h"
@@ -28,7 +29,9 @@ constexpr std::int64_t kFirstEvalKey = -1;
 constexpr const char* kGptConfig = "gpt.config";
 constexpr const char* kVocabulary = "gpt.vocabulary";
 
-optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
+}  // namespace
+
+optim::OptimizerConfig lm_optimizer_config(const TrainOptions& o) {
   optim::OptimizerConfig config;
   config.kind = o.optimizer;
   config.lr = static_cast<float>(o.lr);
@@ -40,6 +43,21 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
   config.decay_matrices_only = true;
   return config;
 }
+
+void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
+                   const Tensor& targets, Tensor& tally) {
+  nn::clear_weight_cast_cache();
+  {
+    const nn::DropoutStreamScope dropout_stream({&precision.optimizer().step_count(), 0, 1});
+    const Tensor h = model.forward(inputs);
+    model.backward(model.loss_step(h, targets, precision.loss_scale(), tally));
+  }
+  precision.step();
+  model.zero_grad();
+  nn::clear_weight_cast_cache();
+}
+
+namespace {
 
 // The model's config with the data's vocabulary: a text corpus sets it (a larger --vocab-size
 // is allowed, as nanoGPT pads it); token files must fit the configured one.
@@ -66,6 +84,42 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProperties& properties,
+                                 const std::function<void()>& steady_state) {
+  GptMeasurement measurement;
+  Generator generator(static_cast<std::uint64_t>(config.seed));
+  const auto model = models::make_gpt(config.gpt, generator);
+  model->to_device(config.device);
+  for (const nn::Parameter* param : model->parameters())
+    measurement.parameter_count += param->value.numel();
+  optim::OptimizerConfig optimizer = config.optimizer;
+  optimizer.decay_matrices_only = true;
+  amp::MixedPrecision precision(properties, *model, optimizer);
+  precision.set_clip_grad_norm(config.clip_grad_norm);
+  const data::TokenSplit tokens =
+      data::random_tokens("mem/batch", config.gpt.block_size + 1, config.gpt.vocab_size,
+                          static_cast<std::uint64_t>(config.seed));
+  const data::TokenBatch batch =
+      data::random_windows(tokens, static_cast<std::uint64_t>(config.seed), 0, 0, 0,
+                           config.batch_size, config.gpt.block_size);
+  const auto place = [&config](const Tensor& host) {
+    Tensor placed = Tensor::empty(host.shape(), host.dtype(), config.device, MemoryCategory::data);
+    placed.copy_from(host);
+    return placed;
+  };
+  const Tensor inputs = place(batch.inputs), targets = place(batch.targets);
+  Tensor tally = make_step_tally(config.device);
+  steady_state();
+  auto timed_from = std::chrono::steady_clock::now();
+  for (std::int64_t step = 0; step < config.steps; ++step) {
+    if (step == 1) timed_from = std::chrono::steady_clock::now();
+    lm_train_step(*model, precision, inputs, targets, tally);
+    read_step_tally(tally);  // waits for the step's device work
+  }
+  measurement.timed_seconds = seconds_since(timed_from);
+  return measurement;
+}
 
 models::GptConfig gpt_config_of(const ckpt::CheckpointState& state, const std::string& path) {
   const auto text = state.extra.find(kGptConfig);
@@ -123,7 +177,7 @@ LmTrainer::LmTrainer(const TrainOptions& options, Device device, data::TokenCorp
   policy.half_dtype = options_.precision.half_dtype;
   nn::set_cast_policy(policy);
   precision_ = std::make_unique<amp::MixedPrecision>(options_.precision, *model_,
-                                                     optimizer_config(options_));
+                                                     lm_optimizer_config(options_));
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   if (options_.lr_schedule != "constant" || options_.warmup_steps > 0) {
     LrSchedule schedule;
@@ -147,20 +201,9 @@ void LmTrainer::step() {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t rows = options_.batch_size;
   const std::int64_t block = config().block_size;
-  nn::clear_weight_cast_cache();
   const data::TokenBatch batch = data::random_windows(
       corpus_.train, static_cast<std::uint64_t>(options_.seed), steps_, 0, 0, rows, block);
-  const Tensor inputs = to_device(batch.inputs);
-  const Tensor targets = to_device(batch.targets);
-  {
-    // Dropout masks follow the optimizer's step count and the row in the batch.
-    const nn::DropoutStreamScope dropout_stream({&precision_->optimizer().step_count(), 0, 1});
-    const Tensor h = model_->forward(inputs);
-    model_->backward(model_->loss_step(h, targets, precision_->loss_scale(), tally_));
-  }
-  precision_->step();
-  model_->zero_grad();
-  nn::clear_weight_cast_cache();
+  lm_train_step(*model_, *precision_, to_device(batch.inputs), to_device(batch.targets), tally_);
   ++steps_;
   tally_rows_ += rows * block;
   trained_tokens_ += rows * block;

@@ -21,6 +21,17 @@
 
 namespace alloy::app {
 
+// One training step of a GPT on a batch of windows (i32 [B, T] inputs and targets on the
+// model's device): forward, the tied head's loss (added to `tally`) and gradient scaled by the
+// loss scale, backward, the amp layer's step and zero_grad. Dropout masks follow the optimizer's
+// step count and the row in the batch. What `alloy train` and `alloy mem` run.
+void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
+                   const Tensor& targets, Tensor& tally);
+
+// The optimizer of sequence-model training: --optimizer with AdamW's --beta1, --beta2, --eps
+// and weight decay on matrices and embeddings only.
+optim::OptimizerConfig lm_optimizer_config(const TrainOptions& options);
+
 class LmTrainer {
  public:
   // Builds the model of options.text.gpt (its vocabulary from a text corpus), checks the data
@@ -82,6 +93,17 @@ class LmTrainer {
 // token-file data). Error naming `path` for a checkpoint of another model.
 models::GptConfig gpt_config_of(const checkpoint::CheckpointState& state, const std::string& path);
 std::string vocabulary_of(const checkpoint::CheckpointState& state);
+
+// alloy mem's steps of a sequence model (apps/memory_report.h's measure_level): builds the GPT of
+// config.gpt and the amp layer, calls steady_state() once they and a batch of config.batch_size
+// random windows are in place, then runs config.steps lm_train_steps, and frees everything.
+struct GptMeasurement {
+  std::int64_t parameter_count = 0;
+  double timed_seconds = 0;  // the steps after the first (the only one when steps == 1)
+};
+struct MeasureConfig;
+GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProperties& properties,
+                                 const std::function<void()>& steady_state);
 
 // Loads --dataset text, tokens or synthetic for a sequence model.
 data::TokenCorpus load_token_corpus(const TrainOptions& options);

@@ -35,6 +35,7 @@ int run_mem(const std::vector<std::string>& args) {
 
   MeasureConfig config;
   config.model = options.model;
+  config.gpt = options.gpt;
   config.batch_size = options.batch_size;
   config.steps = options.steps;
   config.accumulation_steps = options.accumulation_steps;

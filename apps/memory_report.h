@@ -20,6 +20,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/json_log.h"
+#include "apps/sequence_options.h"
 #include "core/device.h"
 #include "core/memory.h"
 #include "core/optim/optimizer.h"
@@ -28,6 +29,10 @@ namespace alloy::app {
 
 struct MemOptions {
   std::string model;
+  // A sequence model's shape (--model gpt...: its preset and the --n-layer ... flags); batches
+  // are --batch-size windows of block_size tokens.
+  SequenceOptions::Flags gpt_flags;
+  models::GptConfig gpt;
   std::int64_t batch_size = 0;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   std::vector<amp::OptLevel> levels = {amp::OptLevel::O0, amp::OptLevel::O1, amp::OptLevel::O2,
@@ -59,6 +64,7 @@ optim::OptimizerConfig mem_optimizer_config(const std::string& kind);
 // What one measurement runs.
 struct MeasureConfig {
   std::string model;
+  models::GptConfig gpt;  // for a sequence model (models::is_gpt_model)
   std::int64_t batch_size = 1;
   std::int64_t steps = 3;
   // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "apps/cli.h"
 #include "core/models/gpt.h"
@@ -31,6 +33,16 @@ struct SequenceOptions {
 
 // The flags, bound to `options` (defaults are the struct's initial values).
 po::options_description sequence_options_description(SequenceOptions& options);
+
+// The model's flags alone (--n-layer ... --bias), for commands that build a GPT without data
+// (alloy mem).
+po::options_description gpt_model_options(SequenceOptions::Flags& flags);
+// The preset of `model` with the flags that `given` names laid over it; UsageError for a bad
+// value or an unbuildable config (models::check_gpt_config).
+models::GptConfig resolve_gpt_config(const std::string& model, const SequenceOptions::Flags& flags,
+                                     const std::function<bool(const std::string&)>& given);
+// The long names of gpt_model_options's flags.
+const std::vector<std::string>& gpt_model_flags();
 
 // Settles options.text for a sequence model: the preset of --model, the given flags on top,
 // and the usage errors of a bad combination (--n-embd not divisible by --n-head, a dataset that
