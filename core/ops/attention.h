@@ -41,7 +41,8 @@ Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, 
                           std::int64_t heads);
 
 namespace cpu {
-// lse may be null. Blocked over query rows and key blocks, in fp32 scratch per head.
+// lse may be null. Blocks of 64 query rows by 64 keys in fp32 scratch per head, their products
+// GEMMs on the calling thread; heads split over the pool.
 void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g, void* y,
                        float* lse);
 void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,

@@ -7,13 +7,15 @@
 
 #include "core/ops/cpu/element_access.h"
 #include "core/ops/cpu/parallel.h"
+#include "core/ops/gemm.h"
 
 namespace alloy::cpu {
 
 namespace {
 
-// Keys per block of the online softmax: a block's scores live in a small array, never a row of T.
-constexpr std::int64_t kKeyBlock = 64;
+// Query rows and keys per block: a block's scores live in a kBlock x kBlock array, never a
+// T x T matrix, and its products are GEMMs (gemm_serial: this thread, a fixed order).
+constexpr std::int64_t kBlock = 64;
 
 // One head of one sequence, widened to fp32 [T, D] arrays: the unit of work of both passes, so
 // every sum runs in the same order whichever thread takes the head.
@@ -78,43 +80,53 @@ void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g,
   for_each_head(g, [&](std::int64_t b, std::int64_t h) {
     const Head head(g, b, h);
     const std::int64_t dim = g.head_dim;
+    const int d = static_cast<int>(dim);
     std::vector<float> q, k, v, out(static_cast<std::size_t>(g.time * dim));
     head.load_qkv(qkv, dtype, 0, q);
     head.load_qkv(qkv, dtype, 1, k);
     head.load_qkv(qkv, dtype, 2, v);
-    float scores[kKeyBlock];
-    for (std::int64_t t = 0; t < g.time; ++t) {
-      const float* qt = q.data() + t * dim;
-      float* acc = out.data() + t * dim;
-      std::fill(acc, acc + dim, 0.0f);
-      float m = -std::numeric_limits<float>::infinity();
-      float l = 0.0f;
-      for (std::int64_t j0 = 0; j0 <= t; j0 += kKeyBlock) {
-        const std::int64_t keys = std::min(kKeyBlock, t + 1 - j0);
-        float block_max = -std::numeric_limits<float>::infinity();
-        for (std::int64_t j = 0; j < keys; ++j) {
-          scores[j] = dot(qt, k.data() + (j0 + j) * dim, dim) * scale;
-          block_max = std::max(block_max, scores[j]);
+    std::vector<float> scores(static_cast<std::size_t>(kBlock * kBlock));
+    float m[kBlock], l[kBlock];
+    for (std::int64_t i0 = 0; i0 < g.time; i0 += kBlock) {
+      const std::int64_t rows = std::min(kBlock, g.time - i0);
+      float* acc = out.data() + i0 * dim;
+      std::fill(acc, acc + rows * dim, 0.0f);
+      std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
+      std::fill(l, l + rows, 0.0f);
+      // Key blocks up to the block's last row; blocks of keys and rows share their edges, so
+      // every row of the block sees at least one key of each block it visits.
+      for (std::int64_t j0 = 0; j0 < i0 + rows; j0 += kBlock) {
+        const std::int64_t keys = std::min(kBlock, i0 + rows - j0);
+        gemm_serial(false, true, static_cast<int>(rows), static_cast<int>(keys), d, scale,
+                    q.data() + i0 * dim, d, k.data() + j0 * dim, d, 0.0f, scores.data(),
+                    static_cast<int>(kBlock));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          float* row = scores.data() + r * kBlock;
+          const std::int64_t visible = std::min(keys, i0 + r - j0 + 1);
+          float block_max = -std::numeric_limits<float>::infinity();
+          for (std::int64_t j = 0; j < visible; ++j)
+            block_max = std::max(block_max, row[j]);
+          const float m_new = std::max(m[r], block_max);
+          const float alpha = std::exp(m[r] - m_new);  // 0 for the first block (m = -inf)
+          float block_sum = 0.0f;
+          for (std::int64_t j = 0; j < keys; ++j) {
+            row[j] = j < visible ? std::exp(row[j] - m_new) : 0.0f;
+            block_sum += row[j];
+          }
+          l[r] = l[r] * alpha + block_sum;
+          m[r] = m_new;
+          for (std::int64_t c = 0; c < dim; ++c)
+            acc[r * dim + c] *= alpha;
         }
-        const float m_new = std::max(m, block_max);
-        const float alpha = std::exp(m - m_new);  // 0 for the first block (m = -inf)
-        float block_sum = 0.0f;
-        for (std::int64_t d = 0; d < dim; ++d)
-          acc[d] *= alpha;
-        for (std::int64_t j = 0; j < keys; ++j) {
-          const float p = std::exp(scores[j] - m_new);
-          block_sum += p;
-          const float* vj = v.data() + (j0 + j) * dim;
-          for (std::int64_t d = 0; d < dim; ++d)
-            acc[d] += p * vj[d];
-        }
-        l = l * alpha + block_sum;
-        m = m_new;
+        gemm_serial(false, false, static_cast<int>(rows), d, static_cast<int>(keys), 1.0f,
+                    scores.data(), static_cast<int>(kBlock), v.data() + j0 * dim, d, 1.0f, acc, d);
       }
-      const float inverse = 1.0f / l;
-      for (std::int64_t d = 0; d < dim; ++d)
-        acc[d] *= inverse;
-      if (lse != nullptr) lse[(b * g.heads + h) * g.time + t] = m + std::log(l);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float inverse = 1.0f / l[r];
+        for (std::int64_t c = 0; c < dim; ++c)
+          acc[r * dim + c] *= inverse;
+        if (lse != nullptr) lse[(b * g.heads + h) * g.time + i0 + r] = m[r] + std::log(l[r]);
+      }
     }
     head.store_rows(out, y, dtype, head.width, head.column);
   });
@@ -126,6 +138,8 @@ void attention_backward(const void* dy, const void* qkv, const void* y, const fl
   for_each_head(g, [&](std::int64_t b, std::int64_t h) {
     const Head head(g, b, h);
     const std::int64_t dim = g.head_dim;
+    const int d = static_cast<int>(dim);
+    const int ld = static_cast<int>(kBlock);
     const auto size = static_cast<std::size_t>(g.time * dim);
     std::vector<float> q, k, v, grad, out;
     head.load_qkv(qkv, dtype, 0, q);
@@ -138,28 +152,36 @@ void attention_backward(const void* dy, const void* qkv, const void* y, const fl
     for (std::int64_t t = 0; t < g.time; ++t)
       delta[static_cast<std::size_t>(t)] = dot(grad.data() + t * dim, out.data() + t * dim, dim);
     const float* row_lse = lse + (b * g.heads + h) * g.time;
-    // Key blocks outermost, so a block's k and v rows stay in cache while every query row that
-    // sees them passes; each sum still runs in one fixed order (blocks, then rows, then keys).
-    for (std::int64_t j0 = 0; j0 < g.time; j0 += kKeyBlock) {
-      const std::int64_t j_end = std::min(g.time, j0 + kKeyBlock);
-      for (std::int64_t t = j0; t < g.time; ++t) {
-        const float* qt = q.data() + t * dim;
-        const float* gt = grad.data() + t * dim;
-        float* dqt = dq.data() + t * dim;
-        const std::int64_t last = std::min(j_end, t + 1);
-        for (std::int64_t j = j0; j < last; ++j) {
-          const float* kj = k.data() + j * dim;
-          const float* vj = v.data() + j * dim;
-          const float p = std::exp(dot(qt, kj, dim) * scale - row_lse[t]);
-          const float ds = p * (dot(gt, vj, dim) - delta[static_cast<std::size_t>(t)]);
-          float* dkj = dk.data() + j * dim;
-          float* dvj = dv.data() + j * dim;
-          for (std::int64_t d = 0; d < dim; ++d) {
-            dvj[d] += p * gt[d];
-            dkj[d] += ds * qt[d];
-            dqt[d] += ds * kj[d];
+    std::vector<float> p(static_cast<std::size_t>(kBlock * kBlock));
+    std::vector<float> ds(p.size());
+    // Key blocks outermost, then the row blocks that see them, in order: each sum runs in one
+    // fixed order, and a block's k and v stay in cache while every row block passes.
+    for (std::int64_t j0 = 0; j0 < g.time; j0 += kBlock) {
+      const std::int64_t keys = std::min(kBlock, g.time - j0);
+      const int n = static_cast<int>(keys);
+      for (std::int64_t i0 = j0; i0 < g.time; i0 += kBlock) {
+        const std::int64_t rows = std::min(kBlock, g.time - i0);
+        const int m = static_cast<int>(rows);
+        gemm_serial(false, true, m, n, d, scale, q.data() + i0 * dim, d, k.data() + j0 * dim, d,
+                    0.0f, p.data(), ld);
+        gemm_serial(false, true, m, n, d, 1.0f, grad.data() + i0 * dim, d, v.data() + j0 * dim, d,
+                    0.0f, ds.data(), ld);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const std::int64_t t = i0 + r;
+          const std::int64_t visible = std::min(keys, t - j0 + 1);
+          float* pr = p.data() + r * kBlock;
+          float* dsr = ds.data() + r * kBlock;
+          for (std::int64_t j = 0; j < keys; ++j) {
+            pr[j] = j < visible ? std::exp(pr[j] - row_lse[t]) : 0.0f;
+            dsr[j] = pr[j] * (dsr[j] - delta[static_cast<std::size_t>(t)]);
           }
         }
+        gemm_serial(true, false, n, d, m, 1.0f, p.data(), ld, grad.data() + i0 * dim, d, 1.0f,
+                    dv.data() + j0 * dim, d);
+        gemm_serial(true, false, n, d, m, 1.0f, ds.data(), ld, q.data() + i0 * dim, d, 1.0f,
+                    dk.data() + j0 * dim, d);
+        gemm_serial(false, false, m, d, n, 1.0f, ds.data(), ld, k.data() + j0 * dim, d, 1.0f,
+                    dq.data() + i0 * dim, d);
       }
     }
     for (std::size_t i = 0; i < size; ++i) {
