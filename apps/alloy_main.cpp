@@ -36,6 +36,7 @@ const Command kCommands[] = {
     {"eval", alloy::app::run_eval, "test accuracy of a checkpoint"},
     {"mem", alloy::app::run_mem, "compare memory per opt level, side by side"},
     {"ckpt", alloy::app::run_ckpt, "inspect, verify or export (safetensors) a checkpoint"},
+    {"generate", alloy::app::run_generate, "continue a text prompt with a trained GPT"},
 };
 
 void print_usage(std::ostream& out) {

@@ -11,5 +11,6 @@ int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_mem(const std::vector<std::string>& args);
 int run_ckpt(const std::vector<std::string>& args);
+int run_generate(const std::vector<std::string>& args);
 
 }  // namespace alloy::app

@@ -79,6 +79,11 @@ int run_eval(const std::vector<std::string>& args) {
 
   const std::string path = values["checkpoint"].as<std::string>();
   checkpoint::CheckpointState state = checkpoint::read_checkpoint(path);
+  if (models::is_gpt_model(state.model)) {
+    fail("checkpoint ", path, " holds a sequence model (", state.model,
+         "): alloy eval measures image classifiers; its validation loss is in the end event of ",
+         "alloy train, and alloy generate continues text with it");
+  }
   TrainOptions train = options_from_checkpoint(state);
   train.resume = path;
   if (values.count("data-dir")) train.data_dir = values["data-dir"].as<std::string>();

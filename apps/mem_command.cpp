@@ -41,6 +41,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.channels = options.channels;
   config.num_classes = options.num_classes;
   config.normalize = options.normalize;
+  config.gpt = options.gpt;
   config.batch_size = options.batch_size;
   config.steps = options.steps;
   config.accumulation_steps = options.accumulation_steps;

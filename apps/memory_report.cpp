@@ -1,5 +1,7 @@
 #include "apps/memory_report.h"
 
+#include "apps/lm_trainer.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -293,14 +295,25 @@ std::string header_line(const ReportHeader& h) {
 MemOptions parse_mem_options(const std::vector<std::string>& args) {
   MemOptions o;
   po::options_description options;
-  options.add(mem_options(o));
+  options.add(mem_options(o)).add(gpt_model_options(o.gpt_flags));
   po::variables_map values;
   parse_arguments(args, options, values);
   po::notify(values);
 
-  const std::vector<std::string> models = models::model_names();
-  if (std::find(models.begin(), models.end(), o.model) == models.end()) {
-    usage_fail("--model '", o.model, "' is not one of ", join(models));
+  const auto given = [&values](const std::string& flag) {
+    return values.count(flag) != 0 && !values[flag].defaulted();
+  };
+  if (models::is_gpt_model(o.model)) {
+    o.gpt = resolve_gpt_config(o.model, o.gpt_flags, given);
+  } else {
+    const std::vector<std::string> models = models::model_names();
+    if (std::find(models.begin(), models.end(), o.model) == models.end()) {
+      usage_fail("--model '", o.model, "' is not one of ", join(models), ", gpt, gpt2 or ",
+                 "gpt-shakespeare");
+    }
+    for (const std::string& flag : gpt_model_flags()) {
+      if (given(flag)) usage_fail("--", flag, " applies to sequence models (--model gpt)");
+    }
   }
   if (o.batch_size < 1) usage_fail("--batch-size must be at least 1, got ", o.batch_size);
   if (o.image_size < 1) usage_fail("--image-size must be at least 1, got ", o.image_size);
@@ -419,42 +432,51 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
   nn::set_cast_policy(policy);
   MemorySnapshot after;
   try {
-    Generator generator(static_cast<std::uint64_t>(config.seed));
-    std::unique_ptr<nn::Module> model = models::make_model(
-        config.model, generator, config.num_classes, {config.channels, config.image_size});
-    model->to_device(config.device);
-    model->set_needs_input_grad(false);
-    model->set_layout(
-        choose_layout(config.layout, config.model, *model, config.device.is_cuda(), properties));
-    apply_recompute(*model, config.model, config.recompute);
-    for (const nn::Parameter* p : model->parameters())
-      report.parameter_count += p->value.numel();
-    amp::MixedPrecision precision(properties, *model, config.optimizer);
-    precision.set_clip_grad_norm(config.clip_grad_norm);
-    precision.set_ema_decay(config.ema_decay);
-    const data::Dataset batch = data::make_synthetic_dataset(
-        config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
-        config.image_size, config.image_size, config.channels);
-    const Tensor images = to_device(batch.images, config.device);
-    const Tensor normalization =
-        normalization_table(parse_normalization(config.normalize, config.channels), config.device);
-    const Tensor labels = to_device(batch.labels, config.device);
-    Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
-    model->set_training(true);
+    if (models::is_gpt_model(config.model)) {
+      const GptMeasurement gpt =
+          measure_gpt_steps(config, properties, [&] { stats.reset_peaks(); });
+      report.parameter_count = gpt.parameter_count;
+      report.timed_seconds = gpt.timed_seconds;
+      after = stats.snapshot();
+      report.device_view = device_view_of(config.device);
+    } else {
+      Generator generator(static_cast<std::uint64_t>(config.seed));
+      std::unique_ptr<nn::Module> model = models::make_model(
+          config.model, generator, config.num_classes, {config.channels, config.image_size});
+      model->to_device(config.device);
+      model->set_needs_input_grad(false);
+      model->set_layout(
+          choose_layout(config.layout, config.model, *model, config.device.is_cuda(), properties));
+      apply_recompute(*model, config.model, config.recompute);
+      for (const nn::Parameter* p : model->parameters())
+        report.parameter_count += p->value.numel();
+      amp::MixedPrecision precision(properties, *model, config.optimizer);
+      precision.set_clip_grad_norm(config.clip_grad_norm);
+      precision.set_ema_decay(config.ema_decay);
+      const data::Dataset batch = data::make_synthetic_dataset(
+          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
+          config.image_size, config.image_size, config.channels);
+      const Tensor images = to_device(batch.images, config.device);
+      const Tensor normalization =
+          normalization_table(parse_normalization(config.normalize, config.channels), config.device);
+      const Tensor labels = to_device(batch.labels, config.device);
+      Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
+      model->set_training(true);
 
-    // Steady state from here: the fp32 model that O2/O3 rounded to half is gone.
-    stats.reset_peaks();
-    auto timed_from = std::chrono::steady_clock::now();
-    for (std::int64_t step = 0; step < config.steps; ++step) {
-      if (step == 1) timed_from = std::chrono::steady_clock::now();
-      // The step `alloy train` runs.
-      train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps, 0.0f,
-                 normalization);
-      synchronize(tally);
+      // Steady state from here: the fp32 model that O2/O3 rounded to half is gone.
+      stats.reset_peaks();
+      auto timed_from = std::chrono::steady_clock::now();
+      for (std::int64_t step = 0; step < config.steps; ++step) {
+        if (step == 1) timed_from = std::chrono::steady_clock::now();
+        // The step `alloy train` runs.
+        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps, 0.0f,
+                   normalization);
+        synchronize(tally);
+      }
+      report.timed_seconds = seconds_since(timed_from);
+      after = stats.snapshot();
+      report.device_view = device_view_of(config.device);
     }
-    report.timed_seconds = seconds_since(timed_from);
-    after = stats.snapshot();
-    report.device_view = device_view_of(config.device);
   } catch (...) {
     nn::clear_weight_cast_cache();
     nn::set_cast_policy(nn::CastPolicy{});

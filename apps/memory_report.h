@@ -20,6 +20,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/json_log.h"
+#include "apps/sequence_options.h"
 #include "core/device.h"
 #include "core/memory.h"
 #include "core/optim/optimizer.h"
@@ -28,6 +29,10 @@ namespace alloy::app {
 
 struct MemOptions {
   std::string model;
+  // A sequence model's shape (--model gpt...: its preset and the --n-layer ... flags); batches
+  // are --batch-size windows of block_size tokens.
+  SequenceOptions::Flags gpt_flags;
+  models::GptConfig gpt;
   std::int64_t batch_size = 0;
   int image_size = 28;  // the synthetic batch's images: channels x image_size x image_size
   int channels = 0;     // 0: as alloy train's synthetic data (data::default_synthetic_channels)
@@ -64,6 +69,7 @@ optim::OptimizerConfig mem_optimizer_config(const std::string& kind);
 // What one measurement runs.
 struct MeasureConfig {
   std::string model;
+  models::GptConfig gpt;  // for a sequence model (models::is_gpt_model)
   std::int64_t batch_size = 1;
   int image_size = 28;
   int channels = 1;

@@ -11,6 +11,7 @@
 #include "apps/device_choice.h"
 #include "apps/elastic.h"
 #include "apps/exit_codes.h"
+#include "apps/lm_trainer.h"
 #include "apps/micro_batches.h"
 #include "apps/stop_signals.h"
 #include "apps/train_options.h"
@@ -34,6 +35,7 @@ int run_train(const std::vector<std::string>& args) {
     return kExitSuccess;
   }
   TrainOptions options = parse_train_options(args);
+  if (models::is_gpt_model(options.model)) return run_lm_train(std::move(options));
   for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
     if (options.was_given(flag) && options.checkpoint_dir.empty()) {
       usage_fail("--", flag, " needs --checkpoint-dir");

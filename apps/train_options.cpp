@@ -20,7 +20,8 @@ namespace alloy::app {
 
 namespace {
 
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic", "text",
+                                            "tokens"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
@@ -103,7 +104,7 @@ void check_finite(const char* flag, double value) {
 }
 
 void validate(TrainOptions& o, const po::variables_map& values) {
-  check_choice("--model", o.model, models::model_names());
+  if (!models::is_gpt_model(o.model)) check_choice("--model", o.model, models::model_names());
   check_choice("--dataset", o.dataset, kDatasets);
   if (o.was_given("image-size")) check_at_least("--image-size", o.image_size, 1);
   if (o.was_given("channels") && o.channels != 1 && o.channels != 3) {
@@ -209,6 +210,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
 
+  resolve_sequence_options(o);
   o.precision = amp::resolve_properties(amp::parse_opt_level(values["opt-level"].as<std::string>()),
                                         precision_overrides(values));
 
@@ -403,7 +405,13 @@ po::options_description train_options_description(TrainOptions& o) {
       "the command line wins")("help,h", "print this help and exit");
 
   po::options_description all;
-  all.add(model).add(precision).add(optimizer).add(checkpoints).add(distributed).add(output);
+  all.add(model)
+      .add(sequence_options_description(o.text))
+      .add(precision)
+      .add(optimizer)
+      .add(checkpoints)
+      .add(distributed)
+      .add(output);
   return all;
 }
 

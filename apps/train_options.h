@@ -9,6 +9,7 @@
 
 #include "amp/opt_level.h"
 #include "apps/cli.h"
+#include "apps/sequence_options.h"
 #include "core/data/dataset.h"
 
 namespace alloy::app {
@@ -60,7 +61,9 @@ struct TrainOptions {
   // The loss's label smoothing (core/ops/softmax_cross_entropy.h); 0: none.
   double label_smoothing = 0.0;
   std::int64_t epochs = 10;
-  std::int64_t steps = 0;         // a bound on the run's optimizer steps in total; 0: none
+  // A bound on the run's optimizer steps in total; 0: none (epochs decide). Sequence models
+  // train in steps.
+  std::int64_t steps = 0;
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps
   // optimizer steps, then constant, linear or cosine decay to min_lr at the last step.
@@ -69,6 +72,9 @@ struct TrainOptions {
   double min_lr = 0.0;
   // Micro-batches each rank's share of a step is processed in (apps/train_step.h).
   std::int64_t accumulation_steps = 1;
+
+  // Sequence models (--model gpt...): apps/sequence_options.h.
+  SequenceOptions text;
 
   // Checkpoints.
   std::string checkpoint_dir;         // empty: no checkpoints

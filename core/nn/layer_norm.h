@@ -12,7 +12,7 @@ namespace alloy::nn {
 class LayerNorm : public Module {
  public:
   // weight 1, bias 0 (both is_norm, so keep_batchnorm_fp32 keeps them fp32 as batch norm's).
-  explicit LayerNorm(int features, float eps = 1e-5f);
+  explicit LayerNorm(int features, float eps = 1e-5f, bool bias = true);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& dy) override;
@@ -20,17 +20,25 @@ class LayerNorm : public Module {
   std::string options() const override;
 
   Parameter& weight() { return weight_; }
-  Parameter& bias() { return bias_; }
+  // Throws for a layer built without bias.
+  Parameter& bias();
+  bool has_bias() const { return bias_ != nullptr; }
 
  private:
+  const Tensor& shift();
+  Tensor& shift_grad();
+
   Parameter& weight_;
-  Parameter& bias_;
+  Parameter* bias_ = nullptr;
   int features_;
   float eps_;
   // Until backward: the input as normalised and its rows' statistics.
   Tensor x_;
   LayerNormSaved saved_;
   DType input_dtype_ = DType::f32;
+  // Without bias: the zero shift the op takes, and where its unused gradient goes.
+  Tensor zero_bias_;
+  Tensor unused_dbias_;
 };
 
 }  // namespace alloy::nn

@@ -33,18 +33,34 @@ void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_f
   hyper.weight_decay = config_.weight_decay;
   hyper.grad_scale = grad_scale;
   hyper.rounding = {config_.stochastic_rounding, config_.rounding_key};
-  std::vector<AdamWTensors> tensors;
+  std::vector<AdamWTensors> tensors, undecayed;
   tensors.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
     nn::Parameter& param = *params_[i];
     if (!param.grad.defined()) continue;  // took no part in the loss
     allocate_state(i);
-    tensors.push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i], copy_of(i),
-                       static_cast<std::uint32_t>(i)});
+    const bool decays = !config_.decay_matrices_only || param.value.ndim() >= 2;
+    (decays ? tensors : undecayed)
+        .push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i], copy_of(i),
+                    static_cast<std::uint32_t>(i)});
   }
   // The bias corrections come from the step count on the device, which this update advances
   // unless found_inf skips it.
   prepare_lr();
+  AdamWHyper no_decay = hyper;
+  no_decay.weight_decay = 0.0f;
+  if (tensors.empty()) {
+    adamw_update(undecayed, no_decay, lr_, step_, found_inf, grad_factor);
+    return;
+  }
+  if (!undecayed.empty()) {
+    if (!group_step_.defined()) {
+      group_step_ = Tensor::zeros(step_.shape(), step_.dtype(), step_.device(),
+                                  MemoryCategory::optimizer_state);
+    }
+    group_step_.copy_from(step_);
+    adamw_update(undecayed, no_decay, lr_, group_step_, found_inf, grad_factor);
+  }
   adamw_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
 }
 

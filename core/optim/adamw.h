@@ -20,6 +20,9 @@ class AdamW : public Optimizer {
   // One of each per parameter; allocated on first use.
   std::vector<Tensor> exp_avg_;
   std::vector<Tensor> exp_avg_sq_;
+  // With decay_matrices_only, the parameters without decay are updated first, from a copy of
+  // the step count, so both groups see the same step in their bias corrections.
+  Tensor group_step_;
 };
 
 }  // namespace alloy::optim

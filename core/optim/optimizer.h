@@ -28,6 +28,9 @@ struct OptimizerConfig {
   // rounding_key (core/ops/optimizer_update.h); f32 parameters are unaffected.
   bool stochastic_rounding = false;
   std::uint64_t rounding_key = 0;
+  // AdamW: weight decay on parameters of two or more dimensions only (matrices and embedding
+  // tables), none on biases and normalisation weights: nanoGPT's two parameter groups.
+  bool decay_matrices_only = false;
 };
 
 // A named state tensor, for checkpoints: "<param name>.momentum_buffer", ".exp_avg", ...

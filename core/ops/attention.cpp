@@ -1,0 +1,66 @@
+#include "core/ops/attention.h"
+
+#include "core/ops/dispatch.h"
+
+#ifdef ALLOY_HAVE_CUDA
+#include "core/cuda/context.h"
+#include "core/ops/cuda/attention.h"
+#endif
+
+namespace alloy {
+
+namespace {
+
+AttentionGeometry check_qkv(const char* op, const Tensor& qkv, std::int64_t heads) {
+  check_floating(op, "qkv", qkv);
+  check_rank(op, "qkv", qkv, 3);
+  ALLOY_CHECK(heads > 0, op, ": heads must be positive, got ", heads);
+  const std::int64_t width = qkv.dim(2);
+  ALLOY_CHECK(width % (3 * heads) == 0 && width > 0, op, ": qkv ", qkv.str(),
+              " must hold q, k and v of ", heads, " heads each (last dimension 3 * heads * D)");
+  AttentionGeometry g;
+  g.batch = qkv.dim(0);
+  g.time = qkv.dim(1);
+  g.heads = heads;
+  g.head_dim = width / (3 * heads);
+  return g;
+}
+
+}  // namespace
+
+AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool save_lse) {
+  constexpr const char* op = "attention_forward";
+  const Device device = common_device(op, {&qkv});
+  const AttentionGeometry g = check_qkv(op, qkv, heads);
+  AttentionResult result;
+  result.y = Tensor::empty({g.batch, g.time, g.heads * g.head_dim}, qkv.dtype(), device,
+                           MemoryCategory::activations);
+  if (save_lse) {
+    result.lse =
+        Tensor::empty({g.batch, g.heads, g.time}, DType::f32, device, MemoryCategory::activations);
+  }
+  float* lse = save_lse ? result.lse.data<float>() : nullptr;
+  ALLOY_RUN_KERNEL(op, device, attention_forward, qkv.raw(), qkv.dtype(), g, result.y.raw(), lse);
+  return result;
+}
+
+Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                          std::int64_t heads) {
+  constexpr const char* op = "attention_backward";
+  const Device device = common_device(op, {&dy, &qkv, &y, &lse});
+  const AttentionGeometry g = check_qkv(op, qkv, heads);
+  const Shape out_shape = {g.batch, g.time, g.heads * g.head_dim};
+  check_dtype(op, "dy", dy, qkv.dtype());
+  check_dtype(op, "y", y, qkv.dtype());
+  check_shape(op, "dy", dy, out_shape);
+  check_shape(op, "y", y, out_shape);
+  ALLOY_CHECK(lse.defined(), op, ": lse is undefined (was the forward asked to save it?)");
+  check_dtype(op, "lse", lse, DType::f32);
+  check_shape(op, "lse", lse, {g.batch, g.heads, g.time});
+  Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), device, MemoryCategory::activations);
+  ALLOY_RUN_KERNEL(op, device, attention_backward, dy.raw(), qkv.raw(), y.raw(), lse.data<float>(),
+                   qkv.dtype(), g, dqkv.raw());
+  return dqkv;
+}
+
+}  // namespace alloy

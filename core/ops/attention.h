@@ -1,0 +1,52 @@
+// Causal multi-head self-attention over the fused q | k | v projection, as GPT-2's
+// CausalSelfAttention without its output projection, and without ever holding a T x T matrix:
+// flash attention's online softmax over blocks of keys, with fp32 statistics.
+//
+// qkv: [B, T, 3C] (one floating dtype), C = H * D; for head h, q_t = qkv[b, t, h*D : h*D + D],
+// k_t the same columns + C, v_t + 2C. With s_tj = (q_t . k_j) * (1 / sqrt(D)) for j <= t:
+//   y[b, t, h*D + d] = round(sum_j p_tj v_jd),   p_tj = exp(s_tj - lse_t),
+//   lse_t = m_t + log(l_t) in fp32 (m_t the row's running max, l_t its running sum of exp),
+// all arithmetic in fp32 from the widened inputs, y rounded once to qkv's dtype.
+// Backward recomputes p from q, k and lse (flash attention 2):
+//   delta_t = sum_d dy_td * y_td,  ds_tj = p_tj * (dy_t . v_j - delta_t),
+//   dq_t = scale * sum_j ds_tj k_j,  dk_j = scale * sum_t ds_tj q_t,  dv_j = sum_t p_tj dy_t,
+// rounded once into dqkv (qkv's dtype). Every sum runs in a fixed order (no atomics), so both
+// backends are deterministic; they share the formulas but not the blocking, so they agree to
+// fp32 rounding, not bit for bit.
+//
+// Attention dropout is not applied (GPT-2's dropout on the probabilities needs the mask inside
+// the kernel); a model applies its dropout to the projections' outputs.
+#pragma once
+
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace alloy {
+
+struct AttentionGeometry {
+  std::int64_t batch = 0, time = 0, heads = 0, head_dim = 0;
+};
+
+struct AttentionResult {
+  Tensor y;    // [B, T, C] in qkv's dtype
+  Tensor lse;  // f32 [B, H, T]: each query row's log-sum-exp, for backward; undefined unless saved
+};
+
+// save_lse: keep the row statistics for backward (an evaluation forward does not).
+AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool save_lse = true);
+
+// dy: [B, T, C] in qkv's dtype; y and lse from the forward of qkv. Returns dqkv [B, T, 3C].
+Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
+                          std::int64_t heads);
+
+namespace cpu {
+// lse may be null. Blocks of 64 query rows by 64 keys in fp32 scratch per head, their products
+// GEMMs on the calling thread; heads split over the pool.
+void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g, void* y,
+                       float* lse);
+void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,
+                        DType dtype, const AttentionGeometry& g, void* dqkv);
+}  // namespace cpu
+
+}  // namespace alloy

@@ -1,0 +1,52 @@
+// CUDA causal self-attention against the CPU kernels: forward (y, lse) and backward at f32,
+// f16 and bf16, for sequences shorter than, equal to and longer than a tile, head sizes below a
+// warp, of a warp and of the kernels' largest (128); a second run repeats bit for bit. Sizes
+// stay small: the emulator runs every thread.
+#include <boost/test/unit_test.hpp>
+
+#include "core/ops/attention.h"
+#include "tests/support/gpu.h"
+
+using namespace alloy;
+using namespace alloy::test;
+
+BOOST_AUTO_TEST_SUITE(attention_gpu)
+
+BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu_and_repeat_bit_for_bit) {
+  Generator generator(17);
+  const AttentionGeometry cases[] = {
+      {2, 1, 2, 32}, {1, 33, 2, 16}, {1, 17, 1, 128}, {2, 40, 1, 40}, {1, 65, 2, 64}};
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    for (const AttentionGeometry& g : cases) {
+      const std::string what = std::string(dtype_name(dtype)) + " T" + std::to_string(g.time) +
+                               " H" + std::to_string(g.heads) + " D" + std::to_string(g.head_dim);
+      const Tensor qkv =
+          random_tensor({g.batch, g.time, 3 * g.heads * g.head_dim}, dtype, generator, -1.5f, 1.5f);
+      const Tensor dy = random_tensor({g.batch, g.time, g.heads * g.head_dim}, dtype, generator);
+      const AttentionResult cpu = attention_forward(qkv, g.heads);
+      const Tensor dqkv = attention_backward(dy, qkv, cpu.y, cpu.lse, g.heads);
+
+      const Tensor qkv_gpu = to_cuda(qkv), dy_gpu = to_cuda(dy);
+      AttentionResult gpu[2];
+      Tensor dqkv_gpu[2];
+      for (int run = 0; run < 2; ++run) {
+        gpu[run] = attention_forward(qkv_gpu, g.heads);
+        dqkv_gpu[run] = attention_backward(dy_gpu, qkv_gpu, gpu[run].y, gpu[run].lse, g.heads);
+      }
+      // Against the CPU's y, so that both backwards see the same delta.
+      const Tensor dqkv_from_cpu_y =
+          attention_backward(dy_gpu, qkv_gpu, to_cuda(cpu.y), to_cuda(cpu.lse), g.heads);
+      check_gpu_close(gpu[0].y, cpu.y, "y " + what, gpu_tolerance(dtype), 1e-5);
+      check_gpu_close(gpu[0].lse, cpu.lse, "lse " + what, 1e-5, 1e-5);
+      check_gpu_close(dqkv_from_cpu_y, dqkv, "dqkv " + what, gpu_tolerance(dtype), 1e-4);
+      check_gpu_equal(gpu[1].y, to_host(gpu[0].y), "y again " + what);
+      check_gpu_equal(gpu[1].lse, to_host(gpu[0].lse), "lse again " + what);
+      check_gpu_equal(dqkv_gpu[1], to_host(dqkv_gpu[0]), "dqkv again " + what);
+      const AttentionResult eval = attention_forward(qkv_gpu, g.heads, false);
+      BOOST_TEST(!eval.lse.defined());
+      check_gpu_equal(eval.y, to_host(gpu[0].y), "eval y " + what);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,176 @@
+// alloy train --model gpt end to end on a small generated text: k steps, a checkpoint, k more
+// equal 2k steps bit for bit (dropout on); eval and end events; the opt levels train to a
+// finite loss; bad flags exit 2 and bad token files exit 1 naming the file.
+#include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "core/random.h"
+#include "tests/support/process.h"
+
+using namespace alloy;
+using namespace alloy::test;
+
+namespace {
+
+// Words from a small lexicon in random order: something a model can learn in a few steps.
+std::string generated_text(std::size_t bytes) {
+  const std::vector<std::string> words = {"the ",  "king ",    "and ",   "queen ",
+                                          "of ",   "hearts\n", "shall ", "speak ",
+                                          "now, ", "my ",      "lord. "};
+  Generator generator(11);
+  std::string text;
+  while (text.size() < bytes)
+    text += words[generator.below(words.size())];
+  return text;
+}
+
+struct Corpus {
+  TempDir dir;
+  std::string path = dir.file("text.txt");
+  Corpus() { std::ofstream(path) << generated_text(20000); }
+};
+
+std::vector<std::string> tiny_gpt(const std::string& data_file, const std::string& layers = "2",
+                                  const std::string& heads = "2") {
+  return {"train",   "--model",       "gpt",    "--dataset",      "text", "--data-file",
+          data_file, "--n-layer",     layers,   "--n-head",       heads,  "--n-embd",
+          "16",      "--block-size",  "16",     "--batch-size",   "4",    "--optimizer",
+          "adamw",   "--lr",          "3e-3",   "--weight-decay", "0.1",  "--threads",
+          "2",       "--lr-schedule", "cosine", "--warmup-steps", "2"};
+}
+
+std::vector<std::string> with(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+std::string json_field(const std::string& log, const std::string& event, const std::string& key) {
+  const std::regex line("\\{\"event\":\"" + event + "\"[^\n]*");
+  std::smatch match;
+  if (!std::regex_search(log, match, line)) return {};
+  const std::regex field("\"" + key + "\":(\"[^\"]*\"|[^,}]*)");
+  std::smatch value;
+  const std::string text = match.str();
+  return std::regex_search(text, value, field) ? value[1].str() : std::string();
+}
+
+int count_events(const std::string& log, const std::string& event) {
+  const std::string needle = "{\"event\":\"" + event + "\"";
+  int count = 0;
+  for (std::size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1))
+    ++count;
+  return count;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gpt_train)
+
+BOOST_AUTO_TEST_CASE(k_steps_then_k_more_from_a_checkpoint_equal_2k_steps) {
+  Corpus corpus;
+  const auto args = with(tiny_gpt(corpus.path), {"--dropout", "0.1", "--steps", "8"});
+  const ProcessResult straight = run_alloy(with(args, {"--log-json", "-"}));
+  BOOST_TEST_REQUIRE(straight.exit_code == 0, straight.errors);
+  const std::string digest = json_field(straight.output, "end", "params_digest");
+  BOOST_TEST_REQUIRE(!digest.empty());
+
+  const std::string dir = corpus.dir.file("ckpt");
+  const ProcessResult first = run_alloy(
+      with(args, {"--checkpoint-dir", dir, "--checkpoint-every", "4", "--log-json", "-"}));
+  BOOST_TEST_REQUIRE(first.exit_code == 0, first.errors);
+  BOOST_TEST(json_field(first.output, "end", "params_digest") == digest);
+  BOOST_TEST(count_events(first.output, "checkpoint") == 2);  // step 4, and the end
+
+  const ProcessResult resumed =
+      run_alloy(with(args, {"--resume", dir + "/step-00000004.ckpt", "--log-json", "-"}));
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
+  BOOST_TEST(resumed.errors.find("resuming from") != std::string::npos);
+  BOOST_TEST(json_field(resumed.output, "end", "params_digest") == digest);
+  // A model of another shape refuses the checkpoint, naming it.
+  const ProcessResult other = run_alloy(
+      with(tiny_gpt(corpus.path, "3"), {"--steps", "8", "--resume", dir + "/step-00000004.ckpt"}));
+  BOOST_TEST(other.exit_code == 1);
+  BOOST_TEST(other.errors.find("step-00000004.ckpt") != std::string::npos, other.errors);
+}
+
+BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
+  Corpus corpus;
+  const ProcessResult run =
+      run_alloy(with(tiny_gpt(corpus.path), {"--steps", "60", "--eval-every", "30",
+                                             "--eval-batches", "2", "--log-json", "-"}));
+  BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+  BOOST_TEST(count_events(run.output, "eval") == 2);
+  BOOST_TEST(json_field(run.output, "eval", "step") == "30");
+  const double first_val = std::stod(json_field(run.output, "eval", "val_loss"));
+  const double end_val = std::stod(json_field(run.output, "end", "val_loss"));
+  BOOST_TEST(std::stod(json_field(run.output, "end", "tokens_per_second")) > 0);
+  BOOST_TEST(json_field(run.output, "end", "step") == "60");
+  // Eleven words: the loss falls well below log(vocabulary) within 60 steps.
+  BOOST_TEST(end_val < first_val);
+  BOOST_TEST(end_val < 2.5);
+}
+
+BOOST_AUTO_TEST_CASE(generate_continues_a_prompt_from_a_checkpoint) {
+  Corpus corpus;
+  const std::string dir = corpus.dir.file("ckpt");
+  const ProcessResult run =
+      run_alloy(with(tiny_gpt(corpus.path), {"--steps", "40", "--checkpoint-dir", dir}));
+  BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+  const std::string file = dir + "/step-00000040.ckpt";
+  const auto generate = [&](const std::vector<std::string>& more) {
+    return run_alloy(
+        with({"generate", "--checkpoint", file, "--prompt", "the ", "--tokens", "30"}, more));
+  };
+  const ProcessResult a = generate({"--seed", "3"});
+  BOOST_TEST_REQUIRE(a.exit_code == 0, a.errors);
+  BOOST_TEST(a.output.rfind("the ", 0) == 0);
+  BOOST_TEST(a.output.size() == 4u + 30u + 1u);  // prompt, 30 characters, newline
+  BOOST_TEST(generate({"--seed", "3"}).output == a.output);
+  // Greedy decoding ignores the seed.
+  BOOST_TEST(generate({"--temperature", "0", "--seed", "1"}).output ==
+             generate({"--temperature", "0", "--seed", "2"}).output);
+  const ProcessResult unknown = run_alloy({"generate", "--checkpoint", file, "--prompt", "xyz"});
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(unknown.errors.find("'x'") != std::string::npos, unknown.errors);
+}
+
+BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {
+  Corpus corpus;
+  for (const auto& level :
+       std::vector<std::vector<std::string>>{{"--opt-level", "O1"},
+                                             {"--opt-level", "O2"},
+                                             {"--opt-level", "O2", "--half-dtype", "bf16"},
+                                             {"--opt-level", "O3"},
+                                             {"--opt-level", "O3", "--half-dtype", "bf16"}}) {
+    const ProcessResult run =
+        run_alloy(with(with(tiny_gpt(corpus.path), {"--steps", "6", "--log-json", "-"}), level));
+    BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+    const std::string loss = json_field(run.output, "end", "val_loss");
+    BOOST_TEST((!loss.empty() && loss != "null"), level[1] << " " << run.output);
+    BOOST_TEST(std::stod(loss) < 3.5, level[1]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_flags_exit_2_and_bad_token_files_exit_1_naming_the_file) {
+  Corpus corpus;
+  const ProcessResult heads = run_alloy(with(tiny_gpt(corpus.path, "2", "3"), {"--steps", "2"}));
+  BOOST_TEST(heads.exit_code == 2);
+  BOOST_TEST(heads.errors.find("--n-embd 16 is not divisible by --n-head 3") != std::string::npos,
+             heads.errors);
+  const ProcessResult no_steps = run_alloy(tiny_gpt(corpus.path));
+  BOOST_TEST(no_steps.exit_code == 2);
+  BOOST_TEST(no_steps.errors.find("--steps") != std::string::npos, no_steps.errors);
+
+  const std::string bad = corpus.dir.file("bad.bin");
+  std::ofstream(bad, std::ios::binary) << std::string(1024, 'x');
+  const ProcessResult magic =
+      run_alloy({"train", "--model", "gpt", "--dataset", "tokens", "--data-file", bad, "--n-layer",
+                 "1", "--n-head", "1", "--n-embd", "8", "--block-size", "4", "--steps", "1"});
+  BOOST_TEST(magic.exit_code == 1);
+  BOOST_TEST(magic.errors.find(bad + ": bad magic") != std::string::npos, magic.errors);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
