@@ -53,6 +53,7 @@ output, or a setup error; 2 a usage error; 77 --device cuda and torch sees no us
 """
 
 import argparse
+import atexit
 import fnmatch
 import json
 import os
@@ -63,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -240,8 +242,8 @@ def plan(args):
                          "label": f"Alloy {' '.join(flags)} ({words}), batch {batch}",
                          "settings": {"flags": flags}})
     if args.rows:
-        rows = [r for r in rows if any(fnmatch.fnmatch(f"{r['part']}/{r['row']}", g)
-                                       or fnmatch.fnmatch(r["row"], g) for g in args.rows)]
+        rows = [r for r in rows if any(fnmatch.fnmatch(name, g) for g in args.rows for name in (
+            f"{r['part']}/{r['row']}", r["row"], r["row"].split("/")[1]))]
     return rows
 
 
@@ -680,8 +682,9 @@ def parse(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=os.environ.get("ALLOY_BENCH_PARTS") or
                         "lenet,resnet18")
-    parser.add_argument("--rows", default="", help="comma-separated globs of rows to keep, "
-                        "e.g. 'pytorch/fp32-*,alloy/*' or 'resnet50/pytorch/bf16-best'")
+    parser.add_argument("--rows", default="", help="comma-separated globs of the rows to run, matched against "
+                        "PART/SIDE/NAME, SIDE/NAME and NAME (--dry-run lists them), e.g. "
+                        "'fp32-*,alloy/*' or 'resnet50/pytorch/bf16-best'")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     parser.add_argument("--alloy", default=os.environ.get("ALLOY")
@@ -760,10 +763,12 @@ def main(argv):
         return 1
     args.lenet_data = args.data_dir
     if args.device == "cpu" or not has_idx(args.data_dir):
-        args.lenet_data = os.path.join(os.path.abspath(args.out), "data")
+        # Outside --out: 47 MB of random bytes would swell its tarball.
+        args.lenet_data = tempfile.mkdtemp(prefix="gpu-bench-data-")
+        atexit.register(shutil.rmtree, args.lenet_data, True)
         make_idx(args.lenet_data, 16 if args.device == "cpu" else 60000,
                  8 if args.device == "cpu" else 10000)
-        facts["lenet_data"] = f"random IDX files ({args.lenet_data}): timing only"
+        facts["lenet_data"] = "random IDX files of Fashion-MNIST's shape: timing only"
     else:
         facts["lenet_data"] = args.data_dir
     with open(os.path.join(args.out, "facts.json"), "w") as f:

@@ -4,6 +4,7 @@
 #
 #   tools/bench/gpu_vs_pytorch.sh --dry-run                    # every row, no GPU needed
 #   tools/bench/gpu_vs_pytorch.sh --parts resnet50 --rounds 3 --out DIR
+#   tools/bench/gpu_vs_pytorch.sh --time-budget 300 --commit TEXT --results-dir DIR --tar FILE
 #   tools/bench/gpu_vs_pytorch.sh --device cpu --python /usr/bin/python3   # the rehearsal
 #
 # The driver needs only Python 3.9's standard library; the PyTorch rows run with --python

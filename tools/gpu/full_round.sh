@@ -6,7 +6,8 @@
 #      launches in order;
 #   2. tools/gpu/check.sh --phases recipe,seeds,resume,mem,ddp: the recipe at O0-O3 and forced
 #      2^40, O0-O3 over seeds 1-5, bit-exact resume, alloy mem, DDP on one GPU;
-#   3. one round of tools/bench/gpu_vs_pytorch.sh --parts resnet-fp32,resnet-amp.
+#   3. one round of tools/bench/gpu_vs_pytorch.sh --parts resnet18 (its first tier: Alloy and
+#      the PyTorch rows of its goals, within the budget).
 # A device call brings back at most 8 files, so everything goes under one folder that is packed
 # into DIR/round.tar.gz after each part: a call cut short still returns the parts it finished.
 #
@@ -35,10 +36,10 @@ bash tools/gpu/check.sh --phases recipe,seeds,resume,mem,ddp --budget 270 \
 grep -E '^\| (recipe|seeds|resume|mem|ddp) ' "$work/round/check/summary.md" | cut -c1-220
 pack
 echo "== resnet18 bench, 1 round $(date -u +%T)"
-timeout 110 bash tools/bench/gpu_vs_pytorch.sh --parts resnet-fp32,resnet-amp --rounds 1 \
+timeout 110 bash tools/bench/gpu_vs_pytorch.sh --parts resnet18 --rounds 1 \
   --time-budget 100 --commit "${ALLOY_COMMIT:-unknown}" --out "$work/round/resnet" \
   >"$work/round/resnet.log" 2>&1 || status=1
-grep '^| resnet' "$work/round/resnet.log"
+grep '^| resnet18 | alloy' "$work/round/resnet/gpu_bench.md"
 pack
 echo "== end $(date -u +%T)"
 exit "$status"
