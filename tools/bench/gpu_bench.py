@@ -571,6 +571,19 @@ def write_outputs(args, facts, rows, runs, final):
     return row_summaries, comparisons
 
 
+def share_of_peak(args, run):
+    """A run's share of the dense fp16/bf16 peak: resnet50 at 224 (3 x 4.1 GFLOP an image), gpt2
+    (nanoGPT's MFU); None elsewhere, on the CPU and without a figure."""
+    if args.device != "cuda" or run.get("status") != "ok":
+        return None
+    if run["part"] == "resnet50" and SIZES["cuda"]["resnet50"]["image_size"] == 224:
+        return run["value"] * 3 * 4.1e9 / PEAK_FLOPS
+    if run["part"] == "gpt2":
+        return run.get("pytorch", {}).get("mfu") or (
+            run["value"] * gpt2_flops_per_token(args) / PEAK_FLOPS)
+    return None
+
+
 def write_results(args, facts, runs, comparisons):
     """Appends this run's records to DIR/gpu_<part>.jsonl: one line per row and round, one per
     comparison, each with the machine facts."""
@@ -587,6 +600,7 @@ def write_results(args, facts, runs, comparisons):
                               "label": r["label"], "round": r["round"], "status": r["status"],
                               "value": r.get("value"), "unit": r.get("unit"),
                               "compile_seconds": r.get("compile_seconds"),
+                              "share_of_peak": share_of_peak(args, r),
                               "reason": r.get("reason"),
                               "settings": {k: settings.get(k) for k in (
                                   "precision", "tf32", "cudnn_benchmark", "layout", "optimizer",
