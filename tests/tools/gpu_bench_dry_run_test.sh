@@ -15,9 +15,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 "$script" --dry-run --parts lenet,resnet18,resnet50,gpt2 >"$work/all" 2>&1 || status=$?
-((status == 0)) || { echo "gpu_bench_dry_run_test: FAILED: --dry-run exited $status"; cat "$work/all"; exit 1; }
+if ((status != 0)); then
+  echo "gpu_bench_dry_run_test: FAILED: --dry-run exited $status"
+  cat "$work/all"
+  exit 1
+fi
 "$script" --dry-run --parts gpt2 >"$work/gpt2" 2>&1 || status=$?
-((status == 0)) || { echo "gpu_bench_dry_run_test: FAILED: --dry-run --parts gpt2 exited $status"; exit 1; }
+if ((status != 0)); then
+  echo "gpu_bench_dry_run_test: FAILED: --dry-run --parts gpt2 exited $status"
+  exit 1
+fi
 python3 - "$work/all" "$work/gpt2" <<'PY'
 import re
 import sys

@@ -139,7 +139,8 @@ status=0
 if ((status != 0)) || [[ ! -s $work/budget/gpu_bench.md ]] ||
   grep -v '"status": "skipped", "reason": "the time budget of 1 s is spent"' \
     "$work/budget/runs.jsonl" | grep -q .; then
-  fail "--time-budget 1: exit $status, or a run that started: $(head -c 300 "$work/budget/runs.jsonl")"
+  fail "--time-budget 1: exit $status, or a run that started:" \
+    "$(head -c 300 "$work/budget/runs.jsonl")"
 fi
 
 # 3. No Alloy: the PyTorch rows alone.
@@ -150,7 +151,7 @@ if ((status != 0)) ||
   ! grep -q '"row": "pytorch/fp32-defaults".*"status": "ok"' "$work/alone/runs.jsonl" ||
   ! grep -q '"row": "alloy/O0".*"status": "skipped", "reason": "no alloy at' \
     "$work/alone/runs.jsonl"; then
-  fail "without alloy: exit $status, $(cat "$work/alone/runs.jsonl" 2>/dev/null | head -c 600)"
+  fail "without alloy: exit $status, $(head -c 600 "$work/alone/runs.jsonl" 2>/dev/null)"
 fi
 
 # 4. Usage errors.

@@ -31,11 +31,11 @@ its figure is the mean images_per_second of the epoch events after the first (th
 warm-up), gpt2's the end event's tokens_per_second.
 
 Protocol: --rounds rounds (default 3). A round runs three tiers of rows, each over the parts in
-turn: first Alloy's rows and the PyTorch rows its goals compare against, then the other eager
-rows, then the compiled ones, so that a time budget cuts the extras first; within a tier and part
-PyTorch goes first in odd rounds and Alloy first (rows reversed) in even ones. Per row: the median over the rounds and the
-range; per comparison: the ratio of the medians and the range of the per-round ratios ("best
-mixed precision": the best PyTorch fp16/bf16 row of each round). No run starts once
+turn: first Alloy's rows and the PyTorch rows its goals compare against, then the other eager rows,
+then the compiled ones, so that a time budget cuts the extras first; within a tier and part PyTorch
+goes first in odd rounds and Alloy first (rows reversed) in even ones. Per row: the median over the
+rounds and the range; per comparison: the ratio of the medians and the range of the per-round
+ratios ("best mixed precision": the best PyTorch fp16/bf16 row of each round). No run starts once
 --time-budget seconds (0: none) are spent; each run has --run-timeout seconds (compile rows:
 --compile-cap more). Everything is written whatever stops the script.
 
@@ -696,7 +696,8 @@ def parse(argv):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=os.environ.get("ALLOY_BENCH_PARTS") or
                         "lenet,resnet18")
-    parser.add_argument("--rows", default="", help="comma-separated globs of the rows to run, matched against "
+    parser.add_argument("--rows", default="",
+                        help="comma-separated globs of the rows to run, matched against "
                         "PART/SIDE/NAME, SIDE/NAME and NAME (--dry-run lists them), e.g. "
                         "'fp32-*,alloy/*' or 'resnet50/pytorch/bf16-best'")
     parser.add_argument("--rounds", type=int, default=3)
@@ -746,8 +747,8 @@ def dry_run(args, rows):
               f"~{seconds:.0f} s)")
     for part in args.parts:
         per_round = totals.get(part, 0)
-        print(f"estimate {part}: ~{per_round:.0f} device s per round, ~{per_round * args.rounds:.0f}"
-              f" s for {args.rounds} rounds")
+        print(f"estimate {part}: ~{per_round:.0f} device s per round, "
+              f"~{per_round * args.rounds:.0f} s for {args.rounds} rounds")
     print(f"estimate total: ~{sum(totals.values()) * args.rounds:.0f} device s "
           f"(time budget {args.time_budget:g} s)")
 

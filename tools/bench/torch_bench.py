@@ -171,7 +171,7 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, vocab, block_size, n_layer=12, n_head=12, n_embd=768):
         super().__init__()
-        self.n_layer, self.n_head, self.n_embd, self.block_size = n_layer, n_head, n_embd, block_size
+        self.n_layer, self.n_embd = n_layer, n_embd
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = nn.Embedding(block_size, n_embd)
         self.h = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
@@ -475,8 +475,9 @@ def library_facts(device_type):
 def facts_command(args):
     driver = None
     try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=30).stdout.strip() or None
+        driver = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=30).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         pass
     facts = library_facts(args.device)

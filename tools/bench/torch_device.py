@@ -1,7 +1,7 @@
 """The device side of the PyTorch references in tools/bench (lenet_pytorch.py, resnet18_pytorch.py,
-torch_bench.py): the --device, --tf32 and --cudnn-benchmark flags, their checks and settings, the
-GradScaler of their AMP runs, the synchronisation around timed regions, and the facts about the device and the
-libraries that go into the JSON.
+torch_bench.py): the --device, --tf32 and --cudnn-benchmark flags, their checks and settings,
+the GradScaler of their AMP runs, the synchronisation around timed regions, and the facts about
+the device and the libraries that go into the JSON.
 
 Runs on PyTorch 1.13 and 2.x, with or without CUDA. Torch is imported by the caller first (each
 script says how to install it when the import fails).

@@ -36,7 +36,8 @@ wait
 cp "$work/bench/gpu_bench.md" "$out/gpu_bench.md" 2>/dev/null || true
 # The results records exist only once the script has ended: pack them too.
 if [[ -d $work/bench/results ]]; then
-  tar -czf "$out/bench.tar.gz.part" -C "$work" bench && mv "$out/bench.tar.gz.part" "$out/bench.tar.gz"
+  tar -czf "$out/bench.tar.gz.part" -C "$work" bench &&
+    mv "$out/bench.tar.gz.part" "$out/bench.tar.gz"
 fi
 echo "bench_round.sh: gpu_vs_pytorch.sh exited $status" >>"$out/console.log"
 exit "$status"

@@ -4,13 +4,13 @@
   tools/results/render.py [--readme README.md] [--results docs/results] [--check]
 
 Every `<!-- results:NAME -->` ... `<!-- /results:NAME -->` pair in the README is replaced by the
-table of docs/results/NAME.jsonl (the records tools/bench/gpu_vs_pytorch.sh --results-dir
-appends: one "row" line per row and round, one "comparison" line per comparison): the latest
-run in the file (its date, commit and command), each row's median over its rounds and range
-(and its share of the dense fp16 peak, where the records give one), and each comparison's ratio of medians, per-round range and goal. The file is written only when
-its text changes, so a second run leaves it as it is. --check writes nothing and exits 1,
-naming the tables, when a table in the README differs from what the records give (2: a usage
-error, an unknown or unclosed marker, or an unreadable record).
+table of docs/results/NAME.jsonl (the records tools/bench/gpu_vs_pytorch.sh --results-dir appends:
+one "row" line per row and round, one "comparison" line per comparison): the latest run in the file
+(its date, commit and command), each row's median over its rounds and range (and its share of the
+dense fp16 peak, where the records give one), and each comparison's ratio of medians, per-round
+range and goal. The file is written only when its text changes, so a second run leaves it as it is.
+--check writes nothing and exits 1, naming the tables, when a table in the README differs from what
+the records give (2: a usage error, an unclosed marker or an unreadable record).
 
 Needs Python 3.9's standard library only.
 """
