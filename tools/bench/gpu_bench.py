@@ -48,8 +48,9 @@ row and round and one per comparison, with the machine facts, for tools/results/
 --device cpu rehearses the pipeline with tiny sizes: rows that need CUDA (fp16/bf16, cuDNN's
 benchmark, TF32, fused optimizers, torch.compile, CUDA graphs) report "skipped" with the reason.
 
-Exit status: 0 every run ok, skipped or not built; 1 a run failed, timed out or left unreadable
-output, or a setup error; 2 a usage error; 77 --device cuda and torch sees no usable CUDA device.
+Exit status: 0 every run ok, skipped, not built or cut by the budget; 1 a run failed, timed out
+or left unreadable output, or a setup error (no torch at --python); 2 a usage error; 77 --device
+cuda and torch sees no usable CUDA device.
 """
 
 import argparse
@@ -91,6 +92,7 @@ CNN_ROWS = [
 ]
 GPT = {"tf32": "on", "optimizer": "fused"}  # nanoGPT's: TF32 for what autocast leaves in fp32
 GPT_ROWS = [
+    ("fp32-defaults", {}),
     ("fp32-eager", dict(GPT)),
     ("bf16-eager", {"precision": "bf16", **GPT}),
     ("bf16-eager-v50304", {"precision": "bf16", **GPT, "vocab": 50304}),
@@ -331,7 +333,8 @@ def run_one(args, row, round_, limit):
         if not args.torch_ok:
             record.update(status="skipped", reason=args.torch_error)
             return record
-        cap = max(5, min(args.compile_cap, limit - 20))
+        # The cap is on compilation; an eager row's warm-up has the run's limit alone.
+        cap = max(5, min(args.compile_cap, limit - 20)) if compiles else limit + 60
         command = pytorch_command(args, row["part"], row["settings"], cap)
         # PyTorch loads the cuDNN and cuBLAS of its own wheels; a path set for Alloy's libraries
         # makes it load others and refuse to start.
@@ -739,15 +742,18 @@ def parse(argv):
 
 
 def dry_run(args, rows):
-    totals = {}
+    totals, tiers = {}, {}
     for row in rows:
         seconds = estimate(row, args.compile_cap)
         totals[row["part"]] = totals.get(row["part"], 0) + seconds
+        tiers[row["part"], tier_of(row)] = tiers.get((row["part"], tier_of(row)), 0) + seconds
         print(f"{row['part']}/{row['row']}: {row['label']} (tier {tier_of(row)}, "
               f"~{seconds:.0f} s)")
     for part in args.parts:
         per_round = totals.get(part, 0)
-        print(f"estimate {part}: ~{per_round:.0f} device s per round, "
+        split = ", ".join(f"tier {t} ~{tiers[part, t]:.0f} s" for t in (1, 2, 3)
+                          if (part, t) in tiers)
+        print(f"estimate {part}: ~{per_round:.0f} device s per round ({split}), "
               f"~{per_round * args.rounds:.0f} s for {args.rounds} rounds")
     print(f"estimate total: ~{sum(totals.values()) * args.rounds:.0f} device s "
           f"(time budget {args.time_budget:g} s)")
@@ -773,7 +779,7 @@ def main(argv):
               f"{facts.get('torch_cuda')}) says torch.cuda.is_available() is False",
               file=sys.stderr)
         return 77
-    if args.device == "cpu" and not args.torch_ok:
+    if not args.torch_ok:
         print(f"gpu_vs_pytorch.sh: {args.torch_error}: pass --python PATH", file=sys.stderr)
         return 1
     args.lenet_data = args.data_dir
@@ -792,7 +798,7 @@ def main(argv):
     runs = []
     runs_path = os.path.join(args.out, "runs.jsonl")
     open(runs_path, "w").close()
-    timed_out = set()
+    timed_out = {}  # (part, row): why it is not run again, (part, row, "round"): when
     for round_ in range(1, args.rounds + 1):
         for tier, part in [(t, p) for t in (1, 2, 3) for p in args.parts]:
             mine = [r for r in rows if r["part"] == part and tier_of(r) == tier]
@@ -807,8 +813,8 @@ def main(argv):
                 if key in timed_out:
                     record = {"record": "run", "part": part, "row": row["row"], "side":
                               row["side"], "label": row["label"], "round": round_,
-                              "status": "skipped", "reason": "timed out in an earlier round",
-                              "stderr": "-"}
+                              "status": "skipped", "reason": f"{timed_out[key]} in round "
+                              f"{timed_out[key + ('round',)]}", "stderr": "-"}
                 elif left < 15:
                     record = {"record": "run", "part": part, "row": row["row"], "side":
                               row["side"], "label": row["label"], "round": round_,
@@ -819,8 +825,13 @@ def main(argv):
                     if row["side"] == "pytorch" and row["settings"]["compile"] != "none":
                         limit += args.compile_cap
                     record = run_one(args, row, round_, min(limit, left))
-                    if record["status"] in ("timed out", "compile-cap"):
-                        timed_out.add(key)
+                    if record["status"] == "timed out" and left < limit:
+                        # Stopped by the budget, not by its own limit: no verdict on the row.
+                        record.update(status="cut by the budget", reason=f"the time budget of "
+                                      f"{args.time_budget:g} s ran out during the run")
+                    elif record["status"] in ("timed out", "compile-cap"):
+                        timed_out[key] = record["status"]
+                        timed_out[key + ("round",)] = round_
                 runs.append(record)
                 with open(runs_path, "a") as f:
                     f.write(json.dumps(record) + "\n")
