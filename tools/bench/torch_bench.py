@@ -392,7 +392,10 @@ def run_row(args):
         def run(i):
             return step(*batches(i))
 
+    alarm = {"fired": False}
+
     def on_alarm(signum, frame):
+        alarm["fired"] = True
         raise CompileCap()
     signal.signal(signal.SIGALRM, on_alarm)
     signal.alarm(max(1, int(args.compile_cap)))
@@ -415,7 +418,9 @@ def run_row(args):
         for i in range(1, args.warmup_steps):
             run(i)
         torch_device.synchronize(device)
-    except CompileCap:
+    except Exception:  # noqa: BLE001  (torch.compile wraps what the alarm raised)
+        if not alarm["fired"]:
+            raise
         return {"status": "compile-cap", "reason": f"warm-up (compilation) past the cap of "
                 f"{args.compile_cap:g} s", "compile_cap_seconds": args.compile_cap, **facts}
     finally:
@@ -468,8 +473,16 @@ def library_facts(device_type):
             "cudnn": torch.backends.cudnn.version() if cuda else None,
             "gpu": torch.cuda.get_device_name(0) if cuda else None,
             "cudnn_benchmark_read": torch.backends.cudnn.benchmark,
-            "float32_matmul_precision": torch.get_float32_matmul_precision()
-            if hasattr(torch, "get_float32_matmul_precision") else None, **tf32}
+            "float32_matmul_precision": float32_matmul_precision(), **tf32}
+
+
+def float32_matmul_precision():
+    """torch.get_float32_matmul_precision(), or None where there is none or it refuses to say
+    (PyTorch 2.9 and later raise once the fp32_precision settings have been used)."""
+    try:
+        return torch.get_float32_matmul_precision()
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def facts_command(args):
