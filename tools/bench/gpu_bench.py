@@ -156,8 +156,8 @@ SIZES = {
 }
 # Rough device seconds of one run on an H200 (process start included), for --dry-run's estimate:
 # eager fp32, eager mixed, Alloy, and what torch.compile's default and reduce-overhead modes add
-# (max-autotune: the whole --compile-cap, which ResNet-18's and ResNet-50's passed at 100 and 60
-# s). From single runs of each kind, several at once on one GPU: rough.
+# (max-autotune: the whole --compile-cap, which it may well need). From single runs of each kind,
+# several at once on one GPU: rough.
 ESTIMATE = {"lenet": (12, 12, 8, 15), "resnet18": (12, 20, 12, 40),
             "resnet50": (15, 30, 25, 70), "gpt2": (20, 17, 15, 40)}
 
