@@ -30,14 +30,15 @@ them, one per line, with an estimate of each part's device seconds). Every run w
 its figure is the mean images_per_second of the epoch events after the first (the first is its
 warm-up), gpt2's the end event's tokens_per_second.
 
-Protocol: --rounds rounds (default 3). A round runs three tiers of rows, each over the parts in
-turn: first Alloy's rows and the PyTorch rows its goals compare against, then the other eager rows,
-then the compiled ones, so that a time budget cuts the extras first; within a tier and part PyTorch
-goes first in odd rounds and Alloy first (rows reversed) in even ones. Per row: the median over the
-rounds and the range; per comparison: the ratio of the medians and the range of the per-round
-ratios ("best mixed precision": the best PyTorch fp16/bf16 row of each round). No run starts once
---time-budget seconds (0: none) are spent; each run has --run-timeout seconds (compile rows:
---compile-cap more). Everything is written whatever stops the script.
+Protocol: --rounds rounds (default 3) of three tiers of rows, all the rounds of a tier before the
+next: first Alloy's rows and the PyTorch rows its goals compare against, then the other eager rows,
+then the compiled ones, so that a time budget cuts the extras first and leaves the goals their
+rounds. Within a round the parts take turns, PyTorch first in odd rounds and Alloy first (rows
+reversed) in even ones. Per row: the median over the rounds and the range; per comparison: the
+ratio of the medians and the range of the per-round ratios ("best mixed precision": the best
+PyTorch fp16/bf16 row of each round, of those that ran in it). No run starts once --time-budget
+seconds (0: none) are spent; each run has --run-timeout seconds (compile rows: --compile-cap more).
+Everything is written whatever stops the script.
 
 Output, under --out (default gpu-bench-<UTC time>): runs.jsonl (every run's raw record, appended
 as it ends), logs/ (each run's output), facts.json, summary.jsonl and gpu_bench.md (rewritten
@@ -545,7 +546,10 @@ def markdown(args, facts, rows, runs, row_summaries, comparisons, final):
             f"{s['rounds_ok']} | "
             + (f"{s['compile_seconds_median']:.1f}" if "compile_seconds_median" in s else "-")
             + " | " + ("-" if peak is None else f"{100 * peak:.1f}%") + f" | {status} |")
-    lines += ["", "Share of peak: resnet50 images/s x 3 x 4.1 GFLOP over 989.4 TFLOP/s (dense "
+    lines += ["", "fp16 rows train with foreach SGD: fused SGD with momentum under a GradScaler "
+              "turns the weights to NaN once the scaler has skipped overflowing first steps "
+              "(fused AdamW does not).", "",
+              "Share of peak: resnet50 images/s x 3 x 4.1 GFLOP over 989.4 TFLOP/s (dense "
               "fp16/bf16, H100/H200 SXM); gpt2 MFU: nanoGPT's estimate, (6 N + 12 L d T) FLOP "
               "per token x tokens/s over the same peak (N: parameters but the position "
               "embedding; L 12, d 768, T 1024).", "", "## Runs", "",
@@ -804,8 +808,9 @@ def main(argv):
     runs_path = os.path.join(args.out, "runs.jsonl")
     open(runs_path, "w").close()
     timed_out = {}  # (part, row): why it is not run again, (part, row, "round"): when
-    for round_ in range(1, args.rounds + 1):
-        for tier, part in [(t, p) for t in (1, 2, 3) for p in args.parts]:
+    # Tiers outermost: under a time budget the rows of Alloy's goals get all their rounds first.
+    for tier, round_ in [(t, n) for t in (1, 2, 3) for n in range(1, args.rounds + 1)]:
+        for part in args.parts:
             mine = [r for r in rows if r["part"] == part and tier_of(r) == tier]
             order = ([r for r in mine if r["side"] == "pytorch"]
                      + [r for r in mine if r["side"] == "alloy"])
@@ -840,7 +845,8 @@ def main(argv):
                 runs.append(record)
                 with open(runs_path, "a") as f:
                     f.write(json.dumps(record) + "\n")
-                print(f"round {round_}/{args.rounds} {part} {row['row']}: {record['status']}"
+                print(f"tier {tier} round {round_}/{args.rounds} {part} {row['row']}: "
+                      f"{record['status']}"
                       + (f" {record['value']:.1f} {record['unit']}" if "value" in record else "")
                       + (f" ({record['reason']})" if record.get("reason") and
                          record["status"] != "ok" else "")
