@@ -437,7 +437,9 @@ def summarize(args, rows, runs):
             summary["share_of_fp16_peak"] = med * 3 * 4.1e9 / PEAK_FLOPS
         mfus = [r["pytorch"]["mfu"] for r in done.values()
                 if r.get("status") == "ok" and "mfu" in r.get("pytorch", {})]
-        if mfus:
+        if args.device != "cuda":
+            pass  # a share of a GPU's peak means nothing in the CPU rehearsal
+        elif mfus:
             summary["mfu"] = statistics.median(mfus)
         elif row["part"] == "gpt2" and med is not None:
             summary["mfu"] = med * gpt2_flops_per_token(args) / PEAK_FLOPS
