@@ -705,9 +705,17 @@ def json_lines_text(text):
     return None
 
 
+class Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, exit status 2, like alloy's."""
+
+    def error(self, message):
+        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
+        sys.exit(2)
+
+
 def parse(argv):
-    parser = argparse.ArgumentParser(prog="gpu_vs_pytorch.sh", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = Parser(prog="gpu_vs_pytorch.sh", description=__doc__,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--parts", default=os.environ.get("ALLOY_BENCH_PARTS") or
                         "lenet,resnet18")
     parser.add_argument("--rows", default="",
