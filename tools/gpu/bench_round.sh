@@ -8,14 +8,15 @@
 #   OUTDIR/gpu_bench.md   the tables, OUTDIR/summary.jsonl their records (at the end)
 #   OUTDIR/console.log    the script's progress lines and its exit status
 #
-#   ALLOY_COMMIT=<commit> bash tools/gpu/bench_round.sh OUTDIR [gpu_vs_pytorch.sh options]
-#   e.g. bash tools/gpu/bench_round.sh "$OUT" --parts resnet50,lenet,resnet18 --rounds 2 \
-#          --time-budget 330
+#   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/bench_round.sh OUTDIR \
+#       [gpu_vs_pytorch.sh options]
+#   e.g. ... bench_round.sh "$OUT" --parts resnet50,lenet,resnet18 --rounds 2 --time-budget 330
 #
-# Defaults: --time-budget 330, $ALLOY or build/bin/alloy, --commit $ALLOY_COMMIT where set.
-# Append the records to the tree afterwards with
-#   tar -xzf OUTDIR/bench.tar.gz && cat bench/results/gpu_*.jsonl >> docs/results/... (one file
-#   per part) and python3 tools/results/render.py.
+# Defaults: --time-budget 330, $ALLOY or $ALLOY_BUILD/bin/alloy (ALLOY_BUILD: build), --commit
+# $ALLOY_COMMIT where set. `gpu_vs_pytorch.sh --dry-run` with the same options estimates the time.
+# Then, in the tree: tar -xzf OUTDIR/bench.tar.gz -C /tmp, and for each part
+#   cat /tmp/bench/results/gpu_PART.jsonl >>docs/results/gpu_PART.jsonl
+# and python3 tools/results/render.py (README.md's tables).
 # Exit status: gpu_vs_pytorch.sh's.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -28,7 +29,8 @@ trap 'rm -rf "$work"' EXIT
 flags=(--out "$work/bench" --tar "$out/bench.tar.gz" --results-dir "$work/bench/results")
 [[ " $* " == *" --time-budget "* ]] || flags+=(--time-budget 330)
 [[ -z ${ALLOY_COMMIT:-} || " $* " == *" --commit "* ]] || flags+=(--commit "$ALLOY_COMMIT")
-[[ -n ${ALLOY:-} || " $* " == *" --alloy "* ]] || flags+=(--alloy "$here/build/bin/alloy")
+[[ -n ${ALLOY:-} || " $* " == *" --alloy "* ]] ||
+  flags+=(--alloy "${ALLOY_BUILD:-$here/build}/bin/alloy")
 status=0
 bash "$here/tools/bench/gpu_vs_pytorch.sh" "${flags[@]}" "$@" >"$out/summary.jsonl" \
   2> >(tee "$out/console.log" >&2) || status=$?
