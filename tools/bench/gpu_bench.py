@@ -548,7 +548,10 @@ def markdown(args, facts, rows, runs, row_summaries, comparisons, final):
             f"{s['rounds_ok']} | "
             + (f"{s['compile_seconds_median']:.1f}" if "compile_seconds_median" in s else "-")
             + " | " + ("-" if peak is None else f"{100 * peak:.1f}%") + f" | {status} |")
-    lines += ["", "fp16 rows train with foreach SGD: fused SGD with momentum under a GradScaler "
+    lines += ["", "Compile s: the first step of the run (compilation, cuDNN's benchmark, graph "
+              "capture), apart from the timed steps; a later round may find PyTorch's compile "
+              "cache warm.", "",
+              "fp16 rows train with foreach SGD: fused SGD with momentum under a GradScaler "
               "turns the weights to NaN once the scaler has skipped overflowing first steps "
               "(fused AdamW does not).", "",
               "Share of peak: resnet50 images/s x 3 x 4.1 GFLOP over 989.4 TFLOP/s (dense "
