@@ -121,7 +121,8 @@ void fill_channels(Dataset& dataset, std::uint64_t seed, int classes, int channe
             const double noise = (static_cast<double>(bits >> 32) * kUnit +
                                   static_cast<double>(bits & 0xffffffffu) * kUnit - 1.0) *
                                  kNoiseAmplitude;
-            *pixels++ = static_cast<std::uint8_t>(std::clamp(std::lround(ink + noise), 0l, 255l));
+            // Clamped, then rounded half up: lround's result for these values, without its call.
+            *pixels++ = static_cast<std::uint8_t>(std::clamp(ink + noise, 0.0, 255.0) + 0.5);
           }
         }
       }

@@ -22,7 +22,7 @@ std::vector<std::string> resnet_args(const std::string& level,
       "1",     "--momentum",   "0.9",      "--lr",          "0.01",      "--opt-level",
       level};
   // A scale low enough that O2's first steps do not overflow (and are not skipped).
-  if (level != "O0") args.insert(args.end(), {"--init-loss-scale", "256"});
+  if (level == "O1" || level == "O2") args.insert(args.end(), {"--init-loss-scale", "256"});
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
@@ -59,6 +59,20 @@ BOOST_AUTO_TEST_CASE(steps_bound_the_run_and_a_resume_continues_bit_exactly) {
           run_logged(dir, "second", resnet_args(level, {"--steps", "6", "--resume", run_dir}));
       BOOST_TEST(second.digest() == straight.digest(), second.process.errors);
       BOOST_TEST(json_field(events(second.log, "end").at(0), "step") == "6");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(o1_and_o3_train_too) {
+  for (const std::string level : {"O1", "O3"}) {
+    BOOST_TEST_CONTEXT(level) {
+      TempDir dir;
+      const TrainRun run = run_logged(dir, "run", resnet_args(level, {"--steps", "2"}));
+      const auto epochs = events(run.log, "epoch");
+      BOOST_TEST_REQUIRE(epochs.size() == 1u, run.log);
+      BOOST_TEST(json_field(epochs[0], "skipped_steps") == "0");
+      const double loss = std::stod(json_field(epochs[0], "train_loss"));
+      BOOST_TEST((loss > 0.0 && loss < 20.0), "train_loss " << loss);
     }
   }
 }
