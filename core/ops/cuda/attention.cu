@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     dq_kernel(const T* qkv, const T* dy, const float* lse, const float* delta, AttentionGeometry g,
-              float scale, T* dqkv) {
+              float scale, AttentionDropoutBits dropout, T* dqkv) {
   __shared__ BackwardTiles s;
   const HeadView view = head_view(g);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kBackwardRows;
