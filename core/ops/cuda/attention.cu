@@ -83,9 +83,11 @@ __global__ void __launch_bounds__(kBlockThreads)
   load_tile(q_tile, kForwardRows, qkv, view, row0, 0);
   float m[kRowsPerWarp], l[kRowsPerWarp], alpha[kRowsPerWarp];
   float acc[kRowsPerWarp][kDimPerLane];
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c)
       acc[i][c] = 0.0f;
   }
@@ -95,6 +97,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     load_tile(k_tile, kKeys, qkv, view, key0, 1);
     load_tile(v_tile, kKeys, qkv, view, key0, 2);
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
       const std::int64_t t = row0 + r;
@@ -113,11 +116,13 @@ __global__ void __launch_bounds__(kBlockThreads)
                          : p;
     }
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum = 0.0f;
         for (int j = 0; j < kKeys; ++j)
           sum += p_tile[r][j] * v_tile[j][d];
@@ -125,10 +130,12 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const std::int64_t t = row0 + warp * kRowsPerWarp + i;
-    if (t >= g.time) break;
+    if (t >= g.time) continue;
     const float inverse = 1.0f / l[i];
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
       if (d < view.dim) y[view.out_at(t) + d] = narrow<T>(acc[i][c] * inverse);
@@ -194,6 +201,7 @@ __device__ void probabilities(BackwardTiles& s, std::int64_t row0, std::int64_t 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   constexpr int kRowsPerWarp = kBackwardRows / kWarps;
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = warp * kRowsPerWarp + i;
     const std::int64_t t = row0 + r;
@@ -234,11 +242,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     probabilities(s, row0, key0, view, g, scale, dropout);
     __syncthreads();
+    ALLOY_UNROLL
     for (int kk = 0; kk < kKeysPerWarp; ++kk) {
       const int j = warp * kKeysPerWarp + kk;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum_k = 0.0f, sum_v = 0.0f;
         for (int r = 0; r < kBackwardRows; ++r) {
           sum_k += s.ds[r][j] * s.q[r][d];
@@ -249,12 +259,14 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int kk = 0; kk < kKeysPerWarp; ++kk) {
     const std::int64_t key = key0 + warp * kKeysPerWarp + kk;
-    if (key >= g.time) break;
+    if (key >= g.time) continue;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
-      if (d >= view.dim) break;
+      if (d >= view.dim) continue;
       dqkv[view.qkv_at(key, 1) + d] = narrow<T>(dk[kk][c] * scale);
       dqkv[view.qkv_at(key, 2) + d] = narrow<T>(dv[kk][c]);
     }
@@ -282,11 +294,13 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();
     probabilities(s, row0, key0, view, g, scale, dropout);
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum = 0.0f;
         for (int j = 0; j < kKeys; ++j)
           sum += s.ds[r][j] * s.k[j][d];
@@ -294,9 +308,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const std::int64_t t = row0 + warp * kRowsPerWarp + i;
-    if (t >= g.time) break;
+    if (t >= g.time) continue;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
       if (d < view.dim) dqkv[view.qkv_at(t, 0) + d] = narrow<T>(dq[i][c] * scale);
