@@ -147,8 +147,9 @@ int run_lm_train(TrainOptions options) {
     }
   };
   trainer.run(step_hook, eval_hook);
-  if (!o.checkpoint_dir.empty()) save();
-  if (trainer.steps() < o.steps) {
+  // Waits for the last steps' device work, which their throughput includes.
+  trainer.take_train_loss();
+  if (trainer.steps() < o.steps) {  // stopped by a signal: the step hook saved
     std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
               << trainer.steps() << " of " << o.steps << "; ";
     if (!o.checkpoint_dir.empty()) {
@@ -158,8 +159,9 @@ int run_lm_train(TrainOptions options) {
     }
     return kExitFailure;
   }
-  const double val_loss = trainer.val_loss();
   const double tokens_per_second = trainer.tokens_per_second();
+  if (!o.checkpoint_dir.empty()) save();
+  const double val_loss = trainer.val_loss();
   const std::string digest = trainer.params_digest();
   human << "done: " << trainer.steps() << " steps, validation loss " << std::fixed
         << std::setprecision(4) << val_loss << std::defaultfloat << " over the whole split, "
