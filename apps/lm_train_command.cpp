@@ -6,7 +6,9 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
+#include "apps/data_parallel.h"
 #include "apps/device_choice.h"
 #include "apps/exit_codes.h"
 #include "apps/json_log.h"
@@ -16,6 +18,7 @@
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "parallel/distributed_sampler.h"
 
 namespace alloy::app {
 
@@ -25,10 +28,9 @@ void warn(const std::string& message) {
   std::cerr << "alloy: warning: " << message << std::endl;
 }
 
-void check_single_process(const TrainOptions& o) {
-  if (o.nodes * o.gpus > 1 || o.was_given("dist-backend") || o.max_restarts > 0) {
-    usage_fail("--model ", o.model, " trains in one process: data parallelism (--nodes, --gpus, ",
-               "--dist-backend, --max-restarts) is not available for sequence models yet");
+void check_supported(const TrainOptions& o) {
+  if (o.max_restarts > 0) {
+    usage_fail("--max-restarts is not available for sequence models (--model ", o.model, ") yet");
   }
   for (const char* flag : {"accumulation-steps", "ema-decay", "label-smoothing", "recompute",
                            "async-checkpoint", "epochs"}) {
@@ -51,21 +53,39 @@ std::optional<checkpoint::LoadedCheckpoint> load_resume(const TrainOptions& o) {
 
 }  // namespace
 
-int run_lm_train(TrainOptions options) {
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
   const TrainOptions& o = options;
-  check_single_process(o);
+  check_supported(o);
   for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
     if (o.was_given(flag) && o.checkpoint_dir.empty()) {
       usage_fail("--", flag, " needs --checkpoint-dir");
     }
   }
+  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
+  const parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  parallel::local_batch_size(o.batch_size, placement.world_size);  // a UsageError if uneven
+  const bool data_parallel = joins_process_group(options, placement);
+  if (data_parallel) check_distributed_options(options, placement);
+  if (placement.is_launcher()) {
+    run_launcher(options, placement, args);
+    return kExitSuccess;
+  }
   set_cpu_threads(o.threads);
-  const DeviceChoice device = choose_device(o.device);
+  const DeviceChoice device = choose_device(o.device, placement, probe_cuda_devices());
   make_current(device.device);
-  std::cerr << "alloy: " << device.explanation << std::endl;
+  std::unique_ptr<parallel::ProcessGroup> group;
+  if (data_parallel) {
+    options.dist_backend = dist_backend(options, device);
+    group = join_process_group(placement, device.device, options.dist_backend);
+  }
+  const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
+  if (rank0) std::cerr << "alloy: " << device.explanation << std::endl;
   std::unique_ptr<JsonLog> log;
-  if (!o.log_json.empty()) log = std::make_unique<JsonLog>(o.log_json);
-  std::ostream& human = log && log->to_stdout() ? std::cerr : std::cout;
+  if (!o.log_json.empty() && rank0) log = std::make_unique<JsonLog>(o.log_json);
+  std::ostringstream silent;
+  std::ostream& human = !rank0                    ? static_cast<std::ostream&>(silent)
+                        : log && log->to_stdout() ? std::cerr
+                                                  : std::cout;
 
   std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(o);
   if (resume && resume->state.model != o.model) {
@@ -75,11 +95,19 @@ int run_lm_train(TrainOptions options) {
   LmTrainer trainer(o, device.device, load_token_corpus(o));
   if (resume) {
     trainer.restore(resume->state, resume->path);
-    std::cerr << "alloy: resuming from " << resume->path << " at step " << trainer.steps()
-              << std::endl;
+    if (rank0) {
+      std::cerr << "alloy: resuming from " << resume->path << " at step " << trainer.steps()
+                << std::endl;
+    }
     resume.reset();
   }
-  if (!o.checkpoint_dir.empty()) {
+  if (group) {
+    parallel::DdpOptions ddp;
+    ddp.allreduce_fp32 = o.allreduce_fp32;
+    trainer.join_data_parallel(*group, ddp);
+  }
+  const bool saves = !o.checkpoint_dir.empty() && rank0;
+  if (saves) {
     std::error_code error;
     std::filesystem::create_directories(o.checkpoint_dir, error);
     if (error) fail("cannot create checkpoint directory ", o.checkpoint_dir, ": ", error.message());
@@ -101,7 +129,7 @@ int run_lm_train(TrainOptions options) {
         .add("model", o.model)
         .add("opt_level", level)
         .add("device", device.device.str())
-        .add("world_size", 1)
+        .add("world_size", trainer.world_size())
         .add("dataset", o.dataset)
         .add("parameters", parameters)
         .add("n_layer", c.n_layer)
@@ -129,7 +157,7 @@ int run_lm_train(TrainOptions options) {
   const auto step_hook = [&] {
     const bool stop = signals.requested();
     const bool due = o.checkpoint_every > 0 && trainer.steps() % o.checkpoint_every == 0;
-    if (!o.checkpoint_dir.empty() && (stop || due) && trainer.steps() < o.steps) save();
+    if (saves && (stop || due) && trainer.steps() < o.steps) save();
     return stop;
   };
   const auto eval_hook = [&](std::int64_t step, double val_loss, double train_loss) {
@@ -147,8 +175,9 @@ int run_lm_train(TrainOptions options) {
     }
   };
   trainer.run(step_hook, eval_hook);
-  if (!o.checkpoint_dir.empty()) save();
-  if (trainer.steps() < o.steps) {
+  // Waits for the last steps' device work, which their throughput includes.
+  trainer.take_train_loss();
+  if (trainer.steps() < o.steps) {  // stopped by a signal: the step hook saved
     std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
               << trainer.steps() << " of " << o.steps << "; ";
     if (!o.checkpoint_dir.empty()) {
@@ -158,9 +187,11 @@ int run_lm_train(TrainOptions options) {
     }
     return kExitFailure;
   }
-  const double val_loss = trainer.val_loss();
   const double tokens_per_second = trainer.tokens_per_second();
-  const std::string digest = trainer.params_digest();
+  if (saves) save();
+  const double val_loss = trainer.val_loss();
+  const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
+  const std::string& digest = digests[static_cast<std::size_t>(trainer.rank())];
   human << "done: " << trainer.steps() << " steps, validation loss " << std::fixed
         << std::setprecision(4) << val_loss << std::defaultfloat << " over the whole split, "
         << static_cast<std::int64_t>(tokens_per_second) << " tokens/s, params " << digest
@@ -172,6 +203,7 @@ int run_lm_train(TrainOptions options) {
         .add("val_loss", val_loss)
         .add("tokens_per_second", tokens_per_second)
         .add("params_digest", digest);
+    if (group) event.add("world_size", trainer.world_size()).add("params_digests", digests);
     log->write(event);
   }
   return kExitSuccess;

@@ -45,13 +45,16 @@ optim::OptimizerConfig lm_optimizer_config(const TrainOptions& o) {
 }
 
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
-                   const Tensor& targets, Tensor& tally) {
+                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel) {
   nn::clear_weight_cast_cache();
   {
-    const nn::DropoutStreamScope dropout_stream({&precision.optimizer().step_count(), 0, 1});
+    const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
+    const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
+    const nn::DropoutStreamScope dropout_stream({&precision.optimizer().step_count(), rank, world});
     const Tensor h = model.forward(inputs);
     model.backward(model.loss_step(h, targets, precision.loss_scale(), tally));
   }
+  if (data_parallel) data_parallel->after_backward();  // the mean over every rank's rows
   precision.step();
   model.zero_grad();
   nn::clear_weight_cast_cache();
@@ -199,14 +202,18 @@ Tensor LmTrainer::to_device(const Tensor& host) const {
 
 void LmTrainer::step() {
   const auto start = std::chrono::steady_clock::now();
-  const std::int64_t rows = options_.batch_size;
+  const std::int64_t world = world_size();
+  const std::int64_t rows = options_.batch_size / world;
   const std::int64_t block = config().block_size;
-  const data::TokenBatch batch = data::random_windows(
-      corpus_.train, static_cast<std::uint64_t>(options_.seed), steps_, 0, 0, rows, block);
-  lm_train_step(*model_, *precision_, to_device(batch.inputs), to_device(batch.targets), tally_);
+  // This rank's rows of the global batch: the windows of one process's batch, whatever W.
+  const data::TokenBatch batch =
+      data::random_windows(corpus_.train, static_cast<std::uint64_t>(options_.seed), steps_, 0,
+                           rank(), rows, block, world);
+  lm_train_step(*model_, *precision_, to_device(batch.inputs), to_device(batch.targets), tally_,
+                data_parallel_.get());
   ++steps_;
   tally_rows_ += rows * block;
-  trained_tokens_ += rows * block;
+  trained_tokens_ += options_.batch_size * block;
   train_seconds_ += seconds_since(start);
 }
 
@@ -229,7 +236,10 @@ double LmTrainer::mean_loss(const Tensor& tally, std::int64_t rows) const {
 
 double LmTrainer::take_train_loss() {
   const auto start = std::chrono::steady_clock::now();
-  const double loss = mean_loss(tally_, tally_rows_);
+  double loss = mean_loss(tally_, tally_rows_);
+  if (data_parallel_ && tally_rows_ > 0) {  // every rank's rows, equal in number
+    loss = data_parallel_->sum(loss) / world_size();
+  }
   tally_.copy_from(make_step_tally(Device::cpu()));
   tally_rows_ = 0;
   train_seconds_ += seconds_since(start);  // the wait for the steps' device work
@@ -276,6 +286,26 @@ double LmTrainer::val_loss() {
 
 double LmTrainer::tokens_per_second() const {
   return train_seconds_ > 0 ? static_cast<double>(trained_tokens_) / train_seconds_ : 0.0;
+}
+
+void LmTrainer::join_data_parallel(parallel::ProcessGroup& group,
+                                   const parallel::DdpOptions& options) {
+  ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
+  data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
+  data_parallel_->local_batch_size(options_.batch_size);  // a UsageError if uneven
+}
+
+int LmTrainer::world_size() const {
+  return data_parallel_ ? data_parallel_->world_size() : 1;
+}
+
+int LmTrainer::rank() const {
+  return data_parallel_ ? data_parallel_->rank() : 0;
+}
+
+std::vector<std::string> LmTrainer::gather_params_digests() {
+  const std::string digest = params_digest();
+  return data_parallel_ ? data_parallel_->gather(digest) : std::vector<std::string>{digest};
 }
 
 std::string LmTrainer::params_digest() {

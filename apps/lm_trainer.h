@@ -14,6 +14,7 @@
 #include <string>
 
 #include "amp/mixed_precision.h"
+#include "apps/data_parallel.h"
 #include "apps/train_options.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/data/token_data.h"
@@ -21,12 +22,16 @@
 
 namespace alloy::app {
 
+class DataParallel;
+
 // One training step of a GPT on a batch of windows (i32 [B, T] inputs and targets on the
 // model's device): forward, the tied head's loss (added to `tally`) and gradient scaled by the
-// loss scale, backward, the amp layer's step and zero_grad. Dropout masks follow the optimizer's
-// step count and the row in the batch. What `alloy train` and `alloy mem` run.
+// loss scale, backward, data parallelism's gradient average (when `data_parallel` is given:
+// the batch is then this rank's rows rank + W i of the global batch), the amp layer's step and
+// zero_grad. Dropout masks follow the optimizer's step count and the row in the global batch.
+// What `alloy train` and `alloy mem` run.
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
-                   const Tensor& targets, Tensor& tally);
+                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel = nullptr);
 
 // The optimizer of sequence-model training: --optimizer with AdamW's --beta1, --beta2, --eps
 // and weight decay on matrices and embeddings only.
@@ -42,6 +47,15 @@ class LmTrainer {
   using StepHook = std::function<bool()>;
   // Called with each validation estimate: (step, val_loss, train_loss since the last one).
   using EvalHook = std::function<void(std::int64_t, double, double)>;
+
+  // Data parallelism: makes this trainer one replica over `group` (which must outlive it)
+  // before training: rank 0's weights, this rank's rows of each global batch, gradients
+  // averaged after each backward. Every rank evaluates the whole validation data.
+  void join_data_parallel(parallel::ProcessGroup& group, const parallel::DdpOptions& options);
+  int world_size() const;
+  int rank() const;
+  // Every rank's params digest, by rank (a collective).
+  std::vector<std::string> gather_params_digests();
 
   // Trains until options.steps steps are done or the step hook stops it.
   void run(const StepHook& step_hook, const EvalHook& eval_hook);
@@ -86,7 +100,8 @@ class LmTrainer {
   Tensor tally_;  // the training loss since take_train_loss
   std::int64_t tally_rows_ = 0;
   double train_seconds_ = 0;
-  std::int64_t trained_tokens_ = 0;
+  std::int64_t trained_tokens_ = 0;  // over every rank
+  std::unique_ptr<DataParallel> data_parallel_;
 };
 
 // The GPT a checkpoint of a sequence model holds: its shape and its text vocabulary (empty for
@@ -108,7 +123,7 @@ GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProp
 // Loads --dataset text, tokens or synthetic for a sequence model.
 data::TokenCorpus load_token_corpus(const TrainOptions& options);
 
-// `alloy train` for sequence models, after the options are parsed.
-int run_lm_train(TrainOptions options);
+// `alloy train` for sequence models, after the options are parsed from `args`.
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args);
 
 }  // namespace alloy::app

@@ -35,7 +35,7 @@ int run_train(const std::vector<std::string>& args) {
     return kExitSuccess;
   }
   TrainOptions options = parse_train_options(args);
-  if (models::is_gpt_model(options.model)) return run_lm_train(std::move(options));
+  if (models::is_gpt_model(options.model)) return run_lm_train(std::move(options), args);
   for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
     if (options.was_given(flag) && options.checkpoint_dir.empty()) {
       usage_fail("--", flag, " needs --checkpoint-dir");

@@ -131,13 +131,14 @@ std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t ra
 
 TokenBatch random_windows(const TokenSplit& split, std::uint64_t seed, std::int64_t step,
                           std::int64_t rank, std::int64_t first_row, std::int64_t rows,
-                          std::int64_t block) {
+                          std::int64_t block, std::int64_t row_stride) {
   const auto size = static_cast<std::int64_t>(split.tokens.size());
   ALLOY_CHECK(size >= block + 1, split.name, " holds ", size, " tokens, fewer than one window of ",
               block + 1);
   TokenBatch batch{tokens_tensor(rows, block), tokens_tensor(rows, block)};
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t start = window_start(seed, step, rank, first_row + r, size, block);
+    const std::int64_t start =
+        window_start(seed, step, rank, first_row + row_stride * r, size, block);
     copy_window(split, start, block, batch.inputs.data<std::int32_t>() + r * block,
                 batch.targets.data<std::int32_t>() + r * block);
   }

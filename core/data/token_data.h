@@ -58,10 +58,11 @@ struct TokenBatch {
 std::int64_t window_start(std::uint64_t seed, std::int64_t step, std::int64_t rank,
                           std::int64_t row, std::int64_t split_size, std::int64_t block);
 
-// rows x block windows at window_start(seed, step, rank, first_row + i), i < rows.
+// rows x block windows at window_start(seed, step, rank, first_row + row_stride * i), i < rows
+// (a data-parallel rank r of W holds the global batch's rows r + W i: first_row r, stride W).
 TokenBatch random_windows(const TokenSplit& split, std::uint64_t seed, std::int64_t step,
                           std::int64_t rank, std::int64_t first_row, std::int64_t rows,
-                          std::int64_t block);
+                          std::int64_t block, std::int64_t row_stride = 1);
 
 // The split's consecutive windows for a whole pass: window w starts at w * block and predicts
 // tokens w * block + 1 .. (w + 1) * block, the last one shorter, so every token but the first is

@@ -26,12 +26,32 @@ AttentionGeometry check_qkv(const char* op, const Tensor& qkv, std::int64_t head
   return g;
 }
 
+AttentionDropoutBits dropout_bits_of(const char* op, const AttentionDropout* dropout,
+                                     const AttentionGeometry& g) {
+  AttentionDropoutBits bits;
+  if (dropout == nullptr || dropout->mask.threshold == 0) return bits;
+  check_dtype(op, "dropout step", dropout->step, DType::i32);
+  const DropoutMask& m = dropout->mask;
+  ALLOY_CHECK(m.row_start + m.row_stride * g.batch <= (std::int64_t{1} << 32) &&
+                  g.heads * g.time * g.time <= (std::int64_t{1} << 34),
+              op, ": the dropout mask's rows or columns exceed its counter");
+  bits.key = m.key;
+  bits.threshold = m.threshold;
+  bits.scale = m.scale;
+  bits.row_start = m.row_start;
+  bits.row_stride = m.row_stride;
+  bits.step = dropout->step.data<std::int32_t>();
+  return bits;
+}
+
 }  // namespace
 
-AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool save_lse) {
+AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool save_lse,
+                                  const AttentionDropout* dropout) {
   constexpr const char* op = "attention_forward";
-  const Device device = common_device(op, {&qkv});
+  const Device device = common_device(op, {&qkv, dropout != nullptr ? &dropout->step : nullptr});
   const AttentionGeometry g = check_qkv(op, qkv, heads);
+  const AttentionDropoutBits bits = dropout_bits_of(op, dropout, g);
   AttentionResult result;
   result.y = Tensor::empty({g.batch, g.time, g.heads * g.head_dim}, qkv.dtype(), device,
                            MemoryCategory::activations);
@@ -40,15 +60,18 @@ AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool sa
         Tensor::empty({g.batch, g.heads, g.time}, DType::f32, device, MemoryCategory::activations);
   }
   float* lse = save_lse ? result.lse.data<float>() : nullptr;
-  ALLOY_RUN_KERNEL(op, device, attention_forward, qkv.raw(), qkv.dtype(), g, result.y.raw(), lse);
+  ALLOY_RUN_KERNEL(op, device, attention_forward, qkv.raw(), qkv.dtype(), g, result.y.raw(), lse,
+                   bits);
   return result;
 }
 
 Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, const Tensor& lse,
-                          std::int64_t heads) {
+                          std::int64_t heads, const AttentionDropout* dropout) {
   constexpr const char* op = "attention_backward";
-  const Device device = common_device(op, {&dy, &qkv, &y, &lse});
+  const Device device =
+      common_device(op, {&dy, &qkv, &y, &lse, dropout != nullptr ? &dropout->step : nullptr});
   const AttentionGeometry g = check_qkv(op, qkv, heads);
+  const AttentionDropoutBits bits = dropout_bits_of(op, dropout, g);
   const Shape out_shape = {g.batch, g.time, g.heads * g.head_dim};
   check_dtype(op, "dy", dy, qkv.dtype());
   check_dtype(op, "y", y, qkv.dtype());
@@ -59,7 +82,7 @@ Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, 
   check_shape(op, "lse", lse, {g.batch, g.heads, g.time});
   Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), device, MemoryCategory::activations);
   ALLOY_RUN_KERNEL(op, device, attention_backward, dy.raw(), qkv.raw(), y.raw(), lse.data<float>(),
-                   qkv.dtype(), g, dqkv.raw());
+                   qkv.dtype(), g, dqkv.raw(), bits);
   return dqkv;
 }
 

@@ -75,8 +75,10 @@ void for_each_head(const AttentionGeometry& g, const Body& body) {
 }  // namespace
 
 void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g, void* y,
-                       float* lse) {
+                       float* lse, const AttentionDropoutBits& dropout) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  const bool drops = dropout.step != nullptr;
+  const auto step = drops ? static_cast<std::uint32_t>(dropout.step[0]) : 0u;
   for_each_head(g, [&](std::int64_t b, std::int64_t h) {
     const Head head(g, b, h);
     const std::int64_t dim = g.head_dim;
@@ -117,6 +119,10 @@ void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g,
           m[r] = m_new;
           for (std::int64_t c = 0; c < dim; ++c)
             acc[r * dim + c] *= alpha;
+          if (drops) {  // after the sum: the softmax normalises over every key
+            for (std::int64_t j = 0; j < visible; ++j)
+              row[j] *= attention_keep_factor(dropout, step, b, h, i0 + r, j0 + j, g.time);
+          }
         }
         gemm_serial(false, false, static_cast<int>(rows), d, static_cast<int>(keys), 1.0f,
                     scores.data(), static_cast<int>(kBlock), v.data() + j0 * dim, d, 1.0f, acc, d);
@@ -133,8 +139,11 @@ void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g,
 }
 
 void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,
-                        DType dtype, const AttentionGeometry& g, void* dqkv) {
+                        DType dtype, const AttentionGeometry& g, void* dqkv,
+                        const AttentionDropoutBits& dropout) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(g.head_dim));
+  const bool drops = dropout.step != nullptr;
+  const auto step = drops ? static_cast<std::uint32_t>(dropout.step[0]) : 0u;
   for_each_head(g, [&](std::int64_t b, std::int64_t h) {
     const Head head(g, b, h);
     const std::int64_t dim = g.head_dim;
@@ -172,8 +181,12 @@ void attention_backward(const void* dy, const void* qkv, const void* y, const fl
           float* pr = p.data() + r * kBlock;
           float* dsr = ds.data() + r * kBlock;
           for (std::int64_t j = 0; j < keys; ++j) {
-            pr[j] = j < visible ? std::exp(pr[j] - row_lse[t]) : 0.0f;
-            dsr[j] = pr[j] * (dsr[j] - delta[static_cast<std::size_t>(t)]);
+            const float p_tj = j < visible ? std::exp(pr[j] - row_lse[t]) : 0.0f;
+            const float z = drops && j < visible
+                                ? attention_keep_factor(dropout, step, b, h, t, j0 + j, g.time)
+                                : 1.0f;
+            pr[j] = p_tj * z;  // what the forward multiplied v by
+            dsr[j] = p_tj * (z * dsr[j] - delta[static_cast<std::size_t>(t)]);
           }
         }
         gemm_serial(true, false, n, d, m, 1.0f, p.data(), ld, grad.data() + i0 * dim, d, 1.0f,

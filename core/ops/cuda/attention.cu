@@ -67,7 +67,8 @@ __device__ __forceinline__ float tile_dot(const float* a, const float (*tile)[St
 
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(const T* qkv, AttentionGeometry g, float scale, T* y, float* lse) {
+    forward_kernel(const T* qkv, AttentionGeometry g, float scale, T* y, float* lse,
+                   AttentionDropoutBits dropout) {
   __shared__ float q_tile[kForwardRows][kMaxDim];
   __shared__ float k_tile[kKeys][kMaxDim + 1];  // padded: lanes read different rows
   __shared__ float v_tile[kKeys][kMaxDim];
@@ -77,12 +78,16 @@ __global__ void __launch_bounds__(kBlockThreads)
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   constexpr int kRowsPerWarp = kForwardRows / kWarps;
+  const bool drops = dropout.step != nullptr;
+  const auto step = drops ? static_cast<std::uint32_t>(*dropout.step) : 0u;
   load_tile(q_tile, kForwardRows, qkv, view, row0, 0);
   float m[kRowsPerWarp], l[kRowsPerWarp], alpha[kRowsPerWarp];
   float acc[kRowsPerWarp][kDimPerLane];
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c)
       acc[i][c] = 0.0f;
   }
@@ -92,6 +97,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     load_tile(k_tile, kKeys, qkv, view, key0, 1);
     load_tile(v_tile, kKeys, qkv, view, key0, 2);
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
       const std::int64_t t = row0 + r;
@@ -104,14 +110,19 @@ __global__ void __launch_bounds__(kBlockThreads)
       alpha[i] = m_new == -INFINITY ? 1.0f : expf(m[i] - m_new);
       l[i] = l[i] * alpha[i] + warp_sum(p);
       m[i] = m_new;
-      p_tile[r][lane] = p;
+      // The softmax normalises over every key; dropout scales what multiplies v.
+      p_tile[r][lane] =
+          drops && valid ? p * attention_keep_factor(dropout, step, view.b, view.h, t, key, g.time)
+                         : p;
     }
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum = 0.0f;
         for (int j = 0; j < kKeys; ++j)
           sum += p_tile[r][j] * v_tile[j][d];
@@ -119,10 +130,12 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const std::int64_t t = row0 + warp * kRowsPerWarp + i;
-    if (t >= g.time) break;
+    if (t >= g.time) continue;
     const float inverse = 1.0f / l[i];
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
       if (d < view.dim) y[view.out_at(t) + d] = narrow<T>(acc[i][c] * inverse);
@@ -176,21 +189,30 @@ __device__ void load_rows(BackwardTiles& s, const T* qkv, const T* dy, const flo
   }
 }
 
-// p and ds of the tile's rows against its keys (zero where masked): warp w, rows
+// p (times the dropout factor) and ds of the tile's rows against its keys (zero where masked):
+// warp w, rows
 // kBackwardRows / kWarps * w on, a lane per key.
 __device__ void probabilities(BackwardTiles& s, std::int64_t row0, std::int64_t key0,
-                              std::int64_t time, std::int64_t dim, float scale) {
+                              const HeadView& view, const AttentionGeometry& g, float scale,
+                              const AttentionDropoutBits& dropout) {
+  const std::int64_t time = g.time, dim = view.dim;
+  const bool drops = dropout.step != nullptr;
+  const auto step = drops ? static_cast<std::uint32_t>(*dropout.step) : 0u;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   constexpr int kRowsPerWarp = kBackwardRows / kWarps;
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int r = warp * kRowsPerWarp + i;
     const std::int64_t t = row0 + r;
     const std::int64_t key = key0 + lane;
     float p = 0.0f, ds = 0.0f;
     if (t < time && key <= t) {
-      p = expf(tile_dot(s.q[r], s.k, lane, dim) * scale - s.lse[r]);
-      ds = p * (tile_dot(s.dy[r], s.v, lane, dim) - s.delta[r]);
+      const float z =
+          drops ? attention_keep_factor(dropout, step, view.b, view.h, t, key, time) : 1.0f;
+      const float p_tj = expf(tile_dot(s.q[r], s.k, lane, dim) * scale - s.lse[r]);
+      ds = p_tj * (z * tile_dot(s.dy[r], s.v, lane, dim) - s.delta[r]);
+      p = p_tj * z;  // what the forward multiplied v by
     }
     s.p[r][lane] = p;
     s.ds[r][lane] = ds;
@@ -201,7 +223,7 @@ __device__ void probabilities(BackwardTiles& s, std::int64_t row0, std::int64_t 
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     dkdv_kernel(const T* qkv, const T* dy, const float* lse, const float* delta,
-                AttentionGeometry g, float scale, T* dqkv) {
+                AttentionGeometry g, float scale, AttentionDropoutBits dropout, T* dqkv) {
   __shared__ BackwardTiles s;
   const HeadView view = head_view(g);
   const std::int64_t key0 = static_cast<std::int64_t>(blockIdx.x) * kKeys;
@@ -218,13 +240,15 @@ __global__ void __launch_bounds__(kBlockThreads)
     __syncthreads();  // the previous rows' readers are done
     load_rows(s, qkv, dy, lse, delta, view, g, row0);
     __syncthreads();
-    probabilities(s, row0, key0, g.time, view.dim, scale);
+    probabilities(s, row0, key0, view, g, scale, dropout);
     __syncthreads();
+    ALLOY_UNROLL
     for (int kk = 0; kk < kKeysPerWarp; ++kk) {
       const int j = warp * kKeysPerWarp + kk;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum_k = 0.0f, sum_v = 0.0f;
         for (int r = 0; r < kBackwardRows; ++r) {
           sum_k += s.ds[r][j] * s.q[r][d];
@@ -235,12 +259,14 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int kk = 0; kk < kKeysPerWarp; ++kk) {
     const std::int64_t key = key0 + warp * kKeysPerWarp + kk;
-    if (key >= g.time) break;
+    if (key >= g.time) continue;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
-      if (d >= view.dim) break;
+      if (d >= view.dim) continue;
       dqkv[view.qkv_at(key, 1) + d] = narrow<T>(dk[kk][c] * scale);
       dqkv[view.qkv_at(key, 2) + d] = narrow<T>(dv[kk][c]);
     }
@@ -251,7 +277,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
     dq_kernel(const T* qkv, const T* dy, const float* lse, const float* delta, AttentionGeometry g,
-              float scale, T* dqkv) {
+              float scale, AttentionDropoutBits dropout, T* dqkv) {
   __shared__ BackwardTiles s;
   const HeadView view = head_view(g);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kBackwardRows;
@@ -266,13 +292,15 @@ __global__ void __launch_bounds__(kBlockThreads)
     load_tile(s.k, kKeys, qkv, view, key0, 1);
     load_tile(s.v, kKeys, qkv, view, key0, 2);
     __syncthreads();
-    probabilities(s, row0, key0, g.time, view.dim, scale);
+    probabilities(s, row0, key0, view, g, scale, dropout);
     __syncthreads();
+    ALLOY_UNROLL
     for (int i = 0; i < kRowsPerWarp; ++i) {
       const int r = warp * kRowsPerWarp + i;
+      ALLOY_UNROLL
       for (int c = 0; c < kDimPerLane; ++c) {
         const int d = lane + 32 * c;
-        if (d >= view.dim) break;
+        if (d >= view.dim) continue;
         float sum = 0.0f;
         for (int j = 0; j < kKeys; ++j)
           sum += s.ds[r][j] * s.k[j][d];
@@ -280,9 +308,11 @@ __global__ void __launch_bounds__(kBlockThreads)
       }
     }
   }
+  ALLOY_UNROLL
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const std::int64_t t = row0 + warp * kRowsPerWarp + i;
-    if (t >= g.time) break;
+    if (t >= g.time) continue;
+    ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
       if (d < view.dim) dqkv[view.qkv_at(t, 0) + d] = narrow<T>(dq[i][c] * scale);
@@ -305,7 +335,7 @@ unsigned int tiles(std::int64_t time, int rows) {
 }  // namespace
 
 void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g, void* y,
-                       float* lse, cudaStream_t stream) {
+                       float* lse, const AttentionDropoutBits& dropout, cudaStream_t stream) {
   check_geometry(g, "attention_forward");
   if (g.batch * g.time * g.heads == 0) return;
   const float scale = 1.0f / sqrtf(static_cast<float>(g.head_dim));
@@ -313,14 +343,15 @@ void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g,
   dispatch_floating(dtype, "attention_forward", [&](auto type) {
     using T = decltype(type);
     ALLOY_LAUNCH(forward_kernel, grid, kBlockThreads, 0, stream)
-    (static_cast<const T*>(qkv), g, scale, static_cast<T*>(y), lse);
+    (static_cast<const T*>(qkv), g, scale, static_cast<T*>(y), lse, dropout);
     ALLOY_CUDA_CHECK_LAUNCH("attention forward_kernel over ", g.batch, "x", g.time, " with ",
                             g.heads, " heads of ", g.head_dim);
   });
 }
 
 void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,
-                        DType dtype, const AttentionGeometry& g, void* dqkv, cudaStream_t stream) {
+                        DType dtype, const AttentionGeometry& g, void* dqkv,
+                        const AttentionDropoutBits& dropout, cudaStream_t stream) {
   check_geometry(g, "attention_backward");
   const std::int64_t rows = g.batch * g.heads * g.time;
   if (rows == 0) return;
@@ -337,11 +368,11 @@ void attention_backward(const void* dy, const void* qkv, const void* y, const fl
     (grad, static_cast<const T*>(y), g, delta.as<float>());
     ALLOY_CUDA_CHECK_LAUNCH("attention delta_kernel over ", rows, " rows");
     ALLOY_LAUNCH(dkdv_kernel, dim3(tiles(g.time, kKeys), sequences), kBlockThreads, 0, stream)
-    (in, grad, lse, delta.as<float>(), g, scale, out);
+    (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
     ALLOY_CUDA_CHECK_LAUNCH("attention dkdv_kernel over ", g.batch, "x", g.time, " with ", g.heads,
                             " heads of ", g.head_dim);
     ALLOY_LAUNCH(dq_kernel, dim3(tiles(g.time, kBackwardRows), sequences), kBlockThreads, 0, stream)
-    (in, grad, lse, delta.as<float>(), g, scale, out);
+    (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
     ALLOY_CUDA_CHECK_LAUNCH("attention dq_kernel over ", g.batch, "x", g.time, " with ", g.heads,
                             " heads of ", g.head_dim);
   });

@@ -5,7 +5,7 @@
 // then a block per 32 keys sums dk and dv over the query rows after them, and a block per 8
 // query rows sums dq over their keys, each recomputing the probabilities from lse. Every
 // output element has one writer and a fixed summation order: deterministic, no atomics.
-// Head sizes up to 128.
+// Dropout factors are drawn where the probabilities are formed. Head sizes up to 128.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,8 +15,9 @@
 namespace alloy::cuda {
 
 void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g, void* y,
-                       float* lse, cudaStream_t stream);
+                       float* lse, const AttentionDropoutBits& dropout, cudaStream_t stream);
 void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,
-                        DType dtype, const AttentionGeometry& g, void* dqkv, cudaStream_t stream);
+                        DType dtype, const AttentionGeometry& g, void* dqkv,
+                        const AttentionDropoutBits& dropout, cudaStream_t stream);
 
 }  // namespace alloy::cuda

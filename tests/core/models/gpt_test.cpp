@@ -3,9 +3,12 @@
 // tied head and loss) against central differences of its loss.
 #include "core/models/gpt.h"
 
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 
+#include "core/nn/dropout.h"
 #include "core/ops/step_tally.h"
 #include "core/thread_pool.h"
 #include "tests/support/gradcheck.h"
@@ -90,7 +93,10 @@ BOOST_AUTO_TEST_CASE(bias_false_and_initialisation) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(gradients_match_central_differences_of_the_loss) {
+// With dropout (embedding, attention probabilities, residual branches) the masks are those of
+// the step count in scope, the same for every evaluation of the loss.
+BOOST_DATA_TEST_CASE(gradients_match_central_differences_of_the_loss,
+                     boost::unit_test::data::make({0.0f, 0.25f}), dropout) {
   set_cpu_threads(1);
   Generator generator(3);
   GptConfig config;
@@ -99,7 +105,11 @@ BOOST_AUTO_TEST_CASE(gradients_match_central_differences_of_the_loss) {
   config.n_embd = 8;
   config.block_size = 6;
   config.vocab_size = 7;
+  config.dropout = dropout;
   const auto model = make_gpt(config, generator);
+  Tensor step = Tensor::zeros({2}, DType::i32);
+  step.data<std::int32_t>()[0] = 3;
+  const nn::DropoutStreamScope stream({&step, 0, 1});
   // Larger weights than the initialisation, so every part of the model matters to the loss.
   for (nn::Parameter* param : model->parameters())
     param->value.copy_from(random_tensor(param->value.shape(), DType::f32, generator, -0.5f, 0.5f));
@@ -107,10 +117,11 @@ BOOST_AUTO_TEST_CASE(gradients_match_central_differences_of_the_loss) {
   const Tensor targets = random_tokens({2, 5}, config.vocab_size, generator);
   const Tensor one = Tensor::from_floats({1}, {1.0f});
   const auto loss = [&] {
-    model->set_training(false);
+    // A training forward without keeping activations: dropout as in the step.
+    model->set_forward_mode({false, true});
     Tensor tally = make_step_tally(Device::cpu());
     model->loss(model->forward(tokens), targets, tally);
-    model->set_training(true);
+    model->set_forward_mode({});
     return read_step_tally(tally).loss_sum / 10.0;
   };
   model->zero_grad();

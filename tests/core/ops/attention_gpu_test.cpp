@@ -49,4 +49,27 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu_and_repeat_bit_for_bit) 
   }
 }
 
+BOOST_AUTO_TEST_CASE(dropout_matches_the_cpu) {
+  Generator generator(18);
+  const AttentionGeometry g{2, 37, 2, 32};
+  Tensor step = Tensor::zeros({2}, DType::i32);
+  step.data<std::int32_t>()[0] = 5;
+  const DropoutMask mask = make_dropout_mask("test", 0.2f, 4242, 1, 2);
+  const AttentionDropout cpu_dropout{mask, step};
+  const AttentionDropout gpu_dropout{mask, to_cuda(step)};
+  for (const DType dtype : {DType::f32, DType::f16}) {
+    const std::string what = dtype_name(dtype);
+    const Tensor qkv =
+        random_tensor({g.batch, g.time, 3 * g.heads * g.head_dim}, dtype, generator, -1.5f, 1.5f);
+    const Tensor dy = random_tensor({g.batch, g.time, g.heads * g.head_dim}, dtype, generator);
+    const AttentionResult cpu = attention_forward(qkv, g.heads, true, &cpu_dropout);
+    const Tensor dqkv = attention_backward(dy, qkv, cpu.y, cpu.lse, g.heads, &cpu_dropout);
+    const AttentionResult gpu = attention_forward(to_cuda(qkv), g.heads, true, &gpu_dropout);
+    const Tensor dqkv_gpu = attention_backward(to_cuda(dy), to_cuda(qkv), to_cuda(cpu.y),
+                                               to_cuda(cpu.lse), g.heads, &gpu_dropout);
+    check_gpu_close(gpu.y, cpu.y, "y " + what, gpu_tolerance(dtype), 1e-5);
+    check_gpu_close(dqkv_gpu, dqkv, "dqkv " + what, gpu_tolerance(dtype), 1e-4);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()

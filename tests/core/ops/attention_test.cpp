@@ -6,6 +6,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ namespace {
 struct Reference {
   AttentionGeometry g;
   std::vector<double> qkv;
+  // The dropout factor of probability (b, h, t, j); none: 1.
+  std::function<double(std::int64_t, std::int64_t, std::int64_t, std::int64_t)> z =
+      [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) { return 1.0; };
 
   std::int64_t width() const { return g.heads * g.head_dim; }
   double& at(std::vector<double>& data, std::int64_t b, std::int64_t t, std::int64_t part,
@@ -72,8 +76,8 @@ struct Reference {
         for (std::int64_t t = 0; t < g.time; ++t)
           for (std::int64_t j = 0; j <= t; ++j)
             for (std::int64_t d = 0; d < g.head_dim; ++d)
-              y[out(b, t, h, d)] +=
-                  p[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)] * in(b, j, 2, h, d);
+              y[out(b, t, h, d)] += p[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)] *
+                                    z(b, h, t, j) * in(b, j, 2, h, d);
       }
   }
 
@@ -90,12 +94,14 @@ struct Reference {
           double weighted = 0.0;
           for (std::int64_t j = 0; j <= t; ++j) {
             double sum = 0.0;
+            const double factor = z(b, h, t, j);
             for (std::int64_t d = 0; d < g.head_dim; ++d) {
               sum += dy[out(b, t, h, d)] * in(b, j, 2, h, d);
-              at(grad, b, j, 2, h, d) += row[static_cast<std::size_t>(j)] * dy[out(b, t, h, d)];
+              at(grad, b, j, 2, h, d) +=
+                  row[static_cast<std::size_t>(j)] * factor * dy[out(b, t, h, d)];
             }
-            dp[static_cast<std::size_t>(j)] = sum;
-            weighted += row[static_cast<std::size_t>(j)] * sum;
+            dp[static_cast<std::size_t>(j)] = sum * factor;
+            weighted += row[static_cast<std::size_t>(j)] * sum * factor;
           }
           for (std::int64_t j = 0; j <= t; ++j) {
             const double ds =
@@ -170,6 +176,56 @@ BOOST_AUTO_TEST_CASE(forward_and_backward_match_float64_reference) {
   }
 }
 
+// Dropout on the probabilities: the mask of core/ops/dropout.h's element (g, c), g the
+// sequence's global row and c = (h T + t) T + j, drawn from the step count on the device.
+BOOST_AUTO_TEST_CASE(dropout_matches_float64_reference_with_the_same_mask) {
+  Generator generator(6);
+  const float p = 0.3f;
+  const std::uint64_t key = 0x1234567890abcdefull;
+  Tensor step = Tensor::zeros({2}, DType::i32);
+  step.data<std::int32_t>()[0] = 7;
+  const AttentionDropout dropout{make_dropout_mask("test", p, key, 2, 3), step};
+  for (const AttentionGeometry& g :
+       {AttentionGeometry{2, 70, 2, 32}, AttentionGeometry{1, 9, 3, 8}}) {
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      const std::string what = case_name(dtype, g);
+      const Tensor qkv = random_qkv(g, dtype, generator);
+      Reference reference{g, to_doubles(qkv)};
+      std::int64_t dropped = 0, visible = 0;
+      reference.z = [&](std::int64_t b, std::int64_t h, std::int64_t t, std::int64_t j) {
+        const std::int64_t c = (h * g.time + t) * g.time + j;
+        const Philox4x32 bits = dropout_bits(key, 7, static_cast<std::uint32_t>(2 + 3 * b),
+                                             static_cast<std::uint32_t>(c / 4));
+        const bool drop = bits.v[c % 4] < dropout.mask.threshold;
+        return drop ? 0.0 : static_cast<double>(dropout.mask.scale);
+      };
+      for (std::int64_t b = 0; b < g.batch; ++b)
+        for (std::int64_t h = 0; h < g.heads; ++h)
+          for (std::int64_t t = 0; t < g.time; ++t)
+            for (std::int64_t j = 0; j <= t; ++j) {
+              dropped += reference.z(b, h, t, j) == 0.0;
+              ++visible;
+            }
+      BOOST_TEST(static_cast<double>(dropped) / static_cast<double>(visible) == 0.3,
+                 boost::test_tools::tolerance(0.2));
+      std::vector<double> y, lse;
+      reference.forward(y, lse);
+      const AttentionResult result = attention_forward(qkv, g.heads, true, &dropout);
+      check_close(result.y, y, dtype_tolerance(dtype), 2 * atol_of(dtype), "y " + what);
+      check_close(result.lse, lse, 1e-5, 1e-5, "lse " + what);
+      const Tensor dy = random_tensor(result.y.shape(), dtype, generator);
+      const Tensor dqkv = attention_backward(dy, qkv, result.y, result.lse, g.heads, &dropout);
+      check_close(dqkv, reference.backward(to_doubles(dy)), dtype_tolerance(dtype),
+                  6 * atol_of(dtype), "dqkv " + what);
+      // Another step draws another mask.
+      Tensor next = step.clone();
+      next.data<std::int32_t>()[0] = 8;
+      const AttentionDropout later{dropout.mask, next};
+      BOOST_TEST(!same_bits(attention_forward(qkv, g.heads, false, &later).y, result.y), what);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(backward_matches_central_differences_of_the_forward) {
   Generator generator(2);
   const AttentionGeometry g{2, 5, 2, 4};
@@ -181,6 +237,16 @@ BOOST_AUTO_TEST_CASE(backward_matches_central_differences_of_the_forward) {
   const AttentionResult result = attention_forward(qkv, g.heads);
   const Tensor dqkv = attention_backward(dy, qkv, result.y, result.lse, g.heads);
   check_close(dqkv, numerical, 2e-2, 2e-3, "dqkv");
+  // With dropout, whose mask stays put for a fixed step.
+  const AttentionDropout dropout{make_dropout_mask("test", 0.25f, 99, 0, 1),
+                                 Tensor::zeros({2}, DType::i32)};
+  const auto dropped_loss = [&] {
+    return weighted_sum(attention_forward(qkv, g.heads, false, &dropout).y, weights);
+  };
+  const std::vector<double> dropped_numerical = numerical_gradient(dropped_loss, qkv, 1e-2f);
+  const AttentionResult dropped = attention_forward(qkv, g.heads, true, &dropout);
+  check_close(attention_backward(dy, qkv, dropped.y, dropped.lse, g.heads, &dropout),
+              dropped_numerical, 2e-2, 2e-3, "dqkv with dropout");
 }
 
 // A query row's output depends on its own and earlier positions only: changing the last
