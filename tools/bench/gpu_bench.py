@@ -822,6 +822,10 @@ def main(argv):
     with open(os.path.join(args.out, "facts.json"), "w") as f:
         json.dump(facts, f)
         f.write("\n")
+    per_round = sum(estimate(r, args.compile_cap) for r in rows)
+    print(f"gpu_vs_pytorch.sh: {len(rows)} rows of {','.join(args.parts)}, {args.rounds} rounds: "
+          f"~{per_round:.0f} device s a round by the --dry-run estimate; time budget "
+          f"{args.time_budget:g} s", file=sys.stderr, flush=True)
     runs = []
     runs_path = os.path.join(args.out, "runs.jsonl")
     open(runs_path, "w").close()
