@@ -503,6 +503,11 @@ def gpt2_flops_per_token(args):
     return 6 * params + 12 * layers * width * block
 
 
+def span(low, high):
+    """A range of figures, in the precision of number()."""
+    return f"{low:,.0f}-{high:,.0f}" if high >= 100 else f"{low:.3g}-{high:.3g}"
+
+
 def number(x, unit):
     if x is None:
         return "n/a"
@@ -544,7 +549,7 @@ def markdown(args, facts, rows, runs, row_summaries, comparisons, final):
         status = ", ".join(s["statuses"]) + ("".join(f"; {r}" for r in s["reasons"][:2]))
         lines.append(
             f"| {s['part']} | {s['row']} | {s['label']} | {number(s['median'], s['unit'])} | "
-            + ("n/a" if s["median"] is None else f"{s['min']:,.0f}-{s['max']:,.0f}") + " | "
+            + ("n/a" if s["median"] is None else span(s["min"], s["max"])) + " | "
             f"{s['rounds_ok']} | "
             + (f"{s['compile_seconds_median']:.1f}" if "compile_seconds_median" in s else "-")
             + " | " + ("-" if peak is None else f"{100 * peak:.1f}%") + f" | {status} |")
@@ -817,6 +822,10 @@ def main(argv):
     with open(os.path.join(args.out, "facts.json"), "w") as f:
         json.dump(facts, f)
         f.write("\n")
+    per_round = sum(estimate(r, args.compile_cap) for r in rows)
+    print(f"gpu_vs_pytorch.sh: {len(rows)} rows of {','.join(args.parts)}, {args.rounds} rounds: "
+          f"~{per_round:.0f} device s a round by the --dry-run estimate; time budget "
+          f"{args.time_budget:g} s", file=sys.stderr, flush=True)
     runs = []
     runs_path = os.path.join(args.out, "runs.jsonl")
     open(runs_path, "w").close()

@@ -54,6 +54,11 @@ def share(rounds):
     return f"{100 * statistics.median(shares):.1f}% | " if shares else "- | "
 
 
+def span(low, high):
+    """A range of figures, in the precision of number()."""
+    return f"{low:,.0f}-{high:,.0f}" if high >= 100 else f"{low:.3g}-{high:.3g}"
+
+
 def cell(text):
     return str(text).replace("|", "\\|")
 
@@ -95,7 +100,7 @@ def table(path, base):
             lines.append(
                 f"| {cell(name_)} | {cell(rounds[0].get('label'))} | "
                 f"{number(statistics.median(values) if values else None, unit)} | "
-                + (f"{min(values):,.0f}-{max(values):,.0f}" if values else "n/a")
+                + (span(min(values), max(values)) if values else "n/a")
                 + f" | {len(values)} of {len(rounds)} | "
                 + (share(rounds) if peak else "")
                 + cell(", ".join(statuses) + "".join(f"; {x}" for x in reasons[:1])) + " |")
