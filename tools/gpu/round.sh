@@ -2,7 +2,9 @@
 # One device call that measures the real workloads on a GPU against PyTorch at its best, and
 # leaves every raw record under DIR:
 #   tests  ctest -L gpu (tools/gpu/check.sh --phases tests)
-#   bench  tools/gpu/bench_round.sh: the PARTS (default resnet50,lenet,resnet18) in ROUNDS rounds
+#   bench  tools/gpu/bench_round.sh with BENCH's options (default: --parts resnet50,gpt2,lenet,
+#          resnet18 --rounds 2 --time-budget 300: Alloy's rows and the PyTorch rows its goals
+#          compare against come first, the extras as the budget allows)
 #   mem    alloy mem --device cuda --model resnet50 --image-size 224 with --max-batch
 #   seeds  the LeNet recipe at O0, O3 and O3 --stochastic-rounding over seeds 1-5, paired
 #          against O0 by tools/stats/paired_seeds.py
@@ -12,23 +14,19 @@
 #
 #   tools/gpu/pack.sh                 # here, first
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/round.sh "$OUT" \
-#       [--phases LIST] [--parts LIST] [--rounds R] [--bench-budget S]
+#       [--phases LIST] [--bench "gpu_vs_pytorch.sh options"]
 #
 # Exit status: 0 when every phase exited 0, else 1.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=${1:?usage: round.sh DIR [--phases LIST] [--parts LIST] [--rounds R] [--bench-budget S]}
+out=${1:?usage: round.sh DIR [--phases LIST] [--bench OPTIONS]}
 shift
 phases=tests,bench,mem,seeds,ddp
-parts=resnet50,lenet,resnet18
-rounds=2
-bench_budget=300
+bench="--parts resnet50,gpt2,lenet,resnet18 --rounds 2 --time-budget 300"
 while (($#)); do
   case $1 in
     --phases) phases=$2; shift 2 ;;
-    --parts) parts=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --bench-budget) bench_budget=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
     *) echo "round.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -54,9 +52,10 @@ if wanted tests; then
 fi
 
 if wanted bench; then
-  stamp "bench $parts, $rounds rounds"
-  bash tools/gpu/bench_round.sh "$work/bench" --parts "$parts" --rounds "$rounds" \
-    --time-budget "$bench_budget" --commit "$commit" >"$work/bench.log" 2>&1 || status=1
+  stamp "bench $bench"
+  # shellcheck disable=SC2086 # the options are words
+  bash tools/gpu/bench_round.sh "$work/bench" $bench --commit "$commit" >"$work/bench.log" 2>&1 ||
+    status=1
   tail -n 40 "$work/bench.log"
   pack
 fi
@@ -72,22 +71,14 @@ fi
 
 if wanted seeds; then
   stamp "seeds: LeNet O0, O3, O3 --stochastic-rounding, seeds 1-5"
-  recipe=(train --model lenet --device cuda --batch-size 256 --lr 0.2 --epochs 10)
-  for seed in 1 2 3 4 5; do
-    for setting in O0 O3 O3-sr; do
-      extra=(--opt-level "${setting%-sr}")
-      [[ $setting == *-sr ]] && extra+=(--stochastic-rounding)
-      timeout 60 "$alloy" "${recipe[@]}" --seed "$seed" "${extra[@]}" \
-        --log-json "$work/seeds-$setting-$seed.jsonl" >/dev/null 2>"$work/seeds-$setting-$seed.err" ||
-        status=1
-    done
-  done
-  for setting in O3 O3-sr; do
-    python3 tools/stats/paired_seeds.py --base "$work"/seeds-O0-{1,2,3,4,5}.jsonl \
-      --other "$work/seeds-$setting"-{1,2,3,4,5}.jsonl --label "$setting - O0" \
-      >"$work/seeds-$setting.txt" 2>&1 || status=1
-    cat "$work/seeds-$setting.txt"
-  done
+  timeout 200 python3 tools/stats/paired_seeds.py --alloy "$alloy" --seeds 1-5 \
+    --record "$work/seeds.jsonl" --baseline O0 \
+    --common "train --model lenet --device cuda --batch-size 256 --lr 0.2 --epochs 10" \
+    --setting O0="--opt-level O0" --setting O3="--opt-level O3" \
+    --setting O3+SR="--opt-level O3 --stochastic-rounding" \
+    --setting O3-bf16+SR="--opt-level O3 --half-dtype bf16 --stochastic-rounding" \
+    >"$work/seeds.txt" 2>&1 || status=1
+  grep -v '^{' "$work/seeds.txt" | tail -n 12
   pack
 fi
 
