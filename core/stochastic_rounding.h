@@ -21,8 +21,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 
+#include "core/float_bits.h"
 #include "core/host_device.h"
 #include "core/philox.h"
 
@@ -32,16 +32,6 @@ namespace alloy {
 inline constexpr std::uint32_t kStochasticRoundingDomain = 0x53520001u;
 
 namespace stochastic_rounding_detail {
-
-ALLOY_HOST_DEVICE inline std::uint32_t bits_of(float value) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(value);
-#else
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-#endif
-}
 
 // Whether a dropped fraction `scaled` (f * 2^32, as an integer) plus `random` carries.
 ALLOY_HOST_DEVICE inline std::uint32_t carries(std::uint64_t scaled, std::uint32_t random) {
@@ -65,7 +55,7 @@ ALLOY_HOST_DEVICE inline std::uint32_t stochastic_rounding_word(std::uint64_t ke
 ALLOY_HOST_DEVICE inline std::uint16_t float_to_half_bits_stochastic(float value,
                                                                      std::uint32_t random) {
   using stochastic_rounding_detail::carries;
-  const std::uint32_t bits = stochastic_rounding_detail::bits_of(value);
+  const std::uint32_t bits = bits_of(value);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return 0x7fffu;  // NaN
@@ -97,7 +87,7 @@ ALLOY_HOST_DEVICE inline std::uint16_t float_to_half_bits_stochastic(float value
 // fp32's exponent, so its spacing is always 2^16 fp32 steps (subnormals included).
 ALLOY_HOST_DEVICE inline std::uint16_t float_to_bf16_bits_stochastic(float value,
                                                                      std::uint32_t random) {
-  const std::uint32_t bits = stochastic_rounding_detail::bits_of(value);
+  const std::uint32_t bits = bits_of(value);
   const std::uint32_t sign = (bits >> 16) & 0x8000u;
   const std::uint32_t magnitude = bits & 0x7fffffffu;
   if (magnitude > 0x7f800000u) return 0x7fffu;  // NaN
