@@ -454,11 +454,11 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       precision.set_clip_grad_norm(config.clip_grad_norm);
       precision.set_ema_decay(config.ema_decay);
       const data::Dataset batch = data::make_synthetic_dataset(
-          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
-          config.image_size, config.image_size, config.channels);
+          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch",
+          config.num_classes, config.image_size, config.image_size, config.channels);
       const Tensor images = to_device(batch.images, config.device);
-      const Tensor normalization =
-          normalization_table(parse_normalization(config.normalize, config.channels), config.device);
+      const Tensor normalization = normalization_table(
+          parse_normalization(config.normalize, config.channels), config.device);
       const Tensor labels = to_device(batch.labels, config.device);
       Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
       model->set_training(true);
@@ -469,8 +469,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       for (std::int64_t step = 0; step < config.steps; ++step) {
         if (step == 1) timed_from = std::chrono::steady_clock::now();
         // The step `alloy train` runs.
-        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps, 0.0f,
-                   normalization);
+        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps,
+                   0.0f, normalization);
         synchronize(tally);
       }
       report.timed_seconds = seconds_since(timed_from);
