@@ -20,7 +20,7 @@ namespace alloy::app {
 
 namespace {
 
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "synthetic"};
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
@@ -230,9 +230,11 @@ po::options_description train_options_description(TrainOptions& o) {
       "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
       "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
-      "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
+      "fashion-mnist, mnist (IDX files in --data-dir), cifar10 (CIFAR-10's binary batches in "
+      "--data-dir: 32x32 RGB) or synthetic (generated, no files)")(
       "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
-      "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")(
+      "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files, or "
+      "CIFAR-10's data_batch_1.bin .. data_batch_5.bin and test_batch.bin")(
       "image-size", value(&o.image_size)->value_name("S"),
       "images are S x S pixels (synthetic: generated so, default 28; other data: must be so)")(
       "channels", value(&o.channels)->value_name("1|3"),

@@ -44,7 +44,8 @@ struct SyntheticShape {
   int classes = 10;
 };
 
-// "fashion-mnist" and "mnist" read the IDX files train-* and t10k-* from `directory`;
+// "fashion-mnist" and "mnist" read the IDX files train-* and t10k-* from `directory`; "cifar10"
+// the CIFAR-10 binary batches there (core/data/cifar10.h);
 // "synthetic" makes a seeded, learnable dataset of `synthetic`'s shape without touching the
 // disk. Errors name the file and the problem (missing directory or file, bad magic, truncated
 // data, count mismatch); an unknown kind is a UsageError listing the choices.
