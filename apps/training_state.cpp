@@ -66,6 +66,7 @@ constexpr const char* kChannels = "channels";
 constexpr const char* kNumClasses = "num_classes";
 constexpr const char* kSyntheticSize = "synthetic_size";
 constexpr const char* kNormalize = "normalize";
+constexpr const char* kAugment = "augment";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -297,6 +298,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kNumClasses] = std::to_string(o.num_classes);
   state.extra[kSyntheticSize] = std::to_string(o.synthetic_size);
   state.extra[kNormalize] = o.normalize;
+  state.extra[kAugment] = o.augment;
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
     if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
@@ -644,6 +646,7 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   shape_flag("num-classes", kNumClasses, o.num_classes);
   shape_flag("synthetic-size", kSyntheticSize, o.synthetic_size);
   if (!o.was_given("normalize")) o.normalize = extra_or(state, kNormalize, o.normalize);
+  if (!o.was_given("augment")) o.augment = extra_or(state, kAugment, o.augment);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
   if (!o.was_given("accumulation-steps")) {
