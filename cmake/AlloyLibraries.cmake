@@ -38,10 +38,8 @@ macro(alloy_import_libraries with_cuda)
   if(NOT OPENBLAS_FOUND)
     list(APPEND ALLOY_MISSING_LIBRARIES "OpenBLAS (cblas.h, libopenblas)")
   endif()
+  # Optional: without it (or libpng) image folders are unavailable (ALLOY_HAVE_IMAGE_FILES).
   alloy_import_library(Alloy::turbojpeg turbojpeg.h turbojpeg TURBOJPEG)
-  if(NOT TURBOJPEG_FOUND)
-    list(APPEND ALLOY_MISSING_LIBRARIES "TurboJPEG (turbojpeg.h, libturbojpeg)")
-  endif()
   if(${with_cuda})
     alloy_import_library(Alloy::cudnn cudnn.h cudnn CUDNN
                          HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR}

@@ -1,5 +1,9 @@
 #include "core/data/image_decode.h"
 
+#include "core/error.h"
+
+#ifdef ALLOY_HAVE_IMAGE_FILES
+
 #include <png.h>
 #include <turbojpeg.h>
 
@@ -8,8 +12,6 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
-
-#include "core/error.h"
 
 namespace alloy::data {
 
@@ -98,3 +100,17 @@ DecodedImage decode_image(const std::string& path) {
 }
 
 }  // namespace alloy::data
+
+#else
+
+namespace alloy::data {
+
+DecodedImage decode_image(const std::string& path) {
+  fail(path,
+       ": this build of Alloy reads no JPEG or PNG files (TurboJPEG and libpng were not "
+       "found when it was configured; tools/setup.sh installs them)");
+}
+
+}  // namespace alloy::data
+
+#endif
