@@ -13,6 +13,7 @@
 #include "apps/recompute.h"
 #include "apps/step_graph.h"
 #include "core/data/channels.h"
+#include "core/data/image_folder.h"
 #include "core/error.h"
 #include "core/models/models.h"
 
@@ -20,8 +21,12 @@ namespace alloy::app {
 
 namespace {
 
-const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "synthetic", "text",
-                                            "tokens"};
+const std::vector<std::string> kDatasets = {"fashion-mnist", "mnist", "cifar10", "folder",
+                                            "synthetic",     "text",  "tokens"};
+const std::vector<std::string> kAugments = {"default", "none"};
+constexpr int kMaxLoaderThreads = 256;
+// An image folder's default size and channels: ImageNet's.
+constexpr int kFolderImageSize = 224;
 const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
@@ -118,6 +123,11 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     check_at_least<std::int64_t>("--synthetic-size", o.synthetic_size, 1);
   }
   check_normalize_flag(o.normalize);
+  check_choice("--augment", o.augment, kAugments);
+  if (o.loader_threads < 1 || o.loader_threads > kMaxLoaderThreads) {
+    usage_fail("--loader-threads must be between 1 and ", kMaxLoaderThreads, ", got ",
+               o.loader_threads);
+  }
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
     usage_fail("--device '", o.device, "' is not one of auto, cpu, cuda or cuda:N");
@@ -232,9 +242,12 @@ po::options_description train_options_description(TrainOptions& o) {
       "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
       "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
-      "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
+      "fashion-mnist, mnist (IDX files in --data-dir), cifar10 (CIFAR-10's binary batches in "
+      "--data-dir: 32x32 RGB), folder (--data-dir/train/CLASS/* and --data-dir/val/CLASS/*, JPEG "
+      "or PNG, resized to --image-size, default 224) or synthetic (generated, no files)")(
       "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
-      "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")(
+      "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files, or "
+      "CIFAR-10's data_batch_1.bin .. data_batch_5.bin and test_batch.bin")(
       "image-size", value(&o.image_size)->value_name("S"),
       "images are S x S pixels (synthetic: generated so, default 28; other data: must be so)")(
       "channels", value(&o.channels)->value_name("1|3"),
@@ -248,6 +261,12 @@ po::options_description train_options_description(TrainOptions& o) {
       "input normalisation on the device: none (pixels / 255), imagenet ((pixels / 255 - "
       "mean) / std, torchvision's ImageNet statistics), M1,M2,M3/S1,S2,S3 (per channel), or "
       "auto: imagenet for 3 channels, none for 1")(
+      "augment", value(&o.augment)->default_value(o.augment)->value_name("default|none"),
+      "--dataset folder's training images: default: RandomResizedCrop (scale 0.08-1, ratio "
+      "3/4-4/3) and a random horizontal flip, drawn from (--seed, epoch, example); none: the "
+      "validation images' resize to size/0.875 and centre crop")(
+      "loader-threads", value(&o.loader_threads)->default_value(o.loader_threads)->value_name("N"),
+      "threads that decode and augment --dataset folder's images, a batch ahead of the step")(
       "device", value(&o.device)->default_value(o.device)->value_name("D"),
       "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")(
       "threads", value(&o.threads)->value_name("N"),
@@ -445,27 +464,37 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
 }
 
 data::DatasetPair load_training_data(const TrainOptions& o) {
-  data::SyntheticShape synthetic;
-  if (o.synthetic_size > 0) synthetic.train_size = o.synthetic_size;
-  if (o.image_size > 0) synthetic.image_size = o.image_size;
-  synthetic.channels =
-      o.channels > 0 ? o.channels : data::default_synthetic_channels(synthetic.image_size);
-  if (o.num_classes > 0) synthetic.classes = o.num_classes;
-  data::DatasetPair data =
-      data::load_datasets(o.dataset, o.data_dir, static_cast<std::uint64_t>(o.seed), synthetic);
+  data::DatasetPair data;
+  if (o.dataset == "folder") {
+    data::ImageFolderOptions folder;
+    folder.size = o.image_size > 0 ? o.image_size : kFolderImageSize;
+    folder.channels = o.channels > 0 ? o.channels : 3;
+    folder.augment = o.augment == "default";
+    folder.seed = static_cast<std::uint64_t>(o.seed);
+    data = data::read_image_folder(o.data_dir, folder);
+  } else {
+    data::SyntheticShape synthetic;
+    if (o.synthetic_size > 0) synthetic.train_size = o.synthetic_size;
+    if (o.image_size > 0) synthetic.image_size = o.image_size;
+    synthetic.channels =
+        o.channels > 0 ? o.channels : data::default_synthetic_channels(synthetic.image_size);
+    if (o.num_classes > 0) synthetic.classes = o.num_classes;
+    data =
+        data::load_datasets(o.dataset, o.data_dir, static_cast<std::uint64_t>(o.seed), synthetic);
+  }
   const std::string where = o.dataset == "synthetic" ? "" : " (in " + o.data_dir + ")";
   for (data::Dataset* set : {&data.train, &data.test}) {
     if (set->size() == 0) fail(set->name, where, " holds no examples");
-    if (o.channels > 0) *set = data::convert_channels(*set, o.channels);
-    const Tensor& images = set->images;
-    if (images.dim(2) != images.dim(3)) {
-      fail(set->name, where, " has ", images.dim(2), "x", images.dim(3),
+    if (o.channels > 0 && !set->source) *set = data::convert_channels(*set, o.channels);
+    const Shape shape = set->example_shape();
+    if (shape[1] != shape[2]) {
+      fail(set->name, where, " has ", shape[1], "x", shape[2],
            " images; the models take square ones");
     }
-    if (o.image_size > 0 && images.dim(2) != o.image_size) {
-      fail(set->name, where, " has ", images.dim(2), "x", images.dim(3), " images, not the ",
-           o.image_size, "x", o.image_size, " of --image-size (", o.dataset,
-           " is not resized; synthetic data is generated at any size)");
+    if (o.image_size > 0 && shape[1] != o.image_size) {
+      fail(set->name, where, " has ", shape[1], "x", shape[2], " images, not the ", o.image_size,
+           "x", o.image_size, " of --image-size (", o.dataset,
+           " is not resized; synthetic data is generated at any size, folder data resized)");
     }
     if (o.num_classes > 0 && set->classes != o.num_classes) {
       fail(set->name, where, " has ", set->classes, " classes, not the ", o.num_classes,
@@ -473,7 +502,7 @@ data::DatasetPair load_training_data(const TrainOptions& o) {
     }
   }
   // A clear error before any training for lenet at 32x32, say.
-  models::check_model_input(o.model, models::image_shape_of(data.train.images));
+  models::check_model_input(o.model, models::image_shape_of(data.train.example_shape()));
   if (o.batch_size > data.train.size()) {
     usage_fail("--batch-size ", o.batch_size, " is larger than the ", data.train.size(),
                " examples of ", data.train.name, ": an epoch would have no step");

@@ -28,6 +28,10 @@ struct TrainOptions {
   std::int64_t synthetic_size = 0;
   // auto (imagenet for 3 channels, none for 1) | none (pixels / 255) | imagenet | M,../S,..
   std::string normalize = "auto";
+  // --dataset folder: default (random resized crops and flips of the training images) | none
+  // (the centre crop of evaluation), and the threads that decode each batch.
+  std::string augment = "default";
+  int loader_threads = 4;
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int threads = 0;              // resolved to the cores this process may use when not given
   std::int64_t seed = 1;

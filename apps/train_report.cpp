@@ -38,14 +38,13 @@ void TrainReport::start(Trainer& trainer) {
   const TrainOptions& o = options_;
   const data::DatasetPair& data = trainer.data();
   const std::int64_t parameters = trainer.parameter_count();
-  const Tensor& images = data.train.images;
+  const Shape image = data.train.example_shape();
   const bool cuda_graph = trainer.cuda_graph();  // a UsageError here comes before any output
   const char* level = amp::opt_level_name(o.precision.level);
   human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
-         << data.test.size() << " test, " << images.dim(1) << "x" << images.dim(2) << "x"
-         << images.dim(3) << ", " << data.train.classes << " classes | " << level << " | "
-         << o.optimizer << " lr " << o.lr;
+         << data.test.size() << " test, " << image[0] << "x" << image[1] << "x" << image[2] << ", "
+         << data.train.classes << " classes | " << level << " | " << o.optimizer << " lr " << o.lr;
   if (scheduled()) {
     human_ << " (" << o.lr_schedule;
     if (o.lr_schedule != "constant") human_ << " to " << o.min_lr;
@@ -93,8 +92,8 @@ void TrainReport::start(Trainer& trainer) {
       .add("weight_decay", o.weight_decay)
       .add("epochs", o.epochs)
       .add("steps", o.steps)
-      .add("image_size", images.dim(2))
-      .add("channels", images.dim(1))
+      .add("image_size", image[1])
+      .add("channels", image[0])
       .add("classes", data.train.classes)
       .add("seed", o.seed)
       .add("threads", o.threads)

@@ -40,8 +40,8 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
 std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device,
                                         const data::Dataset& train) {
   Generator generator(static_cast<std::uint64_t>(o.seed));
-  auto model =
-      models::make_model(o.model, generator, train.classes, models::image_shape_of(train.images));
+  auto model = models::make_model(o.model, generator, train.classes,
+                                  models::image_shape_of(train.example_shape()));
   model->to_device(device);
   model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
   model->set_layout(choose_layout(o.layout, o.model, *model, device.is_cuda(), o.precision));
@@ -68,7 +68,7 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
                                                        optimizer_config(options))),
       normalization_(normalization_table(
-          parse_normalization(options.normalize, static_cast<int>(data_.train.images.dim(1))),
+          parse_normalization(options.normalize, static_cast<int>(data_.train.example_shape()[0])),
           device)),
       overflow_(
           precision_->scaler(), [this](int index) { return precision_->parameter_name(index); },
@@ -184,7 +184,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
   memory_stats(device_).reset_peaks();
   // A resumed epoch starts where its checkpoint left off (progress_ is zero otherwise).
   data::Loader loader(data_.train, sampler_.epoch_indices(epoch), local_batch_size(),
-                      progress_.images);
+                      progress_.images, epoch, options_.loader_threads);
   epoch_batches_ = progress_.batches + loader.batches();
   observer.on_epoch_begin(epoch, epoch_batches_);
   model_->set_training(true);
@@ -324,7 +324,7 @@ double Trainer::evaluate(const data::Dataset& dataset) {
   data::Loader loader(
       dataset,
       data_parallel_ ? data_parallel_->evaluation_order(dataset.size()) : order.epoch_indices(0),
-      options_.batch_size);
+      options_.batch_size, 0, 0, options_.loader_threads);
   std::int64_t correct = 0;
   data::Batch batch;
   nn::clear_weight_cast_cache();

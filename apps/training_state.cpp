@@ -70,6 +70,7 @@ constexpr const char* kNormalize = "normalize";
 constexpr const char* kAllowTf32 = "allow_tf32";
 // --stochastic-rounding; older files (without it) resume with it off.
 constexpr const char* kStochasticRounding = "stochastic_rounding";
+constexpr const char* kAugment = "augment";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -303,6 +304,7 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kNumClasses] = std::to_string(o.num_classes);
   state.extra[kSyntheticSize] = std::to_string(o.synthetic_size);
   state.extra[kNormalize] = o.normalize;
+  state.extra[kAugment] = o.augment;
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
     if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
@@ -650,6 +652,7 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   shape_flag("num-classes", kNumClasses, o.num_classes);
   shape_flag("synthetic-size", kSyntheticSize, o.synthetic_size);
   if (!o.was_given("normalize")) o.normalize = extra_or(state, kNormalize, o.normalize);
+  if (!o.was_given("augment")) o.augment = extra_or(state, kAugment, o.augment);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
   if (!o.was_given("accumulation-steps")) {

@@ -1,4 +1,4 @@
-# OpenBLAS, cuDNN and NCCL come with no CMake package (Debian's libopenblas-dev, or beside the
+# OpenBLAS, TurboJPEG, cuDNN and NCCL come with no CMake package (Debian's libopenblas-dev, or beside the
 # CUDA toolkit): alloy_import_library finds one's header and library and makes it an imported
 # target. The build and the installed AlloyConfig.cmake both call it, so that the exported
 # Alloy targets name Alloy::openblas, Alloy::cudnn and Alloy::nccl, found again on the machine
@@ -38,6 +38,8 @@ macro(alloy_import_libraries with_cuda)
   if(NOT OPENBLAS_FOUND)
     list(APPEND ALLOY_MISSING_LIBRARIES "OpenBLAS (cblas.h, libopenblas)")
   endif()
+  # Optional: without it (or libpng) image folders are unavailable (ALLOY_HAVE_IMAGE_FILES).
+  alloy_import_library(Alloy::turbojpeg turbojpeg.h turbojpeg TURBOJPEG)
   if(${with_cuda})
     alloy_import_library(Alloy::cudnn cudnn.h cudnn CUDNN
                          HINTS ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_DIR}

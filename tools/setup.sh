@@ -53,6 +53,8 @@ packages=(
   libboost-test-dev          # the test suites
   libboost-context-dev       # the CUDA emulator's fibers (ALLOY_CUDA=EMULATED)
   zlib1g-dev                 # .gz data files
+  libturbojpeg0-dev          # JPEG files of image folders (TurboJPEG)
+  libpng-dev                 # PNG files of image folders
   libopenblas-dev            # CPU GEMM (CMakeLists.txt: cblas.h + libopenblas)
   libgloo-dev                # CPU collectives for data-parallel training
   dataset-fashion-mnist      # /usr/share/datasets/fashion-mnist

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/data/cifar10.h"
 #include "core/data/idx.h"
 #include "core/data/synthetic.h"
 #include "core/error.h"
@@ -14,6 +15,8 @@ DatasetPair load_datasets(const std::string& kind, const std::string& directory,
   if (kind == "fashion-mnist" || kind == "mnist") {
     pair.train = read_idx_dataset(directory, "train", kind + "/train");
     pair.test = read_idx_dataset(directory, "t10k", kind + "/test");
+  } else if (kind == "cifar10") {
+    pair = read_cifar10(directory);
   } else if (kind == "synthetic") {
     const std::int64_t test_size =
         std::max<std::int64_t>(1, synthetic.train_size * kSyntheticTestSize / kSyntheticTrainSize);
@@ -23,7 +26,7 @@ DatasetPair load_datasets(const std::string& kind, const std::string& directory,
     pair.test = make_synthetic_dataset(test_size, seed, "synthetic/test", s.classes, s.image_size,
                                        s.image_size, s.channels);
   } else {
-    usage_fail("unknown dataset '", kind, "' (choices: fashion-mnist, mnist, synthetic)");
+    usage_fail("unknown dataset '", kind, "' (choices: fashion-mnist, mnist, cifar10, synthetic)");
   }
   return pair;
 }

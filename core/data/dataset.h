@@ -3,17 +3,37 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/tensor.h"
 
 namespace alloy::data {
 
+// Images made on demand, example by example, in the loader's threads (files decoded and
+// augmented: core/data/image_folder.h), where a dataset does not hold them in memory.
+class ExampleSource {
+ public:
+  virtual ~ExampleSource() = default;
+  // Example `index`'s image as it is in `epoch`, u8 [channels(), size(), size()], into
+  // `pixels`. A function of (index, epoch) alone; called from several threads at once.
+  virtual void load(std::int64_t index, std::int64_t epoch, std::uint8_t* pixels) const = 0;
+  virtual int channels() const = 0;
+  virtual int size() const = 0;
+};
+
 struct Dataset {
   std::string name;  // "fashion-mnist/train", "synthetic/test", ...
-  Tensor images;     // u8 [N, C, H, W]
+  Tensor images;     // u8 [N, C, H, W]; undefined when `source` makes them
   Tensor labels;     // i32 [N]
   int classes = 10;
+  std::shared_ptr<const ExampleSource> source;
+
+  // [C, H, W] of one example.
+  Shape example_shape() const {
+    if (source) return {source->channels(), source->size(), source->size()};
+    return {images.dim(1), images.dim(2), images.dim(3)};
+  }
 
   std::int64_t size() const { return labels.defined() ? labels.numel() : 0; }
 };
@@ -44,7 +64,8 @@ struct SyntheticShape {
   int classes = 10;
 };
 
-// "fashion-mnist" and "mnist" read the IDX files train-* and t10k-* from `directory`;
+// "fashion-mnist" and "mnist" read the IDX files train-* and t10k-* from `directory`; "cifar10"
+// the CIFAR-10 binary batches there (core/data/cifar10.h);
 // "synthetic" makes a seeded, learnable dataset of `synthetic`'s shape without touching the
 // disk. Errors name the file and the problem (missing directory or file, bad magic, truncated
 // data, count mismatch); an unknown kind is a UsageError listing the choices.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
+#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -9,20 +11,27 @@
 namespace alloy::data {
 
 Loader::Loader(const Dataset& dataset, std::vector<std::int64_t> order, std::int64_t batch_size,
-               std::int64_t start)
-    : dataset_(dataset), order_(std::move(order)), batch_size_(batch_size), start_(start) {
+               std::int64_t start, std::int64_t epoch, int threads)
+    : dataset_(dataset),
+      order_(std::move(order)),
+      batch_size_(batch_size),
+      start_(start),
+      epoch_(epoch),
+      threads_(std::max(1, threads)) {
   if (batch_size < 1) usage_fail("batch size must be at least 1, got ", batch_size);
   const auto size = static_cast<std::int64_t>(order_.size());
   ALLOY_CHECK(start >= 0 && start <= size, "loader: start position ", start,
               " is outside the epoch's ", size, " examples");
   const Tensor& images = dataset_.images;
   const Tensor& labels = dataset_.labels;
-  ALLOY_CHECK(images.defined() && labels.defined() && images.dtype() == DType::u8 &&
-                  images.ndim() == 4 && labels.dtype() == DType::i32 && labels.ndim() == 1 &&
-                  images.dim(0) == labels.dim(0) && images.device().is_cpu() &&
-                  labels.device().is_cpu(),
+  const bool images_fit = dataset_.source ? !images.defined()
+                                          : images.defined() && images.dtype() == DType::u8 &&
+                                                images.ndim() == 4 && images.device().is_cpu() &&
+                                                labels.defined() && images.dim(0) == labels.dim(0);
+  ALLOY_CHECK(images_fit && labels.defined() && labels.dtype() == DType::i32 &&
+                  labels.ndim() == 1 && labels.device().is_cpu(),
               "loader: dataset ", dataset_.name,
-              " needs host u8 images [N, C, H, W] and i32 labels [N], got ",
+              " needs host u8 images [N, C, H, W] (or an example source) and i32 labels [N], got ",
               images.defined() ? images.str() : "no images", " and ",
               labels.defined() ? labels.str() : "no labels");
   worker_ = std::thread([this] { produce(); });
@@ -58,16 +67,14 @@ bool Loader::next(Batch& batch) {
 
 Batch Loader::assemble(std::int64_t position) const {
   const auto size = std::min(batch_size_, static_cast<std::int64_t>(order_.size()) - position);
-  const Tensor& images = dataset_.images;
-  const std::int64_t examples = images.dim(0);
-  const auto example_bytes =
-      static_cast<std::size_t>(images.dim(1) * images.dim(2) * images.dim(3));
+  const std::int64_t examples = dataset_.size();
+  const Shape shape = dataset_.example_shape();
+  const auto example_bytes = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
   Batch batch;
   batch.index = position / batch_size_;
-  batch.images = Tensor::empty({size, images.dim(1), images.dim(2), images.dim(3)}, DType::u8,
-                               Device::cpu(), MemoryCategory::data);
+  batch.images = Tensor::empty({size, shape[0], shape[1], shape[2]}, DType::u8, Device::cpu(),
+                               MemoryCategory::data);
   batch.labels = Tensor::empty({size}, DType::i32, Device::cpu(), MemoryCategory::data);
-  const std::uint8_t* source_pixels = images.data<std::uint8_t>();
   const std::int32_t* source_labels = dataset_.labels.data<std::int32_t>();
   std::uint8_t* pixels = batch.images.data<std::uint8_t>();
   std::int32_t* labels = batch.labels.data<std::int32_t>();
@@ -77,11 +84,45 @@ Batch Loader::assemble(std::int64_t position) const {
       fail("loader: example index ", example, " at position ", position + k,
            " of the order is outside dataset ", dataset_.name, " of ", examples, " examples");
     }
-    std::memcpy(pixels + static_cast<std::size_t>(k) * example_bytes,
-                source_pixels + static_cast<std::size_t>(example) * example_bytes, example_bytes);
     labels[k] = source_labels[example];
+    if (dataset_.source) continue;
+    std::memcpy(
+        pixels + static_cast<std::size_t>(k) * example_bytes,
+        dataset_.images.data<std::uint8_t>() + static_cast<std::size_t>(example) * example_bytes,
+        example_bytes);
   }
+  if (dataset_.source) make_examples(position, size, pixels);
   return batch;
+}
+
+void Loader::make_examples(std::int64_t position, std::int64_t size, std::uint8_t* pixels) const {
+  const Shape shape = dataset_.example_shape();
+  const auto example_bytes = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
+  const auto make = [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t k = begin; k < end; ++k) {
+      dataset_.source->load(order_[static_cast<std::size_t>(position + k)], epoch_,
+                            pixels + static_cast<std::size_t>(k) * example_bytes);
+    }
+  };
+  const auto threads = std::min<std::int64_t>(threads_, size);
+  if (threads <= 1) return make(0, size);
+  // The first failure in order of the shares is the one reported.
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  for (std::int64_t t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      try {
+        make(size * t / threads, size * (t + 1) / threads);
+      } catch (...) {
+        errors[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+    });
+  }
+  for (std::thread& worker : workers)
+    worker.join();
+  for (const std::exception_ptr& error : errors) {
+    if (error) std::rethrow_exception(error);
+  }
 }
 
 void Loader::produce() {

@@ -27,9 +27,11 @@ class Loader {
   // Visits `order` from position `start` (a resumed epoch starts past its first examples) in
   // batches of `batch_size`; the last batch may be smaller. The loader keeps its own handle
   // on the dataset's tensors. A batch size below 1 is a UsageError; an index outside the
-  // dataset surfaces from next() when its batch is reached.
+  // dataset surfaces from next() when its batch is reached. A dataset with an ExampleSource
+  // has its examples made for `epoch` by `threads` threads, each taking a contiguous share of
+  // the batch; a failure there (a bad image file) surfaces from next() too.
   Loader(const Dataset& dataset, std::vector<std::int64_t> order, std::int64_t batch_size,
-         std::int64_t start = 0);
+         std::int64_t start = 0, std::int64_t epoch = 0, int threads = 1);
   // Stops the worker and waits for it, also when the consumer stopped before the end.
   ~Loader();
   Loader(const Loader&) = delete;
@@ -42,11 +44,15 @@ class Loader {
  private:
   void produce();
   Batch assemble(std::int64_t position) const;
+  // The examples of a source-backed batch, made on threads_ threads.
+  void make_examples(std::int64_t position, std::int64_t size, std::uint8_t* pixels) const;
 
   const Dataset dataset_;  // a copy shares the tensors' storage
   const std::vector<std::int64_t> order_;
   const std::int64_t batch_size_;
   const std::int64_t start_;
+  const std::int64_t epoch_;
+  const int threads_;
   std::mutex mutex_;
   std::condition_variable changed_;
   std::optional<Batch> ready_;  // the one batch assembled ahead of the consumer

@@ -30,15 +30,26 @@ std::uint64_t hash_name(const std::string& name) {
   return hash;
 }
 
-// One template per class, intensities in [0, 1], row-major rows x cols.
-std::vector<std::vector<double>> make_templates(std::uint64_t seed, int classes, int rows,
-                                                int cols) {
+// One coarse grid per template, intensities in [0, 1], row-major kTemplateGrid^2.
+std::vector<std::vector<double>> make_grids(std::uint64_t seed, int count) {
   Generator generator(seed);
-  std::vector<std::vector<double>> templates(static_cast<std::size_t>(classes));
-  for (auto& pixels : templates) {
-    std::vector<double> grid(kTemplateGrid * kTemplateGrid);
+  std::vector<std::vector<double>> grids(static_cast<std::size_t>(count));
+  for (auto& grid : grids) {
+    grid.resize(kTemplateGrid * kTemplateGrid);
     for (double& cell : grid)
       cell = generator.uniform() < 0.5 ? 0.0 : 0.5 + 0.5 * generator.uniform();
+  }
+  return grids;
+}
+
+// One template per class, its grid scaled up to rows x cols.
+std::vector<std::vector<double>> make_templates(std::uint64_t seed, int classes, int rows,
+                                                int cols) {
+  std::vector<std::vector<double>> templates(static_cast<std::size_t>(classes));
+  const auto grids = make_grids(seed, classes);
+  for (std::size_t t = 0; t < templates.size(); ++t) {
+    const std::vector<double>& grid = grids[t];
+    std::vector<double>& pixels = templates[t];
     pixels.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) {
@@ -87,7 +98,14 @@ void fill_one_channel(Dataset& dataset, std::uint64_t seed, int classes, int row
 // two 32-bit uniforms from each 64-bit draw. Thousands of 224x224x3 images take seconds.
 void fill_channels(Dataset& dataset, std::uint64_t seed, int classes, int channels, int rows,
                    int cols) {
-  const auto templates = make_templates(seed, classes * channels, rows, cols);
+  // The grids, not templates scaled up: a thousand classes of 224x224 would take gigabytes.
+  const auto grids = make_grids(seed, classes * channels);
+  std::vector<int> grid_row(static_cast<std::size_t>(rows)),
+      grid_col(static_cast<std::size_t>(cols));
+  for (int r = 0; r < rows; ++r)
+    grid_row[static_cast<std::size_t>(r)] = r * kTemplateGrid / rows * kTemplateGrid;
+  for (int c = 0; c < cols; ++c)
+    grid_col[static_cast<std::size_t>(c)] = c * kTemplateGrid / cols;
   const std::uint64_t stream = seed ^ hash_name(dataset.name) ^ kExampleStream;
   // Shifts scale with the image, as a few pixels do at 28x28.
   const int max_shift = std::max(kMaxShift, kMaxShift * std::max(rows, cols) / 28);
@@ -106,17 +124,19 @@ void fill_channels(Dataset& dataset, std::uint64_t seed, int classes, int channe
       labels[example] = label;
       std::uint8_t* pixels = all_pixels + example * channels * plane;
       for (int channel = 0; channel < channels; ++channel) {
-        const std::vector<double>& shape =
-            templates[static_cast<std::size_t>(label * channels + channel)];
+        const std::vector<double>& grid =
+            grids[static_cast<std::size_t>(label * channels + channel)];
         for (int r = 0; r < rows; ++r) {
           const int source_r = r - dy;
           for (int c = 0; c < cols; ++c) {
             const int source_c = c - dx;
             const bool inside =
                 source_r >= 0 && source_r < rows && source_c >= 0 && source_c < cols;
-            const double ink =
-                inside ? contrast * shape[static_cast<std::size_t>(source_r * cols + source_c)]
-                       : 0.0;
+            const double ink = inside
+                                   ? contrast * grid[static_cast<std::size_t>(
+                                                    grid_row[static_cast<std::size_t>(source_r)] +
+                                                    grid_col[static_cast<std::size_t>(source_c)])]
+                                   : 0.0;
             const std::uint64_t bits = generator.next_u64();
             const double noise = (static_cast<double>(bits >> 32) * kUnit +
                                   static_cast<double>(bits & 0xffffffffu) * kUnit - 1.0) *

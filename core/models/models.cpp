@@ -63,10 +63,10 @@ void register_model(const std::string& name, ModelFactory factory) {
   r.models.push_back({name, std::move(factory)});
 }
 
-ImageShape image_shape_of(const Tensor& images) {
-  ALLOY_CHECK(images.ndim() == 4 && images.dim(2) == images.dim(3), "images ", images.str(),
-              " are not a batch of square images [N, C, S, S]");
-  return {static_cast<int>(images.dim(1)), static_cast<int>(images.dim(2))};
+ImageShape image_shape_of(const Shape& image) {
+  ALLOY_CHECK(image.size() == 3 && image[1] == image[2], "images of shape [",
+              image.size() > 0 ? image[0] : 0, ", ...] are not square images [C, S, S]");
+  return {static_cast<int>(image[0]), static_cast<int>(image[1])};
 }
 
 void check_model_input(const std::string& name, ImageShape input) {

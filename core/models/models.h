@@ -42,8 +42,8 @@ constexpr int kImageNetStemMinSize = 64;
 std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator,
                                        int classes = 10, ImageShape input = {});
 
-// The shape of u8 images [N, C, S, S].
-ImageShape image_shape_of(const Tensor& images);
+// The shape of square images [C, S, S].
+ImageShape image_shape_of(const Shape& image);
 
 // Fails (Error) when zoo model `name` cannot take `input` images; registered models pass.
 void check_model_input(const std::string& name, ImageShape input);

@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(unknown_choices) {
   check_error(train({"--model", "vgg16"}), kUsage, {"--model", "vgg16", "lenet"});
   check_error(train({"--opt-level", "O4"}), kUsage, {"--opt-level", "O4"});
   check_error(train({"--opt-level", "00"}), kUsage, {"--opt-level", "00"});
-  check_error(train({"--dataset", "cifar10"}), kUsage, {"--dataset", "cifar10"});
+  check_error(train({"--dataset", "imagenet"}), kUsage, {"--dataset", "imagenet"});
   check_error(train({"--device", "tpu"}), kUsage, {"--device", "tpu"});
   check_error(train({"--optimizer", "lion"}), kUsage, {"--optimizer", "lion"});
   check_error(train({"--half-dtype", "fp8"}), kUsage, {"--half-dtype", "fp8"});

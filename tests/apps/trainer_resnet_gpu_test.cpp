@@ -2,13 +2,18 @@
 // ImageNet stem: 7x7/2 convolution and max pool, then bottlenecks), normalised on the device
 // with ImageNet's statistics, trains with finite weights; steps replayed from a captured CUDA
 // graph end with the weights of eager steps, bit for bit, without a cudaMalloc in the replays.
+// And, fast enough for the emulator's regular run: resnet18's ImageNet stem and the device's
+// normalisation table give the CPU's logits.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>
 
+#include "apps/normalization.h"
 #include "apps/step_graph.h"
 #include "apps/trainer.h"
 #include "core/data/dataset.h"
+#include "core/data/synthetic.h"
+#include "core/models/models.h"
 #include "tests/support/gpu.h"
 
 #ifdef ALLOY_HAVE_CUDA
@@ -83,6 +88,24 @@ Run train(const std::string& cuda_graph) {
 }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(the_imagenet_stem_and_normalisation_run_on_the_device_as_on_the_cpu) {
+  // resnet18 at 64x64x3 (7x7/2 convolution, max pool), evaluation mode, fp32, ImageNet's
+  // normalisation table: the device's logits are the CPU's up to summation order.
+  Generator cpu_init(11), gpu_init(11);
+  auto cpu_model = models::make_model("resnet18", cpu_init, 4, {3, 64});
+  auto gpu_model = models::make_model("resnet18", gpu_init, 4, {3, 64});
+  gpu_model->to_device(Device::cuda(0));
+  cpu_model->set_training(false);
+  gpu_model->set_training(false);
+  const Normalization imagenet = parse_normalization("imagenet", 3);
+  const data::Dataset batch = data::make_synthetic_dataset(2, 3, "gpu/batch", 4, 64, 64, 3);
+  const Tensor cpu_logits = cpu_model->forward(
+      normalize_batch(batch.images, normalization_table(imagenet, Device::cpu()), DType::f32));
+  const Tensor gpu_logits = gpu_model->forward(normalize_batch(
+      test::to_cuda(batch.images), normalization_table(imagenet, Device::cuda(0)), DType::f32));
+  test::check_gpu_close(gpu_logits, cpu_logits, "resnet18 64x64 logits", 1e-3, 1e-3);
+}
 
 BOOST_AUTO_TEST_CASE(resnet50_o2_replayed_steps_equal_eager_steps_bit_for_bit) {
   const Run eager = train("off");

@@ -84,11 +84,11 @@ BOOST_AUTO_TEST_CASE(a_missing_directory_names_it_and_the_remedies) {
 
 BOOST_AUTO_TEST_CASE(an_unknown_kind_is_a_usage_error_listing_the_choices) {
   try {
-    load_datasets("cifar10", ALLOY_TEST_DATA_DIR, 0);
+    load_datasets("imagenet", ALLOY_TEST_DATA_DIR, 0);
     BOOST_ERROR("an unknown kind was accepted");
   } catch (const UsageError& error) {
     BOOST_TEST(std::string(error.what()) ==
-               "unknown dataset 'cifar10' (choices: fashion-mnist, mnist, synthetic)");
+               "unknown dataset 'imagenet' (choices: fashion-mnist, mnist, cifar10, synthetic)");
   }
 }
 

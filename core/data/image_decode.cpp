@@ -1,0 +1,116 @@
+#include "core/data/image_decode.h"
+
+#include "core/error.h"
+
+#ifdef ALLOY_HAVE_IMAGE_FILES
+
+#include <png.h>
+#include <turbojpeg.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+
+namespace alloy::data {
+
+namespace {
+
+std::vector<unsigned char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open: ", std::strerror(errno));
+  std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  if (in.bad()) fail(path, ": cannot read: ", std::strerror(errno));
+  return bytes;
+}
+
+struct TurboJpegHandle {
+  TurboJpegHandle() : handle(tjInitDecompress()) {
+    ALLOY_CHECK(handle != nullptr,
+                "TurboJPEG: cannot create a decompressor: ", tjGetErrorStr2(nullptr));
+  }
+  ~TurboJpegHandle() { tjDestroy(handle); }
+  TurboJpegHandle(const TurboJpegHandle&) = delete;
+  TurboJpegHandle& operator=(const TurboJpegHandle&) = delete;
+  tjhandle handle;
+};
+
+DecodedImage decode_jpeg(const std::string& path, const std::vector<unsigned char>& bytes) {
+  // One decompressor per thread: the loader's threads decode at once.
+  thread_local TurboJpegHandle decoder;
+  int width = 0, height = 0, subsampling = 0, colorspace = 0;
+  if (tjDecompressHeader3(decoder.handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
+                          &width, &height, &subsampling, &colorspace) != 0) {
+    fail(path, ": corrupt JPEG (", tjGetErrorStr2(decoder.handle), ")");
+  }
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+    fail(path, ": CMYK JPEG; convert it to RGB (only RGB and grayscale images are read)");
+  }
+  DecodedImage image;
+  image.width = width;
+  image.height = height;
+  image.rgb.resize(static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
+  // TJFLAG_STOPONWARNING: a truncated file is an error, not an image with a grey bottom.
+  if (tjDecompress2(decoder.handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
+                    image.rgb.data(), width, 0, height, TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
+    fail(path, ": corrupt or truncated JPEG (", tjGetErrorStr2(decoder.handle), ")");
+  }
+  return image;
+}
+
+DecodedImage decode_png(const std::string& path, const std::vector<unsigned char>& bytes) {
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  struct Release {
+    png_image* image;
+    ~Release() { png_image_free(image); }
+  } release{&png};
+  if (!png_image_begin_read_from_memory(&png, bytes.data(), bytes.size())) {
+    fail(path, ": corrupt PNG (", png.message, ")");
+  }
+  if (png.format & PNG_FORMAT_FLAG_LINEAR) {
+    fail(path, ": 16-bit PNG; convert it to 8 bits per channel");
+  }
+  png.format = PNG_FORMAT_RGB;  // gray replicated, palettes expanded, alpha composed on black
+  DecodedImage image;
+  image.width = static_cast<int>(png.width);
+  image.height = static_cast<int>(png.height);
+  image.rgb.resize(PNG_IMAGE_SIZE(png));
+  if (!png_image_finish_read(&png, nullptr, image.rgb.data(), 0, nullptr)) {
+    fail(path, ": corrupt or truncated PNG (", png.message, ")");
+  }
+  return image;
+}
+
+}  // namespace
+
+DecodedImage decode_image(const std::string& path) {
+  const std::vector<unsigned char> bytes = read_bytes(path);
+  static const unsigned char kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) {
+    return decode_jpeg(path, bytes);
+  }
+  if (bytes.size() >= sizeof kPng && std::memcmp(bytes.data(), kPng, sizeof kPng) == 0) {
+    return decode_png(path, bytes);
+  }
+  fail(path, ": not a JPEG or PNG image");
+}
+
+}  // namespace alloy::data
+
+#else
+
+namespace alloy::data {
+
+DecodedImage decode_image(const std::string& path) {
+  fail(path,
+       ": this build of Alloy reads no JPEG or PNG files (TurboJPEG and libpng were not "
+       "found when it was configured; tools/setup.sh installs them)");
+}
+
+}  // namespace alloy::data
+
+#endif
