@@ -2,9 +2,9 @@
 # One device call that measures the real workloads on a GPU against PyTorch at its best, and
 # leaves every raw record under DIR:
 #   tests  ctest -L gpu (tools/gpu/check.sh --phases tests)
-#   bench  tools/gpu/bench_round.sh with BENCH's options (default: --parts resnet50,gpt2,lenet,
-#          resnet18 --rounds 2 --time-budget 300: Alloy's rows and the PyTorch rows its goals
-#          compare against come first, the extras as the budget allows)
+#   bench  tools/gpu/bench_round.sh with BENCH's options (default: one round of Alloy's rows and
+#          the PyTorch rows its goals compare against, ResNet-50 and GPT-2 first, about 330 s;
+#          `gpu_vs_pytorch.sh --dry-run` estimates any other choice)
 #   mem    alloy mem --device cuda --model resnet50 --image-size 224 with --max-batch
 #   seeds  the LeNet recipe at O0, O3 and O3 --stochastic-rounding over seeds 1-5, paired
 #          against O0 by tools/stats/paired_seeds.py
@@ -22,7 +22,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:?usage: round.sh DIR [--phases LIST] [--bench OPTIONS]}
 shift
 phases=tests,bench,mem,seeds,ddp
-bench="--parts resnet50,gpt2,lenet,resnet18 --rounds 2 --time-budget 300"
+bench="--parts resnet50,gpt2,lenet,resnet18 --rounds 1 --time-budget 330 --rows \
+alloy/*,fp32-defaults,fp32-tf32-off,fp16-best,bf16-best,bf16-eager,fp16-eager"
 while (($#)); do
   case $1 in
     --phases) phases=$2; shift 2 ;;
@@ -53,9 +54,9 @@ fi
 
 if wanted bench; then
   stamp "bench $bench"
-  # shellcheck disable=SC2086 # the options are words
-  bash tools/gpu/bench_round.sh "$work/bench" $bench --commit "$commit" >"$work/bench.log" 2>&1 ||
-    status=1
+  read -ra bench_args <<<"$bench"  # words, never globs
+  bash tools/gpu/bench_round.sh "$work/bench" "${bench_args[@]}" --commit "$commit" \
+    >"$work/bench.log" 2>&1 || status=1
   tail -n 40 "$work/bench.log"
   pack
 fi
