@@ -370,8 +370,8 @@ void DistributedDataParallel::finish() {
 }
 
 void DistributedDataParallel::follow_replay() {
-  group_.follow_stream(detail::concat("a replayed step's ", plan_.buckets.size(),
-                                      " gradient bucket reductions and buffer broadcasts"),
+  group_.follow_stream(detail::concat("the collectives of a replayed step (", plan_.buckets.size(),
+                                      " gradient bucket(s), then the buffers)"),
                        nullptr);
 }
 

@@ -295,8 +295,7 @@ void NcclProcessGroup::follow_stream(const std::string& what, StreamHandle strea
   cuda::DeviceGuard guard(device_.index);
   auto done = std::make_shared<cuda::Event>(device_.index);
   done->record(stream == nullptr ? cuda::stream_of(device_) : stream);
-  const std::string described = detail::concat(what, " on ", here());
-  watchdog_->track(described, [done, described] { return done->done(described.c_str()); });
+  watchdog_->track(what, [done, what] { return done->done(what.c_str()); });
 }
 
 // Waits on the host for a collective's completion event. The watchdog bounds it: it fails the

@@ -9,8 +9,9 @@
 //    each rank replays one graph holding its step's bucket reductions and buffer broadcasts, and
 //    ends with the same params_digest as the eager run, bit for bit;
 //  - two ranks started as torchrun would (RANK, LOCAL_RANK), one killed mid-training, eager and
-//    replaying a graph: the other exits non-zero within 30 s (NCCL's watchdog aborts the
-//    communicator), naming it.
+//    replaying a graph: the other exits non-zero within 40 s, before the collective timeout
+//    (the peer's death ends the collective, and NCCL's watchdog aborts the communicator),
+//    naming it.
 #include <signal.h>
 
 #include <boost/test/unit_test.hpp>
@@ -217,8 +218,9 @@ double seconds_until_the_survivor_exits(const std::vector<std::string>& extra) {
                         "rank 0 never started: " << slurp(directory.file("rank0.err")));
   BOOST_TEST(field(event(slurp(directory.file("rank0.json")), "start"), "dist_backend") ==
              "\"nccl\"");
-  // Past the warm-up steps: with --cuda-graph on, rank 1 dies while the ranks replay.
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Past the warm-up steps and the capture (about 4 s on the emulator): with --cuda-graph on,
+  // rank 1 dies while the ranks replay.
+  std::this_thread::sleep_for(std::chrono::seconds(10));
   BOOST_REQUIRE(::kill(ranks[1]->pid(), SIGKILL) == 0);
   const auto killed = Clock::now();
   const ChildOutcome outcome = wait_for(*ranks[0], 70);
@@ -229,19 +231,23 @@ double seconds_until_the_survivor_exits(const std::vector<std::string>& extra) {
   BOOST_TEST(outcome.exit_code != 0);
   BOOST_TEST(outcome.exit_code != -1, "rank 0 hung");
   BOOST_TEST(contains(errors, "rank 1 was lost"), errors);
+  BOOST_TEST(!contains(errors, "cannot be captured"), "rank 1 died before the capture: " << errors);
   wait_for(*ranks[1], 5);
   return seconds;
 }
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_killed_nccl_rank_makes_the_other_fail_naming_it_within_30_s) {
+BOOST_AUTO_TEST_CASE(a_killed_nccl_rank_makes_the_other_fail_naming_it_within_40_s) {
   for (const std::string mode : {"off", "on"}) {
     BOOST_TEST_CONTEXT("--cuda-graph " << mode) {
       const double seconds = seconds_until_the_survivor_exits({"--cuda-graph", mode});
       BOOST_TEST_MESSAGE("--cuda-graph " << mode << ": the survivor exited " << seconds
                                          << " s after its peer died");
-      BOOST_TEST(seconds < 30.0);
+      // Within the collective timeout (45 s): found by the abort path, not by the timeout. On
+      // the emulator it takes 2 to 7 s, more when a loaded machine is slow to run the work the
+      // survivor had queued.
+      BOOST_TEST(seconds < 40.0);
     }
   }
 }
