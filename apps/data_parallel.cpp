@@ -1,6 +1,7 @@
 #include "apps/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -106,6 +107,14 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
        device.str(), " needs NCCL, and this build has no CUDA backend (configure with ",
        "-DALLOY_CUDA=ON); use --dist-backend gloo");
 #endif
+}
+
+parallel::DdpOptions ddp_options(const TrainOptions& options) {
+  parallel::DdpOptions ddp;
+  ddp.bucket_bytes =
+      static_cast<std::size_t>(std::max(1.0, std::round(options.bucket_cap_mb * 1024 * 1024)));
+  ddp.allreduce_fp32 = options.allreduce_fp32;
+  return ddp;
 }
 
 DataParallel::DataParallel(parallel::ProcessGroup& group, nn::Module& model,

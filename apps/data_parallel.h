@@ -61,6 +61,9 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
                                                            const Device& device,
                                                            const std::string& backend);
 
+// The gradient reduction the flags ask for: --bucket-cap-mb, --allreduce-fp32.
+parallel::DdpOptions ddp_options(const TrainOptions& options);
+
 // One replica of a data-parallel job. Built by Trainer::join_data_parallel: takes rank 0's
 // weights (model parameters, buffers and fp32 masters) and reduces gradients after backward.
 class DataParallel {

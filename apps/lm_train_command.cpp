@@ -102,9 +102,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
     resume.reset();
   }
   if (group) {
-    parallel::DdpOptions ddp;
-    ddp.allreduce_fp32 = o.allreduce_fp32;
-    trainer.join_data_parallel(*group, ddp);
+    trainer.join_data_parallel(*group, ddp_options(o));
   }
   const bool saves = !o.checkpoint_dir.empty() && rank0;
   if (saves) {

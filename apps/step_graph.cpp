@@ -19,11 +19,12 @@ CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& settin
   std::string reason;
   if (!setting.cuda) {
     reason = "the step runs on the CPU, and CUDA graphs capture CUDA work only";
-  } else if (setting.world_size > 1 || setting.data_parallel) {
+  } else if ((setting.world_size > 1 || setting.data_parallel) && setting.gloo) {
     reason = detail::concat(
-        "data parallelism (", setting.world_size, setting.world_size == 1 ? " rank" : " ranks",
-        ") reduces gradients on a communication thread that the step waits for, which a CUDA "
-        "graph cannot capture");
+        "data parallelism over Gloo (", setting.world_size,
+        setting.world_size == 1 ? " rank" : " ranks",
+        ") stages each gradient bucket through host memory and waits for it on the host, which "
+        "a CUDA graph cannot capture; NCCL's collectives can (--dist-backend nccl)");
   }
   if (reason.empty()) return {true, ""};
   if (mode == CudaGraphMode::on) {

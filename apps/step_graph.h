@@ -28,9 +28,12 @@ struct CudaGraphSetting {
   bool cuda = false;   // the step runs on a CUDA device
   int world_size = 1;  // ranks of data parallelism
   // The step joins a process group (data parallelism), even one of a single rank
-  // (--dist-backend at world size 1): its gradient buckets are reduced on a communication
-  // stream and thread, polled by the watchdog, which a capture cannot hold.
+  // (--dist-backend at world size 1).
   bool data_parallel = false;
+  // Its collectives go through Gloo: the communication thread stages each bucket through host
+  // memory and waits for it there, which a graph cannot hold. NCCL's collectives are device
+  // work on a communication stream, and the capture holds them (docs/cuda_graphs.md).
+  bool gloo = false;
 };
 
 struct CudaGraphPlan {

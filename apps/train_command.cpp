@@ -92,9 +92,7 @@ int run_train(const std::vector<std::string>& args) {
   TrainObserver& observer = report ? static_cast<TrainObserver&>(*report) : silent;
   Trainer trainer(options, device.device, load_training_data(options));
   if (group) {
-    parallel::DdpOptions ddp;
-    ddp.allreduce_fp32 = options.allreduce_fp32;
-    trainer.join_data_parallel(*group, ddp);
+    trainer.join_data_parallel(*group, ddp_options(options));
   }
   std::string resume_path;
   if (resume) {

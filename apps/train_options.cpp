@@ -209,6 +209,10 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   if (o.master_port < 1 || o.master_port > 65535) {
     usage_fail("--master-port must be in [1, 65535], got ", o.master_port);
   }
+  check_finite("--bucket-cap-mb", o.bucket_cap_mb);
+  if (o.bucket_cap_mb <= 0 || o.bucket_cap_mb > 1024 * 1024) {
+    usage_fail("--bucket-cap-mb must be in (0, 1048576] MiB, got ", o.bucket_cap_mb);
+  }
   if (o.was_given("dist-backend")) {
     check_choice("--dist-backend", o.dist_backend, kDistBackends);
     if (o.dist_backend == "nccl" && o.device == "cpu") {
@@ -228,7 +232,8 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   // later, by the trainer): --cuda-graph on that cannot capture fails before any data loads.
   // --dist-backend joins a process group even at world size 1.
   plan_cuda_graph(parse_cuda_graph_mode(o.cuda_graph),
-                  {o.device != "cpu", o.nodes * o.gpus, o.was_given("dist-backend")});
+                  {o.device != "cpu", o.nodes * o.gpus, o.was_given("dist-backend"),
+                   o.was_given("dist-backend") && o.dist_backend == "gloo"});
 }
 
 }  // namespace
@@ -272,7 +277,9 @@ po::options_description train_options_description(TrainOptions& o) {
       "threads", value(&o.threads)->value_name("N"),
       "CPU threads for the kernels (default: every core this process may use)")(
       "cuda-graph", value(&o.cuda_graph)->default_value(o.cuda_graph)->value_name("auto|on|off"),
-      "replay the training step as a CUDA graph after warm-up (auto: where it can be captured)")(
+      "replay the training step as a CUDA graph after warm-up (auto: where it can be captured). "
+      "Data parallelism over NCCL captures its gradient and buffer collectives in the graph; "
+      "over Gloo the step stays eager (auto) or --cuda-graph on is a usage error")(
       "recompute", value(&o.recompute)->default_value(o.recompute)->value_name("none|blocks"),
       "blocks: keep only each block's input (resnet18's residual blocks) and run its forward "
       "again in backward: less activation memory, the same bits, one more forward")(
@@ -407,6 +414,11 @@ po::options_description train_options_description(TrainOptions& o) {
                              ->implicit_value(true, "true")
                              ->value_name("BOOL"),
                          "reduce gradients in fp32 instead of the half type")(
+      "bucket-cap-mb",
+      value(&o.bucket_cap_mb)->default_value(o.bucket_cap_mb, "25")->value_name("MB"),
+      "gradient bucket size in MiB: each bucket's reduction starts once its gradients are "
+      "final, while backward goes on; the first bucket is capped at 1 MiB so that the first "
+      "reduction starts early")(
       "dist-backend", value(&o.dist_backend)->value_name("nccl|gloo"),
       "collectives: nccl (GPU tensors, one rank per device) or gloo (CPU, or GPU buckets "
       "staged through host memory; ranks may share a device). Default: nccl on a CUDA device, "

@@ -94,6 +94,8 @@ struct TrainOptions {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   bool allreduce_fp32 = false;
+  // Gradient bucket size in MiB (PyTorch's bucket_cap_mb); the first bucket is 1 MiB at most.
+  double bucket_cap_mb = 25;
   // nccl | gloo (PyTorch's names); empty: nccl on a CUDA device, gloo on the CPU. Given
   // explicitly, it also makes a world of one rank join a process group (DDP at world size 1).
   std::string dist_backend;

@@ -66,6 +66,10 @@ void TrainReport::start(Trainer& trainer) {
   }
   if (o.recompute != "none") human_ << " | recompute " << o.recompute;
   human_ << " | " << o.epochs << " epochs | seed " << o.seed << std::endl;
+  // An eager step that could have been a graph on this device says why (Gloo's collectives).
+  if (!cuda_graph && trainer.device().is_cuda() && o.cuda_graph == "auto") {
+    human_ << "cuda graph: eager steps: " << trainer.cuda_graph_reason() << std::endl;
+  }
   if (!log_) return;
   JsonObject event;
   event.add("event", "start")
@@ -74,6 +78,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("device", trainer.device().str())
       .add("world_size", trainer.world_size())
       .add("cuda_graph", cuda_graph)
+      .add("cuda_graph_reason", trainer.cuda_graph_reason())
       .add("allow_tf32", o.allow_tf32)
       .add("stochastic_rounding", o.stochastic_rounding)
       .add("dataset", o.dataset)

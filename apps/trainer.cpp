@@ -142,11 +142,15 @@ std::optional<LrSchedule> Trainer::lr_schedule() const {
 bool Trainer::cuda_graph() {
   if (!cuda_graph_planned_) {
     const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    // A group of one rank (--dist-backend at world size 1) is data parallelism too: its
-    // buckets, events and watchdog are as for k ranks, and stay eager.
-    if (plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr})
-            .capture) {
+    // A group of one rank (--dist-backend at world size 1) is data parallelism too. Gloo is
+    // the default backend only on the CPU, where nothing is captured.
+    const CudaGraphPlan plan = plan_cuda_graph(
+        mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
+               options_.was_given("dist-backend") && options_.dist_backend == "gloo"});
+    if (plan.capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
+    } else {
+      cuda_graph_reason_ = plan.reason;
     }
     cuda_graph_planned_ = true;
   }
@@ -297,6 +301,8 @@ void Trainer::step(const data::Batch& batch) {
       device_step(images, labels);
     };
     if (step_graph_->step(batch, work)) {
+      // A launch ran the captured collectives: the group's watchdog follows them.
+      if (data_parallel_ && step_graph_->captured()) data_parallel_->ddp().follow_replay();
       ++steps_;
       return;
     }

@@ -106,6 +106,8 @@ class Trainer {
   bool cuda_graph();
   // The step's graph when cuda_graph() is true, else null.
   const StepGraph* step_graph() const { return step_graph_.get(); }
+  // Why the step runs eagerly, once cuda_graph() is false ("" before).
+  const std::string& cuda_graph_reason() const { return cuda_graph_reason_; }
 
   // The fingerprint of the canonical (fp32 master) weights; see core/digest.h.
   std::string params_digest();
@@ -198,6 +200,7 @@ class Trainer {
   bool stopped_ = false;
   bool cuda_graph_planned_ = false;
   std::unique_ptr<StepGraph> step_graph_;
+  std::string cuda_graph_reason_;
   // Last, so that it goes first: it unhooks itself from the model.
   std::unique_ptr<DataParallel> data_parallel_;
 };

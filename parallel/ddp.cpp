@@ -42,13 +42,15 @@ struct DistributedDataParallel::DeviceOrder {
 struct DistributedDataParallel::DeviceOrder {};
 #endif
 
-std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes) {
+std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes,
+                                   std::size_t first_cap_bytes) {
   struct Placed {
     Bucket bucket;
     std::size_t last = 0;  // walk position of its last gradient
   };
   std::vector<Placed> closed;
-  std::vector<Placed> open;  // at most one per dtype
+  std::vector<Placed> open;    // at most one per dtype
+  std::vector<DType> started;  // the dtypes whose first bucket has closed
   std::size_t position = 0;
   for (int index = static_cast<int>(slots.size()) - 1; index >= 0; --index, ++position) {
     const GradientSlot& slot = slots[static_cast<std::size_t>(index)];
@@ -64,7 +66,9 @@ std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::
     it->bucket.params.push_back(index);
     it->bucket.bytes += static_cast<std::size_t>(slot.numel) * dtype_size(slot.dtype);
     it->last = position;
-    if (it->bucket.bytes >= cap_bytes) {
+    const bool first = std::find(started.begin(), started.end(), slot.dtype) == started.end();
+    if (it->bucket.bytes >= (first ? std::min(first_cap_bytes, cap_bytes) : cap_bytes)) {
+      if (first) started.push_back(slot.dtype);
       closed.push_back(std::move(*it));
       open.erase(it);
     }
@@ -101,9 +105,10 @@ BucketLayout layout_bucket(const Bucket& bucket, const std::vector<GradientSlot>
   return layout;
 }
 
-BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes) {
+BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes,
+                        std::size_t first_cap_bytes) {
   BucketPlan plan;
-  plan.buckets = assign_buckets(slots, cap_bytes);
+  plan.buckets = assign_buckets(slots, cap_bytes, first_cap_bytes);
   for (const Bucket& bucket : plan.buckets)
     plan.layouts.push_back(layout_bucket(bucket, slots));
   return plan;
@@ -124,14 +129,15 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup
       options_(options),
       params_(model.parameters()),
       predivide_(predivide_factor(group.size())) {
-  ALLOY_CHECK(options.bucket_bytes > 0, "data parallel: the bucket size must be positive");
+  ALLOY_CHECK(options.bucket_bytes > 0 && options.first_bucket_bytes > 0,
+              "data parallel: the bucket sizes must be positive");
   if (!params_.empty()) device_ = params_.front()->value.device();
   for (const nn::Parameter* param : params_) {
     ALLOY_CHECK(param->value.device() == device_, "data parallel: parameter ", param->name,
                 " is on ", param->value.device().str(), ", parameter ", params_.front()->name,
                 " on ", device_.str(), "; one replica lives on one device");
   }
-  plan_ = plan_buckets(gradient_slots(params_), options.bucket_bytes);
+  plan_ = plan_buckets(gradient_slots(params_), options.bucket_bytes, options.first_bucket_bytes);
   for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
     const Bucket& bucket = plan_.buckets[b];
     for (const int index : bucket.params)
@@ -313,8 +319,10 @@ void DistributedDataParallel::broadcast_buffers() {
     order_->requested.wait(stream);  // after the forward that updated them
   }
 #endif
+  std::vector<Tensor> buffers;
   for (const nn::Buffer* buffer : model_.buffers())
-    group_.broadcast_async(buffer->value, 0, stream);
+    buffers.push_back(buffer->value);
+  group_.broadcast_group_async(buffers, 0, stream);
 #ifdef ALLOY_HAVE_CUDA
   if (order_) order_->buffers_done.record(stream);
 #endif
@@ -359,6 +367,12 @@ void DistributedDataParallel::finish() {
 #endif
   last_timings_ = timings_;
   reset_step();
+}
+
+void DistributedDataParallel::follow_replay() {
+  group_.follow_stream(detail::concat("the collectives of a replayed step (", plan_.buckets.size(),
+                                      " gradient bucket(s), then the buffers)"),
+                       nullptr);
 }
 
 std::vector<BucketTiming> DistributedDataParallel::last_timings() const {

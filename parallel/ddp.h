@@ -2,8 +2,10 @@
 // process group, the way PyTorch's DDP and Apex's do.
 //
 //  - At start, rank 0's parameters and buffers are copied to every rank (broadcast).
-//  - Gradients are grouped into buckets of about 25 MB, one dtype per bucket, filled in
-//    reverse registration order: the order backward finalises them. The model's grad-ready
+//  - Gradients are grouped into buckets of about 25 MB (--bucket-cap-mb), one dtype per bucket,
+//    filled in reverse registration order: the order backward finalises them. The first
+//    bucket of each dtype is capped at 1 MB, as in PyTorch, so that the first reduction
+//    starts early in backward instead of when most gradients are final. The model's grad-ready
 //    hook tells us when each gradient is final; as soon as a bucket's last gradient is, its
 //    allreduce starts on a communication thread (a side stream on a GPU), while backward goes
 //    on with the layers below. Buckets are reduced in bucket order on every rank, so every
@@ -14,7 +16,8 @@
 //    they are widened, summed and averaged in fp32 and rounded once. fp32 gradients are
 //    averaged in fp32.
 //  - finish() waits for every bucket, rethrows a failed allreduce (naming the lost rank), and
-//    copies rank 0's buffers (batch-norm statistics) to the others. After it every rank holds
+//    copies rank 0's buffers (batch-norm statistics) to the others, all of them in one
+//    group of broadcasts (ncclGroupStart/End with NCCL). After it every rank holds
 //    the same averaged gradients, so every rank takes the same step, and the same skip decision
 //    on overflow.
 //  - One bucket plan (membership and layout) for every backend. On the CPU the buckets are host
@@ -28,6 +31,11 @@
 //    run after the reduction with no host synchronisation. With NCCL the collective is queued
 //    without a host wait; with Gloo the communication thread stages the bucket through pinned
 //    host memory (its own wait, never the training thread's).
+//  - Under a CUDA graph capture of the step (apps/step_graph.h) the same calls capture the
+//    same work: the communication stream joins the capture through the ready events, the
+//    collectives become nodes of the graph, and finish()'s waits on the done events join it
+//    back, so one launch replays backward, the reductions and the broadcasts in their order.
+//    follow_replay() then has the group watch each launch.
 //  - no_sync(): backwards inside it only accumulate gradients locally (gradient accumulation);
 //    the first backward after it reduces what has accumulated.
 //
@@ -53,6 +61,7 @@
 namespace alloy::parallel {
 
 inline constexpr std::size_t kDefaultBucketBytes = 25u * 1024u * 1024u;
+inline constexpr std::size_t kDefaultFirstBucketBytes = 1024u * 1024u;
 
 // One parameter's gradient, as bucketing sees it.
 struct GradientSlot {
@@ -70,10 +79,12 @@ struct Bucket {
 
 // Groups gradients into buckets: walking the parameters in reverse registration order, each
 // one joins the open bucket of its dtype, and a bucket closes once it holds `cap_bytes` or
-// more (a parameter larger than the cap gets a bucket of its own). The buckets come in the
+// more (a parameter larger than the cap gets a bucket of its own); the first bucket of each
+// dtype closes at min(first_cap_bytes, cap_bytes) already. The buckets come in the
 // order they become ready during backward: by the position of their last gradient in the walk.
 // A pure function of the slots and the cap, so every rank computes the same buckets.
-std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes);
+std::vector<Bucket> assign_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes,
+                                   std::size_t first_cap_bytes = SIZE_MAX);
 
 // The factor half gradients are divided by before the sum (and the sum by world / factor
 // after it): the power of two nearest sqrt(world), so that both scalings are exact in binary
@@ -99,7 +110,8 @@ struct BucketPlan {
   std::vector<Bucket> buckets;
   std::vector<BucketLayout> layouts;  // one per bucket
 };
-BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes);
+BucketPlan plan_buckets(const std::vector<GradientSlot>& slots, std::size_t cap_bytes,
+                        std::size_t first_cap_bytes = SIZE_MAX);
 
 // The slots of parameters: dtype and size, not where they live, so a model plans the same
 // buckets on the CPU and on a device.
@@ -107,7 +119,8 @@ std::vector<GradientSlot> gradient_slots(const std::vector<nn::Parameter*>& para
 
 struct DdpOptions {
   std::size_t bucket_bytes = kDefaultBucketBytes;
-  bool allreduce_fp32 = false;  // reduce half gradients in fp32
+  std::size_t first_bucket_bytes = kDefaultFirstBucketBytes;  // capped at bucket_bytes
+  bool allreduce_fp32 = false;                                // reduce half gradients in fp32
 };
 
 // When one bucket's allreduce was asked for, began and ended, for traces and the overlap test.
@@ -153,6 +166,10 @@ class DistributedDataParallel {
     DistributedDataParallel& ddp_;
   };
   NoSync no_sync() { return NoSync(*this); }
+
+  // After a launch of a CUDA graph that captured a step (its backward and finish()): the
+  // group's watchdog follows the launch's collectives, which no host code queued this time.
+  void follow_replay();
 
   const std::vector<Bucket>& buckets() const { return plan_.buckets; }
   const BucketPlan& plan() const { return plan_; }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
@@ -203,15 +204,21 @@ std::string NcclProcessGroup::async_error() {
 }
 
 // Aborts the communicator (which ends the kernels still waiting for peers) and records the
-// first failure. Asks the store which rank left before taking the lock: that may take a second.
+// first failure. Asks the store which rank left before taking the lock (that may take a
+// second), and aborts after releasing it: no blocking call runs under the lock.
 void NcclProcessGroup::abort_with(const std::string& what, const std::string& cause) {
   const std::string message =
       detail::concat(what, " failed on ", here(), ": ", departures(), "; nccl: ", cause);
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (failure_.empty()) failure_ = message;
-  if (comm_ != nullptr) {
-    static_cast<void>(ncclCommAbort(comm_));  // nothing more to do if even the abort fails
-    comm_ = nullptr;
+  ncclComm_t aborted = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_.empty()) failure_ = message;
+    aborted = std::exchange(comm_, nullptr);
+  }
+  // Outside the lock: the abort may take long (it ends the kernels still waiting for peers),
+  // and every other thread only needs to see comm_ gone and the failure to throw it.
+  if (aborted != nullptr) {
+    static_cast<void>(ncclCommAbort(aborted));  // nothing more to do if even the abort fails
   }
 }
 
@@ -255,7 +262,13 @@ std::shared_ptr<cuda::Event> NcclProcessGroup::enqueue(const std::string& what,
               tensor.device().str());
   cuda::DeviceGuard guard(device_.index);
   if (stream == nullptr) stream = cuda::stream_of(device_);  // not the legacy default stream
-  auto done = std::make_shared<cuda::Event>(device_.index);
+  // Under a graph capture the collective becomes a node of the graph and runs at each launch:
+  // nothing to follow now; follow_stream() follows each launch.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  ALLOY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capturing), "asking whether the stream of ", what,
+                   " on ", here(), " is capturing");
+  const bool captured = capturing != cudaStreamCaptureStatusNone;
+  auto done = captured ? nullptr : std::make_shared<cuda::Event>(device_.index);
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (comm_ == nullptr) {
@@ -270,10 +283,19 @@ std::shared_ptr<cuda::Event> NcclProcessGroup::enqueue(const std::string& what,
       lock.unlock();
       fail_operation(what, cause);
     }
+    if (captured) return nullptr;
     done->record(stream);
   }
   watchdog_->track(what, [done, what] { return done->done(what.c_str()); });
   return done;
+}
+
+void NcclProcessGroup::follow_stream(const std::string& what, StreamHandle stream) {
+  check_usable(what);
+  cuda::DeviceGuard guard(device_.index);
+  auto done = std::make_shared<cuda::Event>(device_.index);
+  done->record(stream == nullptr ? cuda::stream_of(device_) : stream);
+  watchdog_->track(what, [done, what] { return done->done(what.c_str()); });
 }
 
 // Waits on the host for a collective's completion event. The watchdog bounds it: it fails the
@@ -299,6 +321,8 @@ void NcclProcessGroup::run(const std::string& what, const Tensor& tensor, const 
   queued_.record(compute);
   queued_.wait(stream_.get());
   const std::shared_ptr<cuda::Event> done = enqueue(what, tensor, stream_.get(), launch);
+  ALLOY_CHECK(done != nullptr, what, " on ", here(),
+              ": a blocking collective cannot be captured in a CUDA graph");
   done->wait(compute);
   await(what, *done);
 }
@@ -374,6 +398,33 @@ void NcclProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHan
   if (tensor.nbytes() == 0) return;
   enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
     return broadcast_bytes(tensor, root, comm, on);
+  });
+}
+
+void NcclProcessGroup::broadcast_group_async(const std::vector<Tensor>& tensors, int root,
+                                             StreamHandle stream) {
+  std::vector<Tensor> nonempty;
+  for (const Tensor& tensor : tensors) {
+    static_cast<void>(broadcast_description(tensor, root, size_));  // its checks
+    if (tensor.nbytes() != 0) nonempty.push_back(tensor);
+  }
+  if (nonempty.empty()) return;
+  if (nonempty.size() == 1) return broadcast_async(nonempty.front(), root, stream);
+  std::int64_t bytes = 0;
+  for (const Tensor& tensor : nonempty) {
+    ALLOY_CHECK(tensor.device() == device_, "broadcast of ", tensor.str(), " on ", here(),
+                ": the tensor is on ", tensor.device().str());
+    bytes += static_cast<std::int64_t>(tensor.nbytes());
+  }
+  const std::string what = detail::concat("grouped broadcast of ", nonempty.size(), " tensors (",
+                                          bytes, " bytes) from rank ", root);
+  enqueue(what, nonempty.front(), stream, [&](ncclComm_t comm, cudaStream_t on) {
+    ncclResult_t status = ncclGroupStart();
+    for (std::size_t i = 0; i < nonempty.size() && status == ncclSuccess; ++i)
+      status = broadcast_bytes(nonempty[i], root, comm, on);
+    // The group is closed whatever happened inside it; the first failure is the one reported.
+    const ncclResult_t ended = ncclGroupEnd();
+    return status != ncclSuccess ? status : ended;
   });
 }
 

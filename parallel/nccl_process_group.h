@@ -11,12 +11,17 @@
 // the state leaves ncclInProgress (bounded by the timeout) before it records anything on the
 // stream.
 //
-// Every collective's completion is an event that a watchdog thread polls. When one outlives
+// Every collective's completion is an event that a watchdog thread polls, whichever stream it
+// was queued on (the group's own, the caller's, a communication stream); a collective queued
+// under a CUDA graph capture is a node of the graph instead, and each launch of the graph is
+// followed through follow_stream. When one outlives
 // the timeout, or NCCL reports an asynchronous error, the watchdog aborts the communicator
 // (ncclCommAbort, which also ends the kernels waiting for a dead peer) and the group remembers
 // the error: the operation (with dtype and shape), this rank, which rank left (asked of the
-// store) and NCCL's message. Every later call throws it. So a dead rank makes the others fail
-// within the timeout even when no thread is waiting for the collective that hangs.
+// store) and NCCL's message. The abort runs outside the group's mutex, which guards only the
+// handle and the failure: no thread ever waits for a blocking NCCL call to take the lock. Every
+// later call throws it. So a dead rank makes the others fail within the timeout even when no thread
+// is waiting for the collective that hangs.
 //
 // The blocking collectives run on the group's own stream, ordered after the work already queued
 // on the device's compute stream, the compute stream waits for them, and the host waits for
@@ -75,6 +80,12 @@ class NcclProcessGroup final : public ProcessGroup {
   void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) override;
   void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) override;
   void broadcast_async(const Tensor& tensor, int root, StreamHandle stream) override;
+  // The broadcasts between one ncclGroupStart and ncclGroupEnd: one launch, one completion.
+  void broadcast_group_async(const std::vector<Tensor>& tensors, int root,
+                             StreamHandle stream) override;
+
+  // The watchdog follows the work queued on `stream` so far (a replayed graph's collectives).
+  void follow_stream(const std::string& what, StreamHandle stream) override;
 
   // The group's own stream, on which the blocking collectives run.
   cudaStream_t stream() const { return stream_.get(); }

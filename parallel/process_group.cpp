@@ -53,6 +53,14 @@ void ProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHandle)
   broadcast(tensor, root);
 }
 
+void ProcessGroup::broadcast_group_async(const std::vector<Tensor>& tensors, int root,
+                                         StreamHandle stream) {
+  for (const Tensor& tensor : tensors)
+    broadcast_async(tensor, root, stream);
+}
+
+void ProcessGroup::follow_stream(const std::string&, StreamHandle) {}
+
 std::vector<std::int64_t> ProcessGroup::allgather_int64(std::int64_t value) {
   // A fixed little-endian encoding, so that ranks on different machines agree.
   const auto bits = static_cast<std::uint64_t>(value);

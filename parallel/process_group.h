@@ -82,6 +82,16 @@ class ProcessGroup {
   virtual void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream);
   virtual void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream);
   virtual void broadcast_async(const Tensor& tensor, int root, StreamHandle stream);
+  // Every tensor's broadcast_async, in order, as one group where the backend has groups
+  // (NCCL: one ncclGroupStart/End, so that the broadcasts of many small buffers are launched
+  // together); here, one after the other.
+  virtual void broadcast_group_async(const std::vector<Tensor>& tensors, int root,
+                                     StreamHandle stream);
+  // For collectives queued on a device stream by something the group did not see queue them
+  // (a CUDA graph launch replaying captured collectives): the group's failure detection follows
+  // the work queued on `stream` so far, as it follows its own collectives, so that a dead peer
+  // fails the group within its timeout. Nothing to follow here (no asynchronous work).
+  virtual void follow_stream(const std::string& what, StreamHandle stream);
 };
 
 }  // namespace alloy::parallel

@@ -68,8 +68,11 @@ void Watchdog::watch() {
       changed_.wait(lock, [&] { return stopping_ || (!failed_ && !work_.empty()); });
       continue;
     }
-    // Work completes in the order it was queued on one stream; polling stops at the first that
-    // is still running.
+    // Polling stops at the first work still running. Work on one stream completes in order;
+    // work on several streams (the group's own, a communication stream, a graph's launches) may
+    // not, but deadlines grow in queue order, so the oldest unfinished work, which is checked
+    // below, is the first to be late: a later one that hangs is found once those before it
+    // are done.
     try {
       while (!work_.empty() && work_.front().done())
         work_.pop_front();

@@ -1,5 +1,6 @@
 // Watchdog: bounds work that the host does not wait for. Each tracked piece of work (a
-// collective queued on a device stream) is polled from the watchdog's own thread until it is
+// collective queued on any of the device streams a group uses, or a CUDA graph launch holding
+// collectives) is polled from the watchdog's own thread until it is
 // done; when one outlives the timeout, or the health check reports a failure, the failure
 // callback runs once (the NCCL group aborts its communicator there and remembers the error that
 // every later call throws), and nothing more is tracked. This is what turns a dead rank into an

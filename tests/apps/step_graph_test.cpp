@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -115,14 +116,16 @@ BOOST_AUTO_TEST_CASE(the_plan_over_every_mode_device_and_world) {
   for (const CudaGraphMode mode :
        {CudaGraphMode::automatic, CudaGraphMode::on, CudaGraphMode::off}) {
     for (const bool cuda : {false, true}) {
-      const std::pair<int, bool> worlds[] = {{1, false}, {1, true}, {2, true}};
-      for (const auto& [world, group] : worlds) {
+      // {world, group, gloo}
+      const std::tuple<int, bool, bool> worlds[] = {
+          {1, false, false}, {1, true, false}, {2, true, false}, {1, true, true}, {2, true, true}};
+      for (const auto& [world, group, gloo] : worlds) {
         BOOST_TEST_CONTEXT("mode " << static_cast<int>(mode) << ", cuda " << cuda << ", world "
-                                   << world << ", group " << group) {
-          // A group of one rank (--dist-backend at world size 1) stays eager too: its buckets
-          // go through a communication stream, thread and watchdog.
-          const bool capturable = cuda && !group;
-          const CudaGraphSetting setting{cuda, world, group};
+                                   << world << ", group " << group << ", gloo " << gloo) {
+          // Data parallelism over NCCL is captured (its collectives are device work), even in
+          // a group of one rank; over Gloo, whose buckets the host stages, it stays eager.
+          const bool capturable = cuda && !gloo;
+          const CudaGraphSetting setting{cuda, world, group, gloo};
           if (mode == CudaGraphMode::off) {
             const CudaGraphPlan plan = plan_cuda_graph(mode, setting);
             BOOST_TEST(!plan.capture);
@@ -133,7 +136,7 @@ BOOST_AUTO_TEST_CASE(the_plan_over_every_mode_device_and_world) {
             BOOST_TEST(plan.reason.empty());
           } else {
             // The first obstacle is the one named.
-            const std::string why = !cuda ? "CPU" : "data parallelism";
+            const std::string why = !cuda ? "CPU" : "over Gloo";
             if (mode == CudaGraphMode::on) {
               BOOST_CHECK_EXCEPTION(
                   plan_cuda_graph(mode, setting), UsageError, [&](const UsageError& e) {
@@ -166,11 +169,16 @@ BOOST_AUTO_TEST_CASE(the_flag_defaults_to_auto_and_on_fails_early_where_the_flag
   };
   usage_error_naming({"--cuda-graph", "sometimes"}, "auto, on or off");
   usage_error_naming({"--cuda-graph", "on", "--device", "cpu"}, "CPU");
-  usage_error_naming({"--cuda-graph", "on", "--gpus", "2"}, "data parallelism (2 ranks)");
-  usage_error_naming({"--cuda-graph", "on", "--nodes", "2"}, "data parallelism (2 ranks)");
-  usage_error_naming({"--cuda-graph", "on", "--dist-backend", "gloo"}, "data parallelism (1 rank)");
-  usage_error_naming({"--cuda-graph", "on", "--dist-backend", "nccl", "--device", "cuda"},
-                     "data parallelism (1 rank)");
+  usage_error_naming({"--cuda-graph", "on", "--gpus", "2", "--dist-backend", "gloo"},
+                     "over Gloo (2 ranks)");
+  usage_error_naming({"--cuda-graph", "on", "--nodes", "2", "--dist-backend", "gloo"},
+                     "over Gloo (2 ranks)");
+  usage_error_naming({"--cuda-graph", "on", "--dist-backend", "gloo"}, "over Gloo (1 rank)");
+  // Over NCCL the collectives are captured with the step.
+  BOOST_TEST(
+      parse({"--cuda-graph", "on", "--dist-backend", "nccl", "--device", "cuda"}).cuda_graph ==
+      "on");
+  BOOST_TEST(parse({"--cuda-graph", "on", "--gpus", "2", "--device", "cuda"}).cuda_graph == "on");
   // AdamW's lr, step count and bias corrections are read from device memory: capturable.
   BOOST_TEST(parse({"--cuda-graph", "on", "--optimizer", "adamw"}).optimizer == "adamw");
 }

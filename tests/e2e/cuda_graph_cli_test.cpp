@@ -35,8 +35,9 @@ BOOST_AUTO_TEST_SUITE(cuda_graph_cli)
 BOOST_AUTO_TEST_CASE(impossible_or_bad_requests_are_usage_errors_that_say_why) {
   check_usage_error({"--cuda-graph", "always"}, "auto, on or off");
   check_usage_error({"--cuda-graph", "on", "--device", "cpu"}, "CPU");
-  check_usage_error({"--cuda-graph", "on", "--gpus", "2", "--device", "cuda"},
-                    "data parallelism (2 ranks)");
+  check_usage_error(
+      {"--cuda-graph", "on", "--gpus", "2", "--device", "cuda", "--dist-backend", "gloo"},
+      "over Gloo (2 ranks)");
 }
 
 BOOST_AUTO_TEST_CASE(on_with_a_device_auto_that_finds_no_gpu_fails_before_any_output) {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <set>
 
+#include "apps/data_parallel.h"
+#include "apps/train_options.h"
 #include "core/error.h"
 #include "core/models/models.h"
 #include "core/random.h"
@@ -114,6 +116,54 @@ BOOST_AUTO_TEST_CASE(a_real_model_in_25_mb_buckets) {
   for (std::size_t i = 0; i < reversed.size(); ++i)
     reversed[i] = static_cast<int>(params.size() - 1 - i);
   BOOST_TEST(order == reversed, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(the_first_bucket_of_each_dtype_closes_at_the_first_cap) {
+  // 400 bytes each; cap 1200, first cap 400: the first bucket holds one parameter.
+  BOOST_TEST(members(assign_buckets(f32_slots({100, 100, 100, 100, 100, 100}), 1200, 400)) ==
+             "{5} {4 3 2} {1 0}");
+  // A first cap above the cap is the cap.
+  BOOST_TEST(members(assign_buckets(f32_slots({100, 100, 100, 100}), 800, 4000)) == "{3 2} {1 0}");
+  // Per dtype: the f32 parameters' first bucket is their own first.
+  const std::vector<GradientSlot> slots{{DType::f32, 100},
+                                        {DType::f32, 100},
+                                        {DType::f16, 200},
+                                        {DType::f16, 200},
+                                        {DType::f32, 100}};
+  BOOST_TEST(members(assign_buckets(slots, 800, 400)) == "{4} {3} {2} {1 0}");
+}
+
+// --bucket-cap-mb through the command line's options: resnet18's buckets (reverse registration
+// order) close at 1 MiB for the first and at the cap for the others.
+BOOST_AUTO_TEST_CASE(bucket_boundaries_follow_bucket_cap_mb_after_a_1_mb_first_bucket) {
+  Generator generator(1);
+  auto model = models::make_model("resnet18", generator, 10);
+  const auto params = model->parameters();
+  for (const double cap_mb : {2.0, 4.5, 25.0}) {
+    BOOST_TEST_CONTEXT("--bucket-cap-mb " << cap_mb) {
+      const DdpOptions options =
+          app::ddp_options(app::parse_train_options({"--bucket-cap-mb", std::to_string(cap_mb)}));
+      const std::size_t cap = static_cast<std::size_t>(cap_mb * 1024 * 1024);
+      BOOST_TEST(options.bucket_bytes == cap);
+      const BucketPlan plan =
+          plan_buckets(gradient_slots(params), options.bucket_bytes, options.first_bucket_bytes);
+      BOOST_TEST_MESSAGE("resnet18, --bucket-cap-mb " << cap_mb << ": " << plan.buckets.size()
+                                                      << " buckets, the first of "
+                                                      << plan.buckets.front().bytes << " bytes");
+      BOOST_TEST_REQUIRE(plan.buckets.size() >= 2u);
+      for (std::size_t b = 0; b + 1 < plan.buckets.size(); ++b) {
+        const Bucket& bucket = plan.buckets[b];
+        const std::size_t limit = b == 0 ? std::size_t{1} << 20 : cap;
+        const std::size_t last_bytes =
+            params[static_cast<std::size_t>(bucket.params.back())]->value.nbytes();
+        BOOST_TEST(bucket.bytes >= limit, "bucket " << b);
+        BOOST_TEST(bucket.bytes - last_bytes < limit, "bucket " << b);
+      }
+      BOOST_TEST(plan.buckets.back().bytes < cap);
+    }
+  }
+  BOOST_CHECK_THROW(app::parse_train_options({"--bucket-cap-mb", "0"}), UsageError);
+  BOOST_CHECK_THROW(app::parse_train_options({"--bucket-cap-mb", "-3"}), UsageError);
 }
 
 BOOST_AUTO_TEST_CASE(predivide_factor_is_the_power_of_two_nearest_sqrt_world) {

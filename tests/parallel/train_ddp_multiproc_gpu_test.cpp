@@ -6,6 +6,8 @@
 //  - two processes sharing cuda:0 over Gloo (--device cuda:0 --dist-backend gloo --gpus 2) end
 //    with the same digest on both ranks and within 0.015 of one process's test accuracy after
 //    the 10 epochs of the LeNet recipe, at O0 and O2;
+//  - over Gloo the step stays eager under --cuda-graph auto, saying why, and on is a usage
+//    error;
 //  - a rank killed mid-training makes the other exit non-zero within 60 s, naming it.
 // Two GPUs and NCCL between them: train_nccl_multiproc_gpu_test.cpp.
 #include <signal.h>
@@ -89,6 +91,44 @@ BOOST_AUTO_TEST_CASE(two_ranks_sharing_one_gpu_over_gloo_train_like_one_process)
       BOOST_TEST(std::abs(end_test_acc(single) - end_test_acc(shared)) <= 0.015);
     }
   }
+}
+
+// Gloo's buckets go through host memory: --cuda-graph auto keeps the step eager and says why
+// (stderr and the start event); on is a usage error naming Gloo.
+BOOST_AUTO_TEST_CASE(over_gloo_the_step_stays_eager_and_says_why) {
+  const TempDir directory;
+  const std::string log = directory.file("gloo.json");
+  const std::vector<std::string> args{"train",
+                                      "--model",
+                                      "mlp",
+                                      "--dataset",
+                                      "synthetic",
+                                      "--epochs",
+                                      "1",
+                                      "--steps",
+                                      "5",
+                                      "--batch-size",
+                                      "64",
+                                      "--threads",
+                                      "1",
+                                      "--device",
+                                      "cuda:0",
+                                      "--dist-backend",
+                                      "gloo",
+                                      "--gpus",
+                                      "2",
+                                      "--master-port",
+                                      std::to_string(free_port()),
+                                      "--log-json",
+                                      log};
+  const std::string eager = train_to_end(args, log);
+  check_agreeing_end_event(eager);
+  BOOST_TEST(field(event(eager, "start"), "cuda_graph") == "false");
+  BOOST_TEST(contains(field(event(eager, "start"), "cuda_graph_reason"), "over Gloo"));
+  BOOST_TEST(contains(slurp(log + ".out") + slurp(log + ".err"), "cuda graph: eager steps"));
+  const ProcessResult on = run_alloy(with(args, {"--cuda-graph", "on"}));
+  BOOST_TEST(on.exit_code == 2);
+  BOOST_TEST(contains(on.errors, "over Gloo (2 ranks)"), on.errors);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_rank_on_the_gpu_makes_the_other_fail_naming_it_within_60_s) {

@@ -1,7 +1,11 @@
 // Emulated NCCL: communicators of one or more ranks, each rank its own process on this machine
 // as the project runs them (nccl_world.h: the rendezvous and transport through shared memory).
 // Init with a config, blocking or not, finalize/destroy/abort, async error queries, the error
-// strings, and all-reduce and broadcast as stream work. The work of a collective, when its
+// strings, all-reduce and broadcast as stream work, and groups (ncclGroupStart/End). In a
+// group each collective is queued when it is called rather than at ncclGroupEnd: every rank
+// runs its stream's work in order, so the result and the order of the collectives are the
+// same. Collectives queued on a capturing stream become nodes of its graph, as NCCL's kernels
+// do, and run at every launch of the graph. The work of a collective, when its
 // stream runs it, moves the buffers through every rank's staging area in chunks: each rank
 // copies its chunk in, all meet at a barrier, each reduces the chunks in rank order into its
 // receive buffer, all meet again. A rank that aborts, leaves or dies ends its peers' waits with
@@ -370,6 +374,9 @@ void release(ncclComm_t comm, bool abort) {
   delete comm;  // the world is unmapped once queued work holds it no longer
 }
 
+// Nesting depth of the calling thread's groups: an unmatched ncclGroupEnd is an error.
+thread_local int group_depth = 0;
+
 }  // namespace
 
 extern "C" {
@@ -475,6 +482,17 @@ ncclResult_t ncclBroadcast(const void* send, void* receive, size_t count, ncclDa
   }
   return collective("ncclBroadcast", {kBroadcast, static_cast<std::int32_t>(type), root, count},
                     send, receive, comm, stream);
+}
+
+ncclResult_t ncclGroupStart() {
+  ++group_depth;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd: no group was started");
+  --group_depth;
+  return ncclSuccess;
 }
 
 const char* ncclGetErrorString(ncclResult_t result) {

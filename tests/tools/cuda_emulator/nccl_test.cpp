@@ -1,5 +1,6 @@
 // The emulated NCCL: a communicator of one rank through its whole life, all-reduce (every
-// operation, in and out of place, every dtype the project uses) and broadcast; the refusals of
+// operation, in and out of place, every dtype the project uses) and broadcast, groups, and
+// collectives captured in a CUDA graph; the refusals of
 // bad ranks, configs and ids; and communicators of two and three ranks, each a forked process
 // as the project's ranks are: sums and averages in f32 and f16 rounded in rank order as NCCL
 // rounds them, in place, through more than one staging chunk, a broadcast from a non-zero root,
@@ -141,6 +142,53 @@ BOOST_AUTO_TEST_CASE(all_reduce_and_broadcast_of_one_rank_return_every_bit) {
              ncclInvalidArgument);
   BOOST_TEST(ncclAllReduce(buffer.get(), other.get(), 1, static_cast<ncclDataType_t>(99), ncclSum,
                            rank.comm, stream) == ncclInvalidArgument);
+  BOOST_REQUIRE_EQUAL(cudaStreamDestroy(stream), cudaSuccess);
+}
+
+// A group's collectives run in call order; a collective issued to a capturing stream is a node
+// of the graph, run at every launch (not at the capture), with the buffers of that moment.
+BOOST_AUTO_TEST_CASE(groups_nest_and_captured_collectives_run_at_each_graph_launch) {
+  const OneRank rank;
+  cudaStream_t stream = nullptr;
+  BOOST_REQUIRE_EQUAL(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  const std::size_t bytes = 256;
+  const DeviceMemory a(bytes), b(bytes), c(bytes);
+  const auto first = pattern(bytes, 1);
+  BOOST_REQUIRE_EQUAL(cudaMemcpy(a.get(), first.data(), bytes, cudaMemcpyHostToDevice),
+                      cudaSuccess);
+  // a -> b, then b -> c, in one group: c sees what the first wrote.
+  BOOST_REQUIRE_EQUAL(ncclGroupStart(), ncclSuccess);
+  BOOST_REQUIRE_EQUAL(ncclGroupStart(), ncclSuccess);
+  BOOST_REQUIRE_EQUAL(ncclBroadcast(a.get(), b.get(), bytes, ncclUint8, 0, rank.comm, stream),
+                      ncclSuccess);
+  BOOST_REQUIRE_EQUAL(ncclGroupEnd(), ncclSuccess);
+  BOOST_REQUIRE_EQUAL(ncclBroadcast(b.get(), c.get(), bytes, ncclUint8, 0, rank.comm, stream),
+                      ncclSuccess);
+  BOOST_REQUIRE_EQUAL(ncclGroupEnd(), ncclSuccess);
+  BOOST_TEST(read(c, bytes) == first);
+  BOOST_TEST(ncclGroupEnd() == ncclInvalidUsage);
+
+  cudaGraph_t graph = nullptr;
+  BOOST_REQUIRE_EQUAL(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+                      cudaSuccess);
+  BOOST_REQUIRE_EQUAL(
+      ncclAllReduce(a.get(), b.get(), bytes / 4, ncclFloat32, ncclSum, rank.comm, stream),
+      ncclSuccess);
+  BOOST_REQUIRE_EQUAL(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  std::size_t nodes = 0;
+  BOOST_REQUIRE_EQUAL(cudaGraphGetNodes(graph, nullptr, &nodes), cudaSuccess);
+  BOOST_TEST(nodes == 1u);
+  cudaGraphExec_t exec = nullptr;
+  BOOST_REQUIRE_EQUAL(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  for (const unsigned seed : {2u, 3u}) {
+    const auto values = pattern(bytes, seed);
+    BOOST_REQUIRE_EQUAL(cudaMemcpy(a.get(), values.data(), bytes, cudaMemcpyHostToDevice),
+                        cudaSuccess);
+    BOOST_REQUIRE_EQUAL(cudaGraphLaunch(exec, stream), cudaSuccess);
+    BOOST_TEST(read(b, bytes) == values, "launch with pattern " << seed);
+  }
+  BOOST_REQUIRE_EQUAL(cudaGraphExecDestroy(exec), cudaSuccess);
+  BOOST_REQUIRE_EQUAL(cudaGraphDestroy(graph), cudaSuccess);
   BOOST_REQUIRE_EQUAL(cudaStreamDestroy(stream), cudaSuccess);
 }
 
