@@ -102,7 +102,9 @@ void check_finite(const char* flag, double value) {
 }
 
 void validate(TrainOptions& o, const po::variables_map& values) {
-  if (!models::is_gpt_model(o.model)) check_choice("--model", o.model, models::model_names());
+  std::vector<std::string> model_choices = models::model_names();
+  model_choices.insert(model_choices.end(), {"gpt", "gpt2", "gpt-shakespeare"});
+  check_choice("--model", o.model, model_choices);
   check_choice("--dataset", o.dataset, kDatasets);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -213,7 +215,7 @@ po::options_description train_options_description(TrainOptions& o) {
   using po::value;
   auto model = make_group("Model and data");
   model.add_options()("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
-                      "lenet, mlp or resnet18")(
+                      "lenet, mlp, resnet18, ffn; gpt, gpt2, gpt-shakespeare (language models)")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
       "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
       "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
