@@ -164,6 +164,12 @@ BOOST_AUTO_TEST_CASE(bad_flags_exit_2_and_bad_token_files_exit_1_naming_the_file
   BOOST_TEST(no_steps.exit_code == 2);
   BOOST_TEST(no_steps.errors.find("--steps") != std::string::npos, no_steps.errors);
 
+  // The sequence models' flags are refused for the image models.
+  const ProcessResult lenet = run_alloy({"train", "--model", "lenet", "--n-layer", "2"});
+  BOOST_TEST(lenet.exit_code == 2);
+  BOOST_TEST(lenet.errors.find("--n-layer applies to sequence models") != std::string::npos,
+             lenet.errors);
+
   const std::string bad = corpus.dir.file("bad.bin");
   std::ofstream(bad, std::ios::binary) << std::string(1024, 'x');
   const ProcessResult magic =
