@@ -30,6 +30,15 @@ po::options_description eval_options() {
      "dataset directory (default: the one the checkpoint was trained on)")
     ("device", po::value<std::string>()->default_value("auto")->value_name("D"),
      "auto, cpu, cuda or cuda:N")
+    ("image-size", po::value<int>()->value_name("S"),
+     "as alloy train --image-size (default: the checkpoint's)")
+    ("channels", po::value<int>()->value_name("1|3"),
+     "as alloy train --channels (default: the checkpoint's)")
+    ("num-classes", po::value<int>()->value_name("K"),
+     "as alloy train --num-classes (default: the checkpoint's)")
+    ("allow-tf32", po::value<bool>()->implicit_value(true, "true")->value_name("BOOL"),
+     "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores (default: as the "
+     "checkpoint was trained); a no-op on the CPU")
     ("log-json", po::value<std::string>()->value_name("FILE|-"), "write the result as JSON")
     ("help,h", "print this help and exit");
   // clang-format on
@@ -78,7 +87,24 @@ int run_eval(const std::vector<std::string>& args) {
   TrainOptions train = options_from_checkpoint(state);
   train.resume = path;
   if (values.count("data-dir")) train.data_dir = values["data-dir"].as<std::string>();
+  if (values.count("image-size")) {
+    train.image_size = values["image-size"].as<int>();
+    if (train.image_size < 1) usage_fail("--image-size must be at least 1, got ", train.image_size);
+  }
+  if (values.count("channels")) {
+    train.channels = values["channels"].as<int>();
+    if (train.channels != 1 && train.channels != 3) {
+      usage_fail("--channels must be 1 or 3, got ", train.channels);
+    }
+  }
+  if (values.count("num-classes")) {
+    train.num_classes = values["num-classes"].as<int>();
+    if (train.num_classes < 1) {
+      usage_fail("--num-classes must be at least 1, got ", train.num_classes);
+    }
+  }
   train.device = device_flag;
+  if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();
   // The training run's thread count, so the accuracy is the one its epoch event reported.
   const unsigned cores = std::thread::hardware_concurrency();
   train.threads = cores == 0 ? 1 : static_cast<int>(cores);
@@ -91,9 +117,7 @@ int run_eval(const std::vector<std::string>& args) {
   const DeviceChoice device = choose_device(train.device);
   std::cerr << "alloy: " << device.explanation << std::endl;
 
-  Trainer trainer(
-      train, device.device,
-      data::load_datasets(train.dataset, train.data_dir, static_cast<std::uint64_t>(train.seed)));
+  Trainer trainer(train, device.device, load_training_data(train));
   restore_training_state(trainer, state, path, warn);
   state = {};  // the weights are in the model now
   const data::Dataset& test = trainer.data().test;

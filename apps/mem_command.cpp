@@ -11,6 +11,7 @@
 #include "apps/max_batch.h"
 #include "apps/memory_report.h"
 #include "core/error.h"
+#include "core/ops/allow_tf32.h"
 #include "core/thread_pool.h"
 
 namespace alloy::app {
@@ -27,6 +28,7 @@ int run_mem(const std::vector<std::string>& args) {
   if (!options.json.empty()) json = std::make_unique<JsonLog>(options.json);
 
   set_cpu_threads(options.threads);
+  set_allow_tf32(options.allow_tf32);  // process-wide, as `alloy train` sets it
   const DeviceChoice device = choose_device(options.device);
   if (options.max_batch && device.device.is_cpu()) {
     fail("--max-batch needs a CUDA device, and this run is on the CPU (", device.explanation, ")");
@@ -35,6 +37,10 @@ int run_mem(const std::vector<std::string>& args) {
 
   MeasureConfig config;
   config.model = options.model;
+  config.image_size = options.image_size;
+  config.channels = options.channels;
+  config.num_classes = options.num_classes;
+  config.normalize = options.normalize;
   config.gpt = options.gpt;
   config.batch_size = options.batch_size;
   config.steps = options.steps;

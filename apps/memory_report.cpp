@@ -18,6 +18,7 @@
 #include "apps/json_log.h"
 #include "apps/layout_choice.h"
 #include "apps/micro_batches.h"
+#include "apps/normalization.h"
 #include "apps/recompute.h"
 #include "apps/train_step.h"
 #include "core/checkpoint/posix_file.h"
@@ -87,9 +88,20 @@ po::options_description mem_options(MemOptions& o) {
   auto group = make_group("Options");
   // clang-format off
   group.add_options()
-    ("model", value(&o.model)->required()->value_name("M"), "lenet, mlp or resnet18")
+    ("model", value(&o.model)->required()->value_name("M"),
+     "lenet, mlp, ffn, resnet18, resnet34 or resnet50 (the resnets' stem as in 'alloy train "
+     "--help')")
     ("batch-size", value(&o.batch_size)->required()->value_name("B"),
-     "images per step (synthetic 28x28x1 batches; no dataset needed)")
+     "images per step (synthetic batches; no dataset needed)")
+    ("image-size", value(&o.image_size)->default_value(28)->value_name("S"),
+     "the batches' images are S x S")
+    ("channels", value(&o.channels)->value_name("1|3"),
+     "the batches' channels (default: 3 from --image-size 64 up, else 1, as alloy train's "
+     "synthetic data)")
+    ("num-classes", value(&o.num_classes)->default_value(10)->value_name("K"),
+     "the model's classes")
+    ("normalize", value(&o.normalize)->default_value("auto")->value_name("MODE"),
+     "input normalisation, as 'alloy train --normalize'")
     ("device", value(&o.device)->default_value("auto")->value_name("D"),
      "auto, cpu, cuda or cuda:N")
     ("opt-levels", value<std::string>()->default_value("O0,O1,O2,O3")->value_name("LIST"),
@@ -112,6 +124,10 @@ po::options_description mem_options(MemOptions& o) {
      "as 'alloy train --recompute blocks' does")
     ("optimizer", value(&o.optimizer)->default_value("sgd")->value_name("sgd|adamw"),
      "sgd (momentum 0.9: one fp32 buffer per parameter) or adamw (two)")
+    ("allow-tf32", value(&o.allow_tf32)->default_value(false, "false")
+                       ->implicit_value(true, "true")->value_name("BOOL"),
+     "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores, as 'alloy "
+     "train --allow-tf32' does; a no-op on the CPU")
     ("threads", value(&o.threads)->value_name("N"),
      "CPU threads for the kernels (default: every core this process may use)")
     ("seed", value(&o.seed)->default_value(1)->value_name("N"), "model and batch seed")
@@ -300,6 +316,12 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
     }
   }
   if (o.batch_size < 1) usage_fail("--batch-size must be at least 1, got ", o.batch_size);
+  if (o.image_size < 1) usage_fail("--image-size must be at least 1, got ", o.image_size);
+  if (o.channels == 0) o.channels = data::default_synthetic_channels(o.image_size);
+  if (o.channels != 1 && o.channels != 3) usage_fail("--channels must be 1 or 3, got ", o.channels);
+  if (o.num_classes < 1) usage_fail("--num-classes must be at least 1, got ", o.num_classes);
+  parse_normalization(o.normalize, o.channels);  // a UsageError naming --normalize
+  models::check_model_input(o.model, {o.channels, o.image_size});
   if (o.steps < 1) usage_fail("--steps must be at least 1, got ", o.steps);
   micro_batch_size(o.batch_size, 1, o.accumulation_steps);  // N >= 1 dividing B, or a UsageError
   if (!(o.clip_grad_norm >= 0 && std::isfinite(static_cast<float>(o.clip_grad_norm)))) {
@@ -311,7 +333,9 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   check_fraction_flag("--ema-decay", o.ema_decay);
   if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
     Generator generator(0);
-    apply_recompute(*models::make_model(o.model, generator, 10), o.model, o.recompute);
+    apply_recompute(
+        *models::make_model(o.model, generator, o.num_classes, {o.channels, o.image_size}), o.model,
+        o.recompute);
   }
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
@@ -417,7 +441,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       report.device_view = device_view_of(config.device);
     } else {
       Generator generator(static_cast<std::uint64_t>(config.seed));
-      std::unique_ptr<nn::Module> model = models::make_model(config.model, generator, 10);
+      std::unique_ptr<nn::Module> model = models::make_model(
+          config.model, generator, config.num_classes, {config.channels, config.image_size});
       model->to_device(config.device);
       model->set_needs_input_grad(false);
       model->set_layout(
@@ -429,8 +454,11 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       precision.set_clip_grad_norm(config.clip_grad_norm);
       precision.set_ema_decay(config.ema_decay);
       const data::Dataset batch = data::make_synthetic_dataset(
-          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch");
+          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
+          config.image_size, config.image_size, config.channels);
       const Tensor images = to_device(batch.images, config.device);
+      const Tensor normalization =
+          normalization_table(parse_normalization(config.normalize, config.channels), config.device);
       const Tensor labels = to_device(batch.labels, config.device);
       Tensor tally = make_step_tally(config.device);  // the epoch's sums, as the trainer keeps them
       model->set_training(true);
@@ -441,7 +469,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       for (std::int64_t step = 0; step < config.steps; ++step) {
         if (step == 1) timed_from = std::chrono::steady_clock::now();
         // The step `alloy train` runs.
-        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps);
+        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps, 0.0f,
+                   normalization);
         synchronize(tally);
       }
       report.timed_seconds = seconds_since(timed_from);

@@ -34,7 +34,11 @@ struct MemOptions {
   SequenceOptions::Flags gpt_flags;
   models::GptConfig gpt;
   std::int64_t batch_size = 0;
-  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  int image_size = 28;  // the synthetic batch's images: channels x image_size x image_size
+  int channels = 0;     // 0: as alloy train's synthetic data (data::default_synthetic_channels)
+  int num_classes = 10;
+  std::string normalize = "auto";  // as alloy train --normalize (apps/normalization.h)
+  std::string device = "auto";     // auto | cpu | cuda | cuda:N
   std::vector<amp::OptLevel> levels = {amp::OptLevel::O0, amp::OptLevel::O1, amp::OptLevel::O2,
                                        amp::OptLevel::O3};
   std::optional<DType> half_dtype;  // --half-dtype; the levels' default (fp16) when unset
@@ -49,6 +53,7 @@ struct MemOptions {
   std::string json;               // empty: none; "-": standard output
   std::string plot;               // empty: none
   bool max_batch = false;         // needs a CUDA device
+  bool allow_tf32 = false;        // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
   std::int64_t max_batch_limit = 32768;
 };
 
@@ -66,6 +71,10 @@ struct MeasureConfig {
   std::string model;
   models::GptConfig gpt;  // for a sequence model (models::is_gpt_model)
   std::int64_t batch_size = 1;
+  int image_size = 28;
+  int channels = 1;
+  int num_classes = 10;
+  std::string normalize = "auto";
   std::int64_t steps = 3;
   // Each step's batch in this many micro-batches, as evenly as possible (apps/micro_batches.h).
   std::int64_t accumulation_steps = 1;
@@ -123,10 +132,10 @@ struct LevelReport {
 
 // Builds the model and the amp layer for `properties` (the O1 cast policy included), trains
 // config.steps steps (train_step, with its step tally) on one synthetic batch of
-// config.batch_size 28x28x1 images (in config.accumulation_steps micro-batches), and frees
-// everything before returning. Peaks are reset after setup, so other levels measured before in
-// the same process do not show. On a CUDA device it starts by emptying the block cache, so the
-// device view is the level's own.
+// config.batch_size synthetic images of the config's shape (in config.accumulation_steps
+// micro-batches), and frees everything before returning. Peaks are reset after setup, so other
+// levels measured before in the same process do not show. On a CUDA device it starts by emptying
+// the block cache, so the device view is the level's own.
 LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties& properties);
 
 // The properties of each level with the optional --half-dtype applied.

@@ -117,8 +117,10 @@ int run_train(const std::vector<std::string>& args) {
   const StopSignals signals;
   trainer.set_step_hook([&] {
     const bool stop = signals.requested();
-    // The last step of an epoch is saved by the epoch hook, after evaluation.
-    const bool epoch_ends = trainer.epoch_batches_done() == trainer.epoch_batches();
+    // The last step of an epoch (or of the run, --steps) is saved by the epoch hook, after
+    // evaluation.
+    const bool epoch_ends =
+        trainer.epoch_batches_done() == trainer.epoch_batches() || trainer.step_limit_reached();
     const bool due = options.checkpoint_every > 0 &&
                      trainer.steps() % options.checkpoint_every == 0 && !epoch_ends;
     if (checkpointer) checkpointer->poll();  // an asynchronous save that ended: log or fail

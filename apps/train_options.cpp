@@ -9,8 +9,10 @@
 #include "apps/cli.h"
 #include "apps/config_file.h"
 #include "apps/layout_choice.h"
+#include "apps/normalization.h"
 #include "apps/recompute.h"
 #include "apps/step_graph.h"
+#include "core/data/channels.h"
 #include "core/error.h"
 #include "core/models/models.h"
 
@@ -106,6 +108,18 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   model_choices.insert(model_choices.end(), {"gpt", "gpt2", "gpt-shakespeare"});
   check_choice("--model", o.model, model_choices);
   check_choice("--dataset", o.dataset, kDatasets);
+  if (o.was_given("image-size")) check_at_least("--image-size", o.image_size, 1);
+  if (o.was_given("channels") && o.channels != 1 && o.channels != 3) {
+    usage_fail("--channels must be 1 or 3, got ", o.channels);
+  }
+  if (o.was_given("num-classes")) check_at_least("--num-classes", o.num_classes, 1);
+  if (o.was_given("synthetic-size")) {
+    if (o.dataset != "synthetic") {
+      usage_fail("--synthetic-size sets the size of --dataset synthetic, not ", o.dataset);
+    }
+    check_at_least<std::int64_t>("--synthetic-size", o.synthetic_size, 1);
+  }
+  check_normalize_flag(o.normalize);
   if (!(o.device == "auto" || o.device == "cpu" || o.device == "cuda" ||
         o.device.rfind("cuda:", 0) == 0)) {
     usage_fail("--device '", o.device, "' is not one of auto, cpu, cuda or cuda:N");
@@ -214,12 +228,29 @@ void validate(TrainOptions& o, const po::variables_map& values) {
 po::options_description train_options_description(TrainOptions& o) {
   using po::value;
   auto model = make_group("Model and data");
-  model.add_options()("model", value(&o.model)->default_value(o.model)->value_name("NAME"),
-                      "lenet, mlp, resnet18, ffn; gpt, gpt2, gpt-shakespeare (language models)")(
+  model.add_options()(
+      "model", value(&o.model)->default_value(o.model)->value_name("NAME"),
+      "lenet, mlp, ffn, resnet18, resnet34 or resnet50. The resnets take images of any size: "
+      "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
+      "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool. "
+      "gpt, gpt2, gpt-shakespeare: language models")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
       "fashion-mnist, mnist (IDX files in --data-dir) or synthetic (generated, no files)")(
       "data-dir", value(&o.data_dir)->default_value(o.data_dir)->value_name("DIR"),
       "directory holding train-images-idx3-ubyte[.gz] and the other three IDX files")(
+      "image-size", value(&o.image_size)->value_name("S"),
+      "images are S x S pixels (synthetic: generated so, default 28; other data: must be so)")(
+      "channels", value(&o.channels)->value_name("1|3"),
+      "convert the images to 1 (luma, as PIL's convert(\"L\")) or 3 channels (gray "
+      "replicated); default: the data's own (synthetic: 3 from --image-size 64 up, else 1)")(
+      "num-classes", value(&o.num_classes)->value_name("K"),
+      "classes of the synthetic data (default 10); other data: its own, which K must match")(
+      "synthetic-size", value(&o.synthetic_size)->value_name("N"),
+      "training examples of --dataset synthetic (default 12800; the test set is a fifth of it)")(
+      "normalize", value(&o.normalize)->default_value(o.normalize)->value_name("MODE"),
+      "input normalisation on the device: none (pixels / 255), imagenet ((pixels / 255 - "
+      "mean) / std, torchvision's ImageNet statistics), M1,M2,M3/S1,S2,S3 (per channel), or "
+      "auto: imagenet for 3 channels, none for 1")(
       "device", value(&o.device)->default_value(o.device)->value_name("D"),
       "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")(
       "threads", value(&o.threads)->value_name("N"),
@@ -237,6 +268,14 @@ po::options_description train_options_description(TrainOptions& o) {
       "cuDNN convolution algorithms: measured (time them once, keep the fastest deterministic "
       "ones in $ALLOY_CACHE_DIR/conv_algorithms.txt and the checkpoints) or cuDNN's heuristic "
       "pick; ignored on the CPU")(
+      "allow-tf32",
+      value(&o.allow_tf32)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "let fp32 matrix products and convolutions on CUDA run on TF32 tensor cores (10-bit "
+      "mantissa inputs, fp32 accumulation), as PyTorch's allow_tf32; off keeps fp32 IEEE fp32. "
+      "Half-precision ops use tensor cores either way; a no-op on the CPU")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 
@@ -257,6 +296,15 @@ po::options_description train_options_description(TrainOptions& o) {
       "batch-norm parameters stay fp32 in a half model (default: true at O2, false at O3)")(
       "master-weights", value<std::string>()->value_name("true|false"),
       "keep fp32 master weights for a half model (default: true at O2, false at O3)")(
+      "stochastic-rounding",
+      value(&o.stochastic_rounding)
+          ->default_value(false, "false")
+          ->implicit_value(true, "true")
+          ->value_name("BOOL"),
+      "round half weights that have no fp32 master (O3, or O2 with --master-weights false) "
+      "stochastically in each update, unbiased, the random bits keyed by (seed, step, "
+      "parameter, element), the same on the CPU and CUDA; weights with fp32 masters are "
+      "unaffected")(
       "max-consecutive-skips", value(&o.max_consecutive_skips)->value_name("N"),
       "stop (exit 1) after N overflowing steps in a row at any scale; 0: never (default: stop "
       "after 20 in a row at the minimum scale)");
@@ -298,7 +346,8 @@ po::options_description train_options_description(TrainOptions& o) {
       "epochs", value(&o.epochs)->default_value(o.epochs)->value_name("N"),
       "passes over the training set")(
       "steps", value(&o.steps)->default_value(o.steps)->value_name("N"),
-      "train for N optimizer steps (0: no bound; sequence models need it)")(
+      "stop after N optimizer steps in total, mid-epoch if need be, then evaluate (0: no bound; "
+      "--epochs bounds the run too)")(
       "batch-size", value(&o.batch_size)->default_value(o.batch_size)->value_name("N"),
       "global minibatch size, split evenly across ranks")(
       "accumulation-steps",
@@ -399,16 +448,35 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
 }
 
 data::DatasetPair load_training_data(const TrainOptions& o) {
+  data::SyntheticShape synthetic;
+  if (o.synthetic_size > 0) synthetic.train_size = o.synthetic_size;
+  if (o.image_size > 0) synthetic.image_size = o.image_size;
+  synthetic.channels =
+      o.channels > 0 ? o.channels : data::default_synthetic_channels(synthetic.image_size);
+  if (o.num_classes > 0) synthetic.classes = o.num_classes;
   data::DatasetPair data =
-      data::load_datasets(o.dataset, o.data_dir, static_cast<std::uint64_t>(o.seed));
-  for (const data::Dataset* set : {&data.train, &data.test}) {
-    if (set->size() == 0) fail(set->name, " (in ", o.data_dir, ") holds no examples");
+      data::load_datasets(o.dataset, o.data_dir, static_cast<std::uint64_t>(o.seed), synthetic);
+  const std::string where = o.dataset == "synthetic" ? "" : " (in " + o.data_dir + ")";
+  for (data::Dataset* set : {&data.train, &data.test}) {
+    if (set->size() == 0) fail(set->name, where, " holds no examples");
+    if (o.channels > 0) *set = data::convert_channels(*set, o.channels);
     const Tensor& images = set->images;
-    if (images.dim(1) != 1 || images.dim(2) != 28 || images.dim(3) != 28) {
-      fail(set->name, " (in ", o.data_dir, ") has ", images.dim(2), "x", images.dim(3),
-           " images; the ", o.model, " model takes 28x28 single-channel images");
+    if (images.dim(2) != images.dim(3)) {
+      fail(set->name, where, " has ", images.dim(2), "x", images.dim(3),
+           " images; the models take square ones");
+    }
+    if (o.image_size > 0 && images.dim(2) != o.image_size) {
+      fail(set->name, where, " has ", images.dim(2), "x", images.dim(3), " images, not the ",
+           o.image_size, "x", o.image_size, " of --image-size (", o.dataset,
+           " is not resized; synthetic data is generated at any size)");
+    }
+    if (o.num_classes > 0 && set->classes != o.num_classes) {
+      fail(set->name, where, " has ", set->classes, " classes, not the ", o.num_classes,
+           " of --num-classes");
     }
   }
+  // A clear error before any training for lenet at 32x32, say.
+  models::check_model_input(o.model, models::image_shape_of(data.train.images));
   if (o.batch_size > data.train.size()) {
     usage_fail("--batch-size ", o.batch_size, " is larger than the ", data.train.size(),
                " examples of ", data.train.name, ": an epoch would have no step");

@@ -19,6 +19,15 @@ struct TrainOptions {
   std::string model = "lenet";
   std::string dataset = "fashion-mnist";
   std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  // Images: 0 keeps the data's own (synthetic: 28x28, 1 channel, 10 classes, kSyntheticTrainSize
+  // training examples). channels converts (apps/image_data.h); image_size and num_classes must
+  // match real data, and shape the synthetic kind.
+  int image_size = 0;
+  int channels = 0;
+  int num_classes = 0;
+  std::int64_t synthetic_size = 0;
+  // auto (imagenet for 3 channels, none for 1) | none (pixels / 255) | imagenet | M,../S,..
+  std::string normalize = "auto";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   int threads = 0;              // resolved to the cores this process may use when not given
   std::int64_t seed = 1;
@@ -29,9 +38,14 @@ struct TrainOptions {
   // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/trainer.cpp sets
   // the process-wide choice, core/ops/conv2d_algorithm_db.h).
   std::string conv_algorithms = "measured";
+  // fp32 GEMMs and convolutions on CUDA may use TF32 tensor cores (core/ops/allow_tf32.h).
+  bool allow_tf32 = false;
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;
+  // Round half weights without fp32 masters stochastically in the optimizer's update
+  // (core/stochastic_rounding.h), keyed by the seed.
+  bool stochastic_rounding = false;
 
   // Optimizer and schedule.
   std::string optimizer = "sgd";
@@ -47,14 +61,15 @@ struct TrainOptions {
   // The loss's label smoothing (core/ops/softmax_cross_entropy.h); 0: none.
   double label_smoothing = 0.0;
   std::int64_t epochs = 10;
+  // A bound on the run's optimizer steps in total; 0: none (epochs decide). Sequence models
+  // train in steps.
+  std::int64_t steps = 0;
   std::int64_t batch_size = 256;  // global: split across ranks
   // The rate's course over the run (core/ops/lr_schedule.h): linear warm-up over warmup_steps
   // optimizer steps, then constant, linear or cosine decay to min_lr at the last step.
   std::string lr_schedule = "constant";
   std::int64_t warmup_steps = 0;
   double min_lr = 0.0;
-  // Optimizer steps to train for; 0: no bound (epochs decide). Sequence models train in steps.
-  std::int64_t steps = 0;
   // Micro-batches each rank's share of a step is processed in (apps/train_step.h).
   std::int64_t accumulation_steps = 1;
 
@@ -102,10 +117,11 @@ po::options_description train_options_description(TrainOptions& options);
 // the config file cannot be read.
 TrainOptions parse_train_options(const std::vector<std::string>& args);
 
-// Loads the --dataset from --data-dir and checks it suits the run: both sets hold examples,
-// the images are the 28x28 single-channel images every model takes, and one global batch fits
-// in the training set (else every epoch would have no step). Throws Error for unsuitable data,
-// UsageError for a --batch-size larger than the training set.
+// Loads the --dataset from --data-dir (synthetic: shaped by --image-size, --channels,
+// --num-classes and --synthetic-size), converts it to --channels, and checks it suits the run:
+// both sets hold examples, the images are square and of --image-size when given, the model takes
+// them, and one global batch fits in the training set (else every epoch would have no step).
+// Throws Error for unsuitable data, UsageError for a --batch-size larger than the training set.
 data::DatasetPair load_training_data(const TrainOptions& options);
 
 // For --help.

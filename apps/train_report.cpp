@@ -38,11 +38,14 @@ void TrainReport::start(Trainer& trainer) {
   const TrainOptions& o = options_;
   const data::DatasetPair& data = trainer.data();
   const std::int64_t parameters = trainer.parameter_count();
+  const Tensor& images = data.train.images;
   const bool cuda_graph = trainer.cuda_graph();  // a UsageError here comes before any output
   const char* level = amp::opt_level_name(o.precision.level);
   human_ << o.model << " (" << parameters << " parameters) on " << trainer.device().str() << ", "
          << o.threads << " threads | " << o.dataset << ": " << data.train.size() << " train, "
-         << data.test.size() << " test | " << level << " | " << o.optimizer << " lr " << o.lr;
+         << data.test.size() << " test, " << images.dim(1) << "x" << images.dim(2) << "x"
+         << images.dim(3) << ", " << data.train.classes << " classes | " << level << " | "
+         << o.optimizer << " lr " << o.lr;
   if (scheduled()) {
     human_ << " (" << o.lr_schedule;
     if (o.lr_schedule != "constant") human_ << " to " << o.min_lr;
@@ -72,6 +75,8 @@ void TrainReport::start(Trainer& trainer) {
       .add("device", trainer.device().str())
       .add("world_size", trainer.world_size())
       .add("cuda_graph", cuda_graph)
+      .add("allow_tf32", o.allow_tf32)
+      .add("stochastic_rounding", o.stochastic_rounding)
       .add("dataset", o.dataset)
       .add("train_examples", data.train.size())
       .add("test_examples", data.test.size())
@@ -87,6 +92,10 @@ void TrainReport::start(Trainer& trainer) {
       .add("momentum", o.momentum)
       .add("weight_decay", o.weight_decay)
       .add("epochs", o.epochs)
+      .add("steps", o.steps)
+      .add("image_size", images.dim(2))
+      .add("channels", images.dim(1))
+      .add("classes", data.train.classes)
       .add("seed", o.seed)
       .add("threads", o.threads)
       .add("blas_core", cpu::blas_core())

@@ -4,6 +4,7 @@
 
 #include "apps/data_parallel.h"
 #include "apps/micro_batches.h"
+#include "apps/normalization.h"
 #include "core/nn/cast_policy.h"
 #include "core/nn/dropout.h"
 #include "core/ops/elementwise.h"
@@ -13,7 +14,8 @@ namespace alloy::app {
 
 void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor& images,
                 const Tensor& labels, Tensor& tally, DataParallel* data_parallel,
-                std::int64_t accumulation_steps, float label_smoothing) {
+                std::int64_t accumulation_steps, float label_smoothing,
+                const Tensor& normalization) {
   // O1's half copies of the weights are valid for one step: the update changes the weights,
   // and nothing else does, so every micro-batch of the step shares them.
   nn::clear_weight_cast_cache();
@@ -34,7 +36,8 @@ void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor&
     const nn::DropoutStreamScope dropout_stream(
         {&precision.optimizer().step_count(), rank + world * first, world});
     first += sizes[i];
-    const Tensor logits = model.forward(normalize_images(micro_images, precision.input_dtype()));
+    const Tensor logits =
+        model.forward(normalize_batch(micro_images, normalization, precision.input_dtype()));
     // The loss, its gradient scaled by the loss scale (so every gradient below it is scaled)
     // and divided by the step's rows, and the step tally's update, in one pass (one launch on
     // the GPU). The loss and the logits' gradient are freed as soon as backward has used them.

@@ -36,9 +36,12 @@ class DataParallel;
 // output the host may read); data_parallel: the replica's DDP, or null for one process;
 // accumulation_steps: the micro-batches the batch is split into (1: one pass, as without
 // accumulation, bit for bit); label_smoothing: the loss's, as PyTorch's
-// CrossEntropyLoss(label_smoothing) (core/ops/softmax_cross_entropy.h; 0: none, bit for bit).
+// CrossEntropyLoss(label_smoothing) (core/ops/softmax_cross_entropy.h; 0: none, bit for bit);
+// normalization: the per-channel table of --normalize on the model's device (apps/
+// normalization.h), or undefined for pixels / 255.
 void train_step(nn::Module& model, amp::MixedPrecision& precision, const Tensor& images,
                 const Tensor& labels, Tensor& tally, DataParallel* data_parallel = nullptr,
-                std::int64_t accumulation_steps = 1, float label_smoothing = 0.0f);
+                std::int64_t accumulation_steps = 1, float label_smoothing = 0.0f,
+                const Tensor& normalization = Tensor());
 
 }  // namespace alloy::app

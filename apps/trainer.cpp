@@ -1,16 +1,19 @@
 #include "apps/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iostream>
 
 #include "apps/layout_choice.h"
 #include "apps/micro_batches.h"
+#include "apps/normalization.h"
 #include "apps/recompute.h"
 #include "apps/train_step.h"
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
+#include "core/ops/allow_tf32.h"
 #include "core/ops/clip_grad_norm.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/elementwise.h"
@@ -28,12 +31,17 @@ optim::OptimizerConfig optimizer_config(const TrainOptions& o) {
   config.lr = static_cast<float>(o.lr);
   config.momentum = static_cast<float>(o.momentum);
   config.weight_decay = static_cast<float>(o.weight_decay);
+  config.stochastic_rounding = o.stochastic_rounding;
+  config.rounding_key = static_cast<std::uint64_t>(o.seed);
   return config;
 }
 
-std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device) {
+// The model for the training set's images and classes.
+std::unique_ptr<nn::Module> build_model(const TrainOptions& o, Device device,
+                                        const data::Dataset& train) {
   Generator generator(static_cast<std::uint64_t>(o.seed));
-  auto model = models::make_model(o.model, generator, /*classes=*/10);
+  auto model =
+      models::make_model(o.model, generator, train.classes, models::image_shape_of(train.images));
   model->to_device(device);
   model->set_needs_input_grad(false);  // nothing consumes the gradient of the images
   model->set_layout(choose_layout(o.layout, o.model, *model, device.is_cuda(), o.precision));
@@ -56,9 +64,12 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
       device_(device),
       stager_(device),
       data_(std::move(data)),
-      model_(build_model(options, device)),
+      model_(build_model(options, device, data_.train)),
       precision_(std::make_unique<amp::MixedPrecision>(options.precision, *model_,
                                                        optimizer_config(options))),
+      normalization_(normalization_table(
+          parse_normalization(options.normalize, static_cast<int>(data_.train.images.dim(1))),
+          device)),
       overflow_(
           precision_->scaler(), [this](int index) { return precision_->parameter_name(index); },
           OverflowMonitor::kDefaultInterval,
@@ -82,6 +93,9 @@ Trainer::Trainer(const TrainOptions& options, Device device, data::DatasetPair d
                                         ? cuda::ConvAlgorithmChoice::measured
                                         : cuda::ConvAlgorithmChoice::heuristic);
   }
+  // --allow-tf32: process-wide too, read by the CUDA GEMMs and convolutions (the CPU computes
+  // fp32 in fp32 either way).
+  set_allow_tf32(options_.allow_tf32);
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
   precision_->set_ema_warmup(options_.ema_warmup);
@@ -91,11 +105,14 @@ void Trainer::run(TrainObserver& observer) {
   cuda_graph();  // --cuda-graph on that cannot be honoured fails before the first step
   // Known only now: data parallelism changes the steps per epoch.
   precision_->optimizer().set_schedule(lr_schedule());
-  for (std::int64_t epoch = epochs_done_; epoch < options_.epochs && !stopped_; ++epoch) {
+  for (std::int64_t epoch = epochs_done_;
+       epoch < options_.epochs && !stopped_ && !step_limit_reached(); ++epoch) {
     const EpochStats stats = train_epoch(epoch, observer);
     if (stopped_) break;  // mid-epoch: the epoch is not over, so it is not reported
     observer.on_epoch_end(stats);
-    if (epoch_hook_ && epoch_hook_()) stopped_ = epochs_done_ < options_.epochs;
+    if (epoch_hook_ && epoch_hook_()) {
+      stopped_ = epochs_done_ < options_.epochs && !step_limit_reached();
+    }
   }
 }
 
@@ -118,6 +135,7 @@ std::optional<LrSchedule> Trainer::lr_schedule() const {
   schedule.warmup_steps = options_.warmup_steps;
   const std::int64_t batch = local_batch_size();
   schedule.total_steps = options_.epochs * ((sampler_.per_rank() + batch - 1) / batch);
+  if (options_.steps > 0) schedule.total_steps = std::min(schedule.total_steps, options_.steps);
   return schedule;
 }
 
@@ -219,9 +237,12 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
       return {};
     }
     step_start = round_trips();
+    if (step_limit_reached()) break;
   }
   const EpochProgress sums = epoch_progress();
   tally_in_epoch_ = false;
+  // Cut short by --steps: the epoch stays in progress, its sums on the host for a checkpoint.
+  const bool epoch_done = progress_.images == sampler_.per_rank();
   const double loss_sum = sums.loss_sum;
   const std::int64_t correct = sums.correct;
   EpochStats stats;
@@ -242,7 +263,8 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     const double visited = static_cast<double>(data_parallel_->sum(images - images_before));
     stats.images_per_second = stats.epoch_seconds > 0 ? visited / stats.epoch_seconds : 0.0;
   }
-  progress_ = EpochProgress{};  // the sums are in stats; the next epoch starts from zero
+  // The sums are in stats; the next epoch starts from zero.
+  if (epoch_done) progress_ = EpochProgress{};
   stats.test_acc = evaluate(data_.test);
   if (precision_->ema_decay() > 0.0f) {
     stats.ema = true;
@@ -261,7 +283,7 @@ EpochStats Trainer::train_epoch(std::int64_t epoch, TrainObserver& observer) {
     stats.clipped_steps = clip.clipped_steps;
   }
   stats.round_trips = epoch_round_trips;
-  epochs_done_ = epoch + 1;
+  if (epoch_done) epochs_done_ = epoch + 1;
   last_test_acc_ = stats.test_acc;
   return stats;
 }
@@ -286,11 +308,12 @@ void Trainer::step(const data::Batch& batch) {
 
 void Trainer::device_step(const Tensor& images, const Tensor& labels) {
   train_step(*model_, *precision_, images, labels, tally_, data_parallel_.get(),
-             options_.accumulation_steps, static_cast<float>(options_.label_smoothing));
+             options_.accumulation_steps, static_cast<float>(options_.label_smoothing),
+             normalization_);
 }
 
 Tensor Trainer::forward(const Tensor& images) {
-  return model_->forward(normalize_images(images, precision_->input_dtype()));
+  return model_->forward(normalize_batch(images, normalization_, precision_->input_dtype()));
 }
 
 double Trainer::evaluate(const data::Dataset& dataset) {

@@ -86,7 +86,9 @@ class Trainer {
   // opt level. `data` is kept for the trainer's lifetime.
   Trainer(const TrainOptions& options, Device device, data::DatasetPair data);
 
-  // Trains options.epochs epochs, evaluating on the test set after each.
+  // Trains options.epochs epochs, evaluating on the test set after each, or up to
+  // options.steps steps: an epoch the bound ends early is evaluated and reported as the ones
+  // before it, and stays in progress (a checkpoint of it resumes mid-epoch).
   void run(TrainObserver& observer);
 
   // One pass over the training set (epoch is 0-based), then evaluation.
@@ -135,6 +137,8 @@ class Trainer {
   void set_epoch_hook(StopHook hook) { epoch_hook_ = std::move(hook); }
   // Whether a hook stopped training before options.epochs were done.
   bool stopped() const { return stopped_; }
+  // Whether the run has taken the --steps it is bounded to (never without a bound).
+  bool step_limit_reached() const { return options_.steps > 0 && steps_ >= options_.steps; }
   const TrainOptions& options() const { return options_; }
   amp::MixedPrecision& precision() { return *precision_; }
   // The epoch in progress, its sums read from the device (a wait for the device).
@@ -176,6 +180,7 @@ class Trainer {
   data::DatasetPair data_;
   std::unique_ptr<nn::Module> model_;
   std::unique_ptr<amp::MixedPrecision> precision_;
+  Tensor normalization_;  // --normalize's table on device_, or undefined (apps/normalization.h)
   OverflowMonitor overflow_;
   data::Sampler sampler_;
   std::int64_t steps_ = 0;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "apps/recompute.h"
@@ -58,6 +59,17 @@ constexpr const char* kRecompute = "recompute";
 constexpr const char* kEmaDecay = "ema_decay";
 constexpr const char* kEmaWarmup = "ema_warmup";
 constexpr const char* kLabelSmoothing = "label_smoothing";
+// The data's shape flags (0: the data's own) and --normalize; older files (without them) resume
+// with the defaults, which is what they were trained with.
+constexpr const char* kImageSize = "image_size";
+constexpr const char* kChannels = "channels";
+constexpr const char* kNumClasses = "num_classes";
+constexpr const char* kSyntheticSize = "synthetic_size";
+constexpr const char* kNormalize = "normalize";
+// --allow-tf32; older files (without it) resume with it off, as they were trained.
+constexpr const char* kAllowTf32 = "allow_tf32";
+// --stochastic-rounding; older files (without it) resume with it off.
+constexpr const char* kStochasticRounding = "stochastic_rounding";
 // On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
 // lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
 // db is empty or holds others. Older files (without it) resume with the db's or new choices.
@@ -283,7 +295,14 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.extra[kRecompute] = o.recompute;
   state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
   state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
+  state.extra[kAllowTf32] = o.allow_tf32 ? "true" : "false";
+  state.extra[kStochasticRounding] = o.stochastic_rounding ? "true" : "false";
   state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
+  state.extra[kImageSize] = std::to_string(o.image_size);
+  state.extra[kChannels] = std::to_string(o.channels);
+  state.extra[kNumClasses] = std::to_string(o.num_classes);
+  state.extra[kSyntheticSize] = std::to_string(o.synthetic_size);
+  state.extra[kNormalize] = o.normalize;
   if (trainer.device().is_cuda()) {
     const std::string algorithms = cuda::conv_algorithms_in_use();
     if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
@@ -619,6 +638,18 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
   if (!o.was_given("model")) o.model = state.model;
   if (!o.was_given("dataset")) o.dataset = extra_or(state, kDataset, o.dataset);
   if (!o.was_given("data-dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
+  const auto shape_flag = [&](const char* flag, const char* key, auto& value) {
+    if (o.was_given(flag) || !state.extra.count(key)) return;
+    const std::int64_t saved = extra_i64(state, key, o.resume);
+    ALLOY_CHECK(saved >= 0 && saved <= std::numeric_limits<int>::max(), "checkpoint ", o.resume,
+                ": corrupt field ", key, " '", saved, "'");
+    value = static_cast<std::remove_reference_t<decltype(value)>>(saved);
+  };
+  shape_flag("image-size", kImageSize, o.image_size);
+  shape_flag("channels", kChannels, o.channels);
+  shape_flag("num-classes", kNumClasses, o.num_classes);
+  shape_flag("synthetic-size", kSyntheticSize, o.synthetic_size);
+  if (!o.was_given("normalize")) o.normalize = extra_or(state, kNormalize, o.normalize);
   if (!o.was_given("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.was_given("batch-size") && state.batch_size > 0) o.batch_size = state.batch_size;
   if (!o.was_given("accumulation-steps")) {
@@ -656,6 +687,18 @@ void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainOp
     ALLOY_CHECK(warmup == "true" || warmup == "false", "checkpoint ", o.resume, ": corrupt field ",
                 kEmaWarmup, " '", warmup, "'");
     o.ema_warmup = warmup == "true";
+  }
+  if (!o.was_given("allow-tf32")) {
+    const std::string allow = extra_or(state, kAllowTf32, "false");
+    ALLOY_CHECK(allow == "true" || allow == "false", "checkpoint ", o.resume, ": corrupt field ",
+                kAllowTf32, " '", allow, "'");
+    o.allow_tf32 = allow == "true";
+  }
+  if (!o.was_given("stochastic-rounding")) {
+    const std::string rounding = extra_or(state, kStochasticRounding, "false");
+    ALLOY_CHECK(rounding == "true" || rounding == "false", "checkpoint ", o.resume,
+                ": corrupt field ", kStochasticRounding, " '", rounding, "'");
+    o.stochastic_rounding = rounding == "true";
   }
   if (!o.was_given("recompute")) {
     o.recompute = extra_or(state, kRecompute, "none");

@@ -7,8 +7,8 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "core/float_bits.h"
 #include "core/host_device.h"
 
 namespace alloy {
@@ -24,26 +24,6 @@ constexpr float kRoundToInteger = 12582912.0f;
 // is the product of two normal powers of two.
 constexpr float kRangeLimit = 120.0f;
 
-ALLOY_HOST_DEVICE inline std::uint32_t bits_of(float value) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(value);
-#else
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-#endif
-}
-
-ALLOY_HOST_DEVICE inline float float_of(std::uint32_t bits) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(bits);
-#else
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-#endif
-}
-
 // 2^n for n in [-126, 127], from the exponent bits.
 ALLOY_HOST_DEVICE inline float power_of_two(std::int32_t n) {
   return float_of(static_cast<std::uint32_t>(n + 127) << 23);
@@ -54,8 +34,7 @@ ALLOY_HOST_DEVICE inline float power_of_two(std::int32_t n) {
 // a branch, and then cannot vectorise the loop around it without masked instructions (AVX-512).
 ALLOY_HOST_DEVICE inline float float_select(bool condition, float a, float b) {
   const std::uint32_t mask = 0u - static_cast<std::uint32_t>(condition);
-  return float_math_detail::float_of((float_math_detail::bits_of(a) & mask) |
-                                     (float_math_detail::bits_of(b) & ~mask));
+  return float_of((bits_of(a) & mask) | (bits_of(b) & ~mask));
 }
 
 // exp(hi + lo) for lo finite and |lo| <= 4 wherever hi is finite. The pair keeps the argument's

@@ -11,7 +11,8 @@ namespace alloy::models {
 
 namespace {
 
-const std::vector<std::string> kZooNames = {"lenet", "mlp", "resnet18", "ffn"};
+const std::vector<std::string> kZooNames = {"lenet",    "mlp",      "resnet18",
+                                            "resnet34", "resnet50", "ffn"};
 
 struct Registered {
   std::string name;
@@ -62,15 +63,32 @@ void register_model(const std::string& name, ModelFactory factory) {
   r.models.push_back({name, std::move(factory)});
 }
 
-std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator, int classes) {
+ImageShape image_shape_of(const Tensor& images) {
+  ALLOY_CHECK(images.ndim() == 4 && images.dim(2) == images.dim(3), "images ", images.str(),
+              " are not a batch of square images [N, C, S, S]");
+  return {static_cast<int>(images.dim(1)), static_cast<int>(images.dim(2))};
+}
+
+void check_model_input(const std::string& name, ImageShape input) {
+  // lenet, mlp and ffn are built for Fashion-MNIST's images.
+  if ((name == "lenet" || name == "mlp" || name == "ffn") &&
+      (input.channels != 1 || input.size != 28)) {
+    fail("model ", name, " takes 1x28x28 images, got ", input.channels, "x", input.size, "x",
+         input.size, " (the resnets take any size)");
+  }
+}
+
+std::unique_ptr<nn::Module> make_model(const std::string& name, Generator& generator, int classes,
+                                       ImageShape input) {
   ALLOY_CHECK(classes > 0, "model ", name, ": classes must be positive, got ", classes);
   std::unique_ptr<nn::Module> model;
+  check_model_input(name, input);
   if (name == "lenet") {
     model = make_lenet(generator, classes);
   } else if (name == "mlp") {
     model = make_mlp(generator, classes);
-  } else if (name == "resnet18") {
-    model = make_resnet18(generator, classes);
+  } else if (name == "resnet18" || name == "resnet34" || name == "resnet50") {
+    model = make_resnet(std::stoi(name.substr(6)), generator, classes, input);
   } else if (name == "ffn") {
     model = make_ffn(generator, classes);
   } else if (ModelFactory factory = registered_factory(name)) {

@@ -26,6 +26,8 @@ constexpr const char* kHeader =
     "# algorithm, math type. Delete the file to measure again.\n";
 constexpr int kKeyFields = 9;
 constexpr const char* kDirections[] = {"forward", "data", "filter"};
+// The dtype field of f32 data allowed TF32 (ConvAlgorithmKey::tf32).
+constexpr const char* kTf32 = "tf32";
 
 void warn(const std::string& message) {
   std::cerr << "alloy: warning: " << message << std::endl;
@@ -76,8 +78,9 @@ std::string parse_line(const std::string& line, std::string& key, ConvAlgorithm&
   const std::optional<long> version = integer(fields[1], 0, 1L << 40);
   if (!version) return "cuDNN version '" + fields[1] + "' is not a number";
   k.cudnn_version = *version;
+  k.tf32 = fields[2] == kTf32;
   try {
-    k.dtype = parse_dtype(fields[2]);
+    k.dtype = k.tf32 ? DType::f32 : parse_dtype(fields[2]);
   } catch (const Error&) {
     return "unknown dtype '" + fields[2] + "'";
   }
@@ -130,9 +133,10 @@ std::string conv_algorithm_key_text(const ConvAlgorithmKey& key) {
   for (char& c : gpu)
     if (c == '\t' || c == '\n' || c == '\r') c = ' ';
   const cpu::Conv2dGeometry& g = key.geometry;
-  return detail::concat(gpu, '\t', key.cudnn_version, '\t', dtype_name(key.dtype), '\t', g.batch,
-                        ',', g.channels, ',', g.height, ',', g.width, '\t', g.filters, ',',
-                        g.channels, ',', g.kernel_h, ',', g.kernel_w, '\t', g.params.stride_h, ',',
+  const char* dtype = key.tf32 && key.dtype == DType::f32 ? kTf32 : dtype_name(key.dtype);
+  return detail::concat(gpu, '\t', key.cudnn_version, '\t', dtype, '\t', g.batch, ',', g.channels,
+                        ',', g.height, ',', g.width, '\t', g.filters, ',', g.channels, ',',
+                        g.kernel_h, ',', g.kernel_w, '\t', g.params.stride_h, ',',
                         g.params.stride_w, '\t', g.params.pad_h, ',', g.params.pad_w, '\t',
                         layout_name(g.layout), '\t', key.direction);
 }

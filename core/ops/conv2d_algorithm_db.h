@@ -6,8 +6,9 @@
 // and a CPU-only installation leaves the CUDA headers out.
 //
 // A choice is one line of text, tab-separated:
-//   GPU name, cuDNN version, dtype, x "N,C,H,W", filter "K,C,R,S", stride "H,W", padding "H,W",
-//   layout ("nchw" or "nhwc"), direction (forward | data | filter), algorithm, math type
+//   GPU name, cuDNN version, dtype ("tf32": f32 data allowed TF32), x "N,C,H,W", filter "K,C,R,S",
+//   stride "H,W", padding "H,W", layout ("nchw" or "nhwc"), direction (forward | data | filter),
+//   algorithm, math type
 // (the last two: cudnnConvolution*Algo_t and cudnnMathType_t as integers). The same lines make
 // the algorithm db, $ALLOY_CACHE_DIR/conv_algorithms.txt (default $XDG_CACHE_HOME/alloy, else
 // ~/.cache/alloy), and a checkpoint's extra["conv_algorithms"].
@@ -37,6 +38,9 @@ struct ConvAlgorithmKey {
   DType dtype = DType::f32;
   cpu::Conv2dGeometry geometry;
   std::string direction;  // forward | data | filter
+  // f32 data with --allow-tf32: cuDNN's tensor-op algorithms compete too, so the choice is
+  // another one than plain f32's.
+  bool tf32 = false;
 };
 
 struct ConvAlgorithm {

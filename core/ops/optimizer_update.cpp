@@ -53,7 +53,7 @@ float cpu_grad_factor(const Tensor& grad_factor) {
 
 // The parameter's, gradient's and model copy's checks, and its buffers with no state yet.
 UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Tensor* grad,
-                         Tensor* model_copy) {
+                         Tensor* model_copy, std::uint32_t index) {
   ALLOY_CHECK(param != nullptr && param->defined() && grad != nullptr && grad->defined(), op,
               ": every parameter needs a defined value and gradient");
   ALLOY_CHECK(common_device(op, {param, grad}) == device, op, ": ", param->str(),
@@ -67,6 +67,7 @@ UpdateBuffers buffers_of(const char* op, Device device, Tensor* param, const Ten
   buffers.grad = grad->raw();
   buffers.grad_dtype = grad->dtype();
   buffers.count = param->numel();
+  buffers.index = index;
   if (model_copy != nullptr) {
     ALLOY_CHECK(model_copy->defined() && model_copy->device() == device, op, ": the model copy of ",
                 param->str(), " must be a tensor on ", device.str());
@@ -106,7 +107,7 @@ void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, c
   std::vector<UpdateBuffers> buffers;
   buffers.reserve(tensors.size());
   for (const SgdTensors& t : tensors) {
-    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy);
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy, t.index);
     if (hyper.momentum != 0.0f) {
       check_state(op, "momentum_buffer", t.momentum_buffer, *t.param);
       ALLOY_CHECK(t.momentum_buffer->device() == device, op, ": ", t.momentum_buffer->str(),
@@ -126,7 +127,7 @@ void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, c
     });
   if (skip_step(found_inf)) return;
   const std::int64_t next = next_step(op, step);
-  cpu::sgd_update(buffers, hyper, lr.data<float>()[0], cpu_grad_factor(grad_factor));
+  cpu::sgd_update(buffers, hyper, lr.data<float>()[0], next, cpu_grad_factor(grad_factor));
   step.data<std::int32_t>()[0] = static_cast<std::int32_t>(next);
 }
 
@@ -144,7 +145,7 @@ void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hy
   std::vector<UpdateBuffers> buffers;
   buffers.reserve(tensors.size());
   for (const AdamWTensors& t : tensors) {
-    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy);
+    UpdateBuffers b = buffers_of(op, device, t.param, t.grad, t.model_copy, t.index);
     check_state(op, "exp_avg", t.exp_avg, *t.param);
     check_state(op, "exp_avg_sq", t.exp_avg_sq, *t.param);
     ALLOY_CHECK(t.exp_avg->device() == device && t.exp_avg_sq->device() == device, op,

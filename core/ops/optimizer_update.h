@@ -14,6 +14,13 @@
 // (grad_scale included): gradient-norm clipping's coefficient (core/ops/clip_grad_norm.h),
 // applied as the update reads the gradient instead of in a pass of its own. Without it the
 // arithmetic is exactly as before factors existed (the kernels multiply by 1, which is exact).
+//
+// With stochastic rounding on (the hypers' `rounding`), a half parameter (one without an fp32
+// master: O3, or O2 without master weights) is rounded stochastically instead of to nearest
+// (core/stochastic_rounding.h), with the random words of (rounding.key, the step count including
+// this update, the tensor's `index`, the element): the same bits on the CPU and on CUDA, where
+// the count is read on the device like everything else that changes per step. f32 parameters
+// and model copies are stored as before; off, every store is bit-identical to round-to-nearest.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +29,12 @@
 #include "core/tensor.h"
 
 namespace alloy {
+
+// --stochastic-rounding: key is the run's seed.
+struct StochasticRounding {
+  bool enabled = false;
+  std::uint64_t key = 0;
+};
 
 // torch.optim.SGD (dampening 0), with the gradient first multiplied by grad_scale:
 //   g = grad_scale * grad + weight_decay * param
@@ -34,6 +47,7 @@ struct SgdHyper {
   float weight_decay = 0.0f;  // L2, added to the gradient (PyTorch's SGD)
   bool nesterov = false;      // needs momentum > 0, as in PyTorch
   float grad_scale = 1.0f;    // gradient is multiplied by this first (1/loss scale)
+  StochasticRounding rounding;
 };
 
 // torch.optim.AdamW (without amsgrad), with the gradient first multiplied by grad_scale, and
@@ -47,6 +61,7 @@ struct AdamWHyper {
   float eps = 1e-8f;
   float weight_decay = 1e-2f;  // decoupled: param -= lr * wd * param
   float grad_scale = 1.0f;
+  StochasticRounding rounding;
 };
 
 // One parameter's tensors, all of the parameter's shape and on one device. model_copy, when
@@ -59,6 +74,7 @@ struct SgdTensors {
   const Tensor* grad;
   Tensor* momentum_buffer;  // f32; unused (may be null) when momentum == 0
   Tensor* model_copy = nullptr;
+  std::uint32_t index = 0;  // the parameter's, in stochastic rounding's random words
 };
 
 struct AdamWTensors {
@@ -67,6 +83,7 @@ struct AdamWTensors {
   Tensor* exp_avg;     // f32
   Tensor* exp_avg_sq;  // f32
   Tensor* model_copy = nullptr;
+  std::uint32_t index = 0;  // the parameter's, in stochastic rounding's random words
 };
 
 // lr: f32 [1]. step: i32 [2]; step[0] counts the updates applied so far and each call that is
@@ -89,13 +106,14 @@ struct UpdateBuffers {
   void* copy;       // the model copy, or null
   DType copy_dtype;
   std::int64_t count;
+  std::uint32_t index;  // SgdTensors::index
 };
 
 namespace cpu {
-// step: the step count including this update (AdamW's bias corrections). grad_factor: 1 when the
-// call has none.
+// step: the step count including this update (AdamW's bias corrections, stochastic rounding's
+// words). grad_factor: 1 when the call has none.
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, float lr,
-                float grad_factor);
+                std::int64_t step, float grad_factor);
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper, float lr,
                   std::int64_t step, float grad_factor);
 }  // namespace cpu

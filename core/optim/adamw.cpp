@@ -32,6 +32,7 @@ void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_f
   hyper.eps = config_.eps;
   hyper.weight_decay = config_.weight_decay;
   hyper.grad_scale = grad_scale;
+  hyper.rounding = {config_.stochastic_rounding, config_.rounding_key};
   std::vector<AdamWTensors> tensors, undecayed;
   tensors.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -40,7 +41,8 @@ void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_f
     allocate_state(i);
     const bool decays = !config_.decay_matrices_only || param.value.ndim() >= 2;
     (decays ? tensors : undecayed)
-        .push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i], copy_of(i)});
+        .push_back({&param.value, &param.grad, &exp_avg_[i], &exp_avg_sq_[i], copy_of(i),
+                    static_cast<std::uint32_t>(i)});
   }
   // The bias corrections come from the step count on the device, which this update advances
   // unless found_inf skips it.

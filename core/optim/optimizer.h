@@ -24,6 +24,10 @@ struct OptimizerConfig {
   float weight_decay = 0.0f;
   bool nesterov = false;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+  // Round half parameters (no fp32 master) stochastically, the random words keyed by
+  // rounding_key (core/ops/optimizer_update.h); f32 parameters are unaffected.
+  bool stochastic_rounding = false;
+  std::uint64_t rounding_key = 0;
   // AdamW: weight decay on parameters of two or more dimensions only (matrices and embedding
   // tables), none on biases and normalisation weights: nanoGPT's two parameter groups.
   bool decay_matrices_only = false;

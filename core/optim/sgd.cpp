@@ -31,6 +31,7 @@ void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_fac
   hyper.weight_decay = config_.weight_decay;
   hyper.nesterov = config_.nesterov;
   hyper.grad_scale = grad_scale;
+  hyper.rounding = {config_.stochastic_rounding, config_.rounding_key};
   std::vector<SgdTensors> tensors;
   tensors.reserve(params_.size());
   for (std::size_t i = 0; i < params_.size(); ++i) {
@@ -39,7 +40,8 @@ void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_fac
     // A zero buffer updated as usual equals PyTorch's first-step buffer = grad, and stays right
     // when found_inf skips that step without the host knowing.
     tensors.push_back({&param.value, &param.grad,
-                       hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i)});
+                       hyper.momentum > 0.0f ? &momentum_buffer(i) : nullptr, copy_of(i),
+                       static_cast<std::uint32_t>(i)});
   }
   prepare_lr();
   sgd_update(tensors, hyper, lr_, step_, found_inf, grad_factor);

@@ -27,7 +27,7 @@ BOOST_AUTO_TEST_SUITE(layout_choice)
 
 BOOST_AUTO_TEST_CASE(auto_takes_nhwc_for_half_convolutions_on_cuda_in_a_layout_region) {
   Generator generator(1);
-  const auto resnet = models::make_resnet18(generator, 10);
+  const auto resnet = models::make_resnet(18, generator, 10, {});
   const auto lenet = models::make_lenet(generator, 10);
   for (const char* half : {"O1", "O2", "O3"}) {
     BOOST_TEST_CONTEXT(half) {

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# tools/bench/gpu_vs_pytorch.sh rehearsed on the CPU with its lenet and ffn parts, so that its
-# runs, parsing, tables and summary are tested on machines without a GPU (ctest:
-# tools_gpu_vs_pytorch_test, label e2e):
-#  1. ALLOY_BENCH_PARTS=lenet,ffn (the default --parts it sets), 2 rounds: exit 0; the summary
-#     lines of LeNet and of ffn's three comparisons, each over 2 rounds with its goal, their
-#     speedups equal to those computed here from the runs' own epoch events; the host-wait
-#     rows of Alloy's ffn runs; gpu_bench.md's ffn rows; the commands of the ffn runs (PyTorch
-#     without --amp in the rehearsal, Alloy at O0 and O2);
-#  2. the same output read as if it came from a GPU: the ffn "AMP" run's end line says amp
-#     false, so gpu_bench.py calls it unreadable and exits 1;
-#  3. an unknown part in ALLOY_BENCH_PARTS, and lenet_pytorch.py --amp on the CPU: usage
-#     errors (exit 2).
+# tools/bench/gpu_vs_pytorch.sh rehearsed on the CPU (ctest: tools_gpu_vs_pytorch_test, label
+# e2e), so that its runs, parsing, summaries and records are tested without a GPU:
+#  1. --parts lenet, 2 rounds, the fp32 rows, fp16-best, bf16-cuda-graph and Alloy's rows, with
+#     --results-dir and --tar: exit 0; fp16-best and the CUDA graph row "skipped" with a reason
+#     naming CUDA, never a figure; each comparison's ratio of medians and per-round range equal
+#     those computed here from the runs' own outputs (Alloy's epoch events after the first,
+#     PyTorch's JSON line); one results line per row and round and one per comparison, each
+#     with the machine facts; the tarball holds runs.jsonl;
+#  2. --time-budget 1: no run starts, every row "skipped" for the budget, outputs still written;
+#  3. --alloy pointing nowhere: Alloy's rows "skipped", PyTorch's measured (a part runs alone);
+#  4. usage errors (exit 2): an unknown part, --rounds 0.
 #
 #   tests/tools/gpu_vs_pytorch_test.sh ALLOY
 #
@@ -42,121 +41,127 @@ fail() {
 
 # 1. The rehearsal.
 status=0
-ALLOY_BENCH_PARTS=lenet,ffn "$script" --device cpu --alloy "$alloy" --python "$python" \
-  --rounds 2 --out "$work/out" >"$work/stdout" 2>"$work/stderr" || status=$?
+"$script" --device cpu --alloy "$alloy" --python "$python" --parts lenet --rounds 2 \
+  --rows 'fp32-defaults,fp32-tf32-off,fp16-best,bf16-cuda-graph,alloy/*' --out "$work/out" \
+  --results-dir "$work/results" --tar "$work/bench.tar.gz" --commit test-commit \
+  >"$work/stdout" 2>"$work/stderr" || status=$?
 if ((status != 0)); then
   fail "the rehearsal exited $status"
   tail -n 20 "$work/stderr"
 fi
-"$python" - "$work/out" "$work/stdout" <<'EOF' || fail "the summary (above)"
+"$python" - "$work" <<'EOF' || fail "the records (above)"
 import json
 import os
 import statistics
 import sys
+import tarfile
 
-out, stdout = sys.argv[1], sys.argv[2]
-records = [json.loads(line) for line in open(stdout) if line.startswith("{")]
-summary = {r["comparison"]: r for r in records if r["record"] == "summary"}
+work = sys.argv[1]
+out = os.path.join(work, "out")
 errors = []
-facts = json.load(open(os.path.join(out, "facts.json")))
-if facts["parts"] != "lenet,ffn":
-    errors.append(f"facts.json parts {facts['parts']!r}, expected 'lenet,ffn'")
 
 
-def seconds_per_epoch(run, round_):
-    """The mean epoch_seconds of a run's epochs after the first, from its own log."""
-    epochs = [json.loads(line) for line in open(os.path.join(out, f"{run}-r{round_}.jsonl"))
-              if '"event": "epoch"' in line or '"event":"epoch"' in line]
-    if len(epochs) != 3:
-        raise ValueError(f"{run} round {round_}: {len(epochs)} epoch events, expected 3")
-    return statistics.mean(e["epoch_seconds"] for e in epochs[1:])
+def lines(path):
+    return [json.loads(line) for line in open(path) if line.startswith("{")]
 
 
-expected = {  # comparison: (baseline run, subject run, goal)
-    "lenet_seconds_per_epoch": ("lenet-pytorch", "lenet-alloy", 5.0),
-    "ffn_fp32_seconds_per_epoch": ("ffn-pytorch-fp32", "ffn-alloy-O0", 1.0),
-    "ffn_amp_seconds_per_epoch": ("ffn-pytorch-amp", "ffn-alloy-O2", 1.2),
-    "ffn_alloy_o2_over_o0": ("ffn-alloy-O0", "ffn-alloy-O2", None),
-}
-for key, (baseline, subject, goal) in expected.items():
+runs = lines(os.path.join(out, "runs.jsonl"))
+if len(runs) != 2 * 6:
+    errors.append(f"{len(runs)} runs, expected 12 (6 rows x 2 rounds)")
+figures = {}
+for run in runs:
+    name, round_ = run["row"], run["round"]
+    if name in ("pytorch/fp16-best", "pytorch/bf16-cuda-graph"):
+        if run["status"] != "skipped" or "needs CUDA" not in run.get("reason", "") \
+                or "value" in run:
+            errors.append(f"{name} round {round_}: {run['status']}, {run.get('reason')}")
+        continue
+    if run["status"] != "ok":
+        errors.append(f"{name} round {round_}: {run['status']} ({run.get('reason')})")
+        continue
+    if run["side"] == "alloy":
+        epochs = [e for e in lines(os.path.join(out, run["log_json"]))
+                  if e.get("event") == "epoch"]
+        figures[name, round_] = statistics.mean(e["images_per_second"] for e in epochs[1:])
+    else:
+        figures[name, round_] = lines(os.path.join(out, run["stdout"]))[-1]["images_per_second"]
+summary = {r["comparison"]: r for r in lines(os.path.join(work, "stdout"))
+           if r.get("record") == "comparison"}
+expected = {"alloy_O0_vs_fp32_tf32_off": ("alloy/O0", ["pytorch/fp32-tf32-off"], 5.0),
+            "alloy_O0_vs_best": ("alloy/O0", ["pytorch/fp32-defaults", "pytorch/fp32-tf32-off"],
+                                 None)}
+for key, (subject, baselines, goal) in expected.items():
     s = summary.get(key)
     if s is None:
-        errors.append(f"no summary line for {key}")
+        errors.append(f"no comparison {key}")
         continue
-    b = statistics.median(seconds_per_epoch(baseline, r) for r in (1, 2))
-    a = statistics.median(seconds_per_epoch(subject, r) for r in (1, 2))
-    if s["rounds"] != 2 or s["goal"] != goal or s["unit"] != "s/epoch":
-        errors.append(f"{key}: rounds {s['rounds']}, goal {s['goal']}, unit {s['unit']}")
-    elif abs(s["speedup_of_medians"] - b / a) > 1e-9 * b / a:
-        errors.append(f"{key}: speedup {s['speedup_of_medians']}, computed {b / a}")
-extra = set(summary) - set(expected) - {"host_round_trips_lenet-alloy",
-                                        "host_round_trips_ffn-alloy-O0",
-                                        "host_round_trips_ffn-alloy-O2"}
-if extra:
-    errors.append(f"summary lines of parts that did not run: {sorted(extra)}")
-for run, level, goal in (("ffn-alloy-O0", "O0", None), ("ffn-alloy-O2", "O2", 0)):
-    row = summary.get(f"host_round_trips_{run}")
-    # 2 rounds x 2 timed epochs x 2 steps (16 train images, batch 8)
-    if row is None or row["opt_level"] != level or row["steps"] != 8 or row["goal"] != goal:
-        errors.append(f"host-wait row of {run}: {row}")
-    # On the CPU nothing waits: no back-pressure (the stager never waits), and the overflow
-    # monitor's poll of the O2 run is a queued download, read without a wait.
-    elif row["host_waits_per_step"] != 0 or row["backpressure_waits_per_step"] != 0 \
-            or row["other_host_waits_per_step"] != 0:
-        errors.append(f"host waits in the CPU rehearsal's {run}: {row}")
+    try:
+        pairs = [(figures[subject, n], max(figures[b, n] for b in baselines)) for n in (1, 2)]
+    except KeyError as missing:
+        errors.append(f"{key}: no figure for {missing}")
+        continue
+    ratio = statistics.median(p[0] for p in pairs) / statistics.median(p[1] for p in pairs)
+    ratios = [a / b for a, b in pairs]
+    if s["rounds"] != 2 or s["goal"] != goal or abs(s["ratio_of_medians"] - ratio) > 1e-9 * ratio \
+            or abs(s["round_ratio_min"] - min(ratios)) > 1e-9 or s["met"] != (
+                None if goal is None else ratio >= goal):
+        errors.append(f"{key}: {s}; computed ratio {ratio}, per round {ratios}")
+mixed = summary.get("alloy_O2_vs_best_mixed")
+if mixed is None or mixed["rounds"] != 0 or mixed["ratio_of_medians"] is not None:
+    errors.append(f"alloy_O2_vs_best_mixed compared against skipped rows: {mixed}")
+results = lines(os.path.join(work, "results", "gpu_lenet.jsonl"))
+row_lines = [r for r in results if r["record"] == "row"]
+comparison_lines = [r for r in results if r["record"] == "comparison"]
+if len(row_lines) != 12 or len(comparison_lines) != len(summary):
+    errors.append(f"results: {len(row_lines)} row lines (expected 12), "
+                  f"{len(comparison_lines)} comparison lines (expected {len(summary)})")
+for record in results:
+    missing = [k for k in ("gpu", "driver", "torch", "torch_cuda", "cudnn", "date", "commit",
+                           "command") if k not in record]
+    if missing or record["commit"] != "test-commit":
+        errors.append(f"a results line lacks {missing} or the commit: {record}")
+        break
+with tarfile.open(os.path.join(work, "bench.tar.gz")) as tar:
+    if not any(name.endswith("/runs.jsonl") for name in tar.getnames()):
+        errors.append("the tarball lacks runs.jsonl")
 markdown = open(os.path.join(out, "gpu_bench.md")).read()
-for text in ("| ffn b8 fp32, seconds per epoch (training only) |",
-             "| ffn b8 mixed precision, seconds per epoch (training only) | PyTorch fp32 "
-             "(rehearsal stand-in for AMP",
-             "| ffn b8, Alloy O2 over Alloy O0, seconds per epoch |", "| ffn-alloy-O2 | O2 |",
-             "| of which back-pressure | other host waits / step (the goal's) |"):
-    if text not in markdown:
-        errors.append(f"gpu_bench.md lacks {text!r}")
-commands = {}
-for line in open(os.path.join(out, "commands.txt")):
-    name, command = line.split(": ", 1)
-    commands[name.split()[-1]] = command.split()
-checks = {"ffn-pytorch-fp32": (("--model", "ffn"),), "ffn-pytorch-amp": (("--model", "ffn"),),
-          "ffn-alloy-O0": (("--model", "ffn"), ("--opt-level", "O0")),
-          "ffn-alloy-O2": (("--model", "ffn"), ("--opt-level", "O2"))}
-for name, pairs in checks.items():
-    words = commands.get(name, [])
-    if "--amp" in words or any(flag not in words or words[words.index(flag) + 1] != value
-                               for flag, value in pairs):
-        errors.append(f"{name}'s command: {' '.join(words) or 'missing'}")
+if "CPU rehearsal: not a measurement" not in markdown or "| lenet | alloy/O0 |" not in markdown:
+    errors.append("gpu_bench.md lacks the rehearsal note or the Alloy row")
 for error in errors:
     print(f"gpu_vs_pytorch_test: {error}")
 sys.exit(1 if errors else 0)
 EOF
 
-# 2. Read as a GPU run: AMP is expected of ffn-pytorch-amp there.
-if [[ -f $work/out/facts.json ]]; then
-  "$python" -c 'import json, sys
-path = sys.argv[1]
-facts = json.load(open(path))
-facts["mode"] = "cuda"
-json.dump(facts, open(path, "w"))' "$work/out/facts.json"
-  status=0
-  "$python" "$root/tools/bench/gpu_bench.py" summarize "$work/out" --final >/dev/null \
-    2>"$work/gpu-stderr" || status=$?
-  ((status == 1)) || fail "gpu_bench.py summarize read a fp32 run as AMP (exit $status)"
-  grep -q "| ffn-pytorch-amp | ok | .*expected ffn, amp True" "$work/out/gpu_bench.md" ||
-    fail "gpu_bench.md does not say why ffn-pytorch-amp is unreadable"
+# 2. A spent budget: nothing starts, everything is still written.
+status=0
+"$script" --device cpu --alloy "$alloy" --python "$python" --parts resnet18 --rounds 1 \
+  --time-budget 1 --out "$work/budget" >/dev/null 2>&1 || status=$?
+if ((status != 0)) || [[ ! -s $work/budget/gpu_bench.md ]] ||
+  grep -v '"status": "skipped", "reason": "the time budget of 1 s is spent"' \
+    "$work/budget/runs.jsonl" | grep -q .; then
+  fail "--time-budget 1: exit $status, or a run that started:" \
+    "$(head -c 300 "$work/budget/runs.jsonl")"
 fi
 
-# 3. Usage errors.
+# 3. No Alloy: the PyTorch rows alone.
 status=0
-ALLOY_BENCH_PARTS=ffn,bogus "$script" --device cpu --alloy "$alloy" --python "$python" \
-  >"$work/usage" 2>&1 || status=$?
-if ((status != 2)) || ! grep -q "ALLOY_BENCH_PARTS" "$work/usage"; then
-  fail "ALLOY_BENCH_PARTS=ffn,bogus: exit $status, $(head -n 1 "$work/usage")"
+"$script" --device cpu --alloy "$work/no-alloy" --python "$python" --parts lenet --rounds 1 \
+  --rows 'fp32-defaults,alloy/O0' --out "$work/alone" >/dev/null 2>&1 || status=$?
+if ((status != 0)) ||
+  ! grep -q '"row": "pytorch/fp32-defaults".*"status": "ok"' "$work/alone/runs.jsonl" ||
+  ! grep -q '"row": "alloy/O0".*"status": "skipped", "reason": "no alloy at' \
+    "$work/alone/runs.jsonl"; then
+  fail "without alloy: exit $status, $(head -c 600 "$work/alone/runs.jsonl" 2>/dev/null)"
 fi
-status=0
-"$python" "$root/tools/bench/lenet_pytorch.py" --device cpu --amp >"$work/usage" 2>&1 ||
-  status=$?
-if ((status != 2)) || ! grep -q -- "--amp needs --device cuda" "$work/usage"; then
-  fail "lenet_pytorch.py --amp --device cpu: exit $status, $(head -n 1 "$work/usage")"
-fi
+
+# 4. Usage errors.
+for bad in "--parts lenet,bogus" "--rounds 0"; do
+  status=0
+  # shellcheck disable=SC2086  # the words of $bad are separate arguments
+  "$script" --device cpu --alloy "$alloy" --python "$python" $bad >"$work/usage" 2>&1 ||
+    status=$?
+  ((status == 2)) || fail "$bad: exit $status, $(head -n 1 "$work/usage")"
+done
 
 if ((failures)); then
   echo "gpu_vs_pytorch_test: $failures check(s) failed"

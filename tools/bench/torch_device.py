@@ -1,7 +1,7 @@
-"""The device side of the PyTorch references in tools/bench (lenet_pytorch.py, resnet18_pytorch.py):
-the --device, --tf32 and --cudnn-benchmark flags, their checks and settings, the GradScaler of
-their AMP runs, the synchronisation around timed regions, and the facts about the device and the
-libraries that go into the JSON.
+"""The device side of the PyTorch references in tools/bench (lenet_pytorch.py, resnet18_pytorch.py,
+torch_bench.py): the --device, --tf32 and --cudnn-benchmark flags, their checks and settings,
+the GradScaler of their AMP runs, the synchronisation around timed regions, and the facts about
+the device and the libraries that go into the JSON.
 
 Runs on PyTorch 1.13 and 2.x, with or without CUDA. Torch is imported by the caller first (each
 script says how to install it when the import fails).
@@ -52,6 +52,16 @@ def _fp32_precision_api():
         return False
 
 
+def set_tf32(on):
+    """TF32 on or off for fp32 matmuls and cuDNN convolutions alike."""
+    if _fp32_precision_api():
+        torch.backends.cuda.matmul.fp32_precision = "tf32" if on else "ieee"
+        torch.backends.cudnn.conv.fp32_precision = "tf32" if on else "ieee"
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+
 def setup(args, prog):
     """Checks the device and applies --tf32 and --cudnn-benchmark; returns the torch.device.
     --device cuda without a usable GPU fails here, before any work."""
@@ -59,13 +69,7 @@ def setup(args, prog):
         built = torch.version.cuda or "none: a CPU-only build"
         fail(prog, f"--device cuda: no usable CUDA device (torch.cuda.is_available() is False; "
                    f"torch {torch.__version__}, CUDA {built})")
-    on = args.tf32 == "on"
-    if _fp32_precision_api():
-        torch.backends.cuda.matmul.fp32_precision = "tf32" if on else "ieee"
-        torch.backends.cudnn.conv.fp32_precision = "tf32" if on else "ieee"
-    else:
-        torch.backends.cuda.matmul.allow_tf32 = on
-        torch.backends.cudnn.allow_tf32 = on
+    set_tf32(args.tf32 == "on")
     torch.backends.cudnn.benchmark = args.cudnn_benchmark
     return torch.device(args.device)
 

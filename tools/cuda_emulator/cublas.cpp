@@ -10,6 +10,7 @@
 #include "tools/cuda_emulator/emulator.h"
 #include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
+#include "tools/cuda_emulator/precisions.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;
@@ -208,6 +209,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
   Accumulation how;
   how.rounding = kind.rounding;
   how.half = kind.half_compute;
+  if (Atype == CUDA_R_32F) alloy::emulator::note_fp32_gemm(computeType);
 
   alloy::emulator::Work work{
       "cublasGemmEx", [=] {

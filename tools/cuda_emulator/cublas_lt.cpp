@@ -14,6 +14,7 @@
 #include "tools/cuda_emulator/emulator.h"
 #include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
+#include "tools/cuda_emulator/precisions.h"
 
 struct cublasLtContext {};
 
@@ -427,6 +428,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const std::int64_t ldc = lc.ld, ldd = ld.ld;
   Accumulation how = p.how;
   how.k_splits = chosen.split_k;
+  if (p.ab == CUDA_R_32F) alloy::emulator::note_fp32_gemm(state.compute);
   const std::uint64_t needed = chosen.workspace;
 
   alloy::emulator::Work work{

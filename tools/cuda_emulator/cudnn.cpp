@@ -15,6 +15,7 @@
 #include "tools/cuda_emulator/emulator.h"
 #include "tools/cuda_emulator/host_gemm.h"
 #include "tools/cuda_emulator/host_math.h"
+#include "tools/cuda_emulator/precisions.h"
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;
@@ -610,6 +611,7 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha,
   const cudnnTensorStruct xd = *xDesc, yd = *yDesc;
   const cudnnFilterStruct wd = *wDesc;
   const std::size_t needed = offer->workspace;
+  if (g.type == CUDNN_DATA_FLOAT) alloy::emulator::note_fp32_convolution(convDesc->math);
   return submit(handle, "cudnnConvolutionForward", [=] {
     const std::size_t element = element_bytes(g);
     alloy::emulator::require_device_range(x, tensor_span(xd) * element,
@@ -654,6 +656,7 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
   const cudnnTensorStruct dxd = *dxDesc, dyd = *dyDesc;
   const cudnnFilterStruct wd = *wDesc;
   const std::size_t needed = offer->workspace;
+  if (g.type == CUDNN_DATA_FLOAT) alloy::emulator::note_fp32_convolution(convDesc->math);
   return submit(handle, "cudnnConvolutionBackwardData", [=] {
     const std::size_t element = element_bytes(g);
     alloy::emulator::require_device_range(w, filter_span(wd) * element,
@@ -699,6 +702,7 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
   const cudnnTensorStruct xd = *xDesc, dyd = *dyDesc;
   const cudnnFilterStruct dwd = *dwDesc;
   const std::size_t needed = offer->workspace;
+  if (g.type == CUDNN_DATA_FLOAT) alloy::emulator::note_fp32_convolution(convDesc->math);
   return submit(handle, "cudnnConvolutionBackwardFilter", [=] {
     const std::size_t element = element_bytes(g);
     alloy::emulator::require_device_range(x, tensor_span(xd) * element,

@@ -8,10 +8,9 @@
 #   tools/gpu/check.sh [--phases LIST] [--device cuda|cpu] [--emulated] [--quick] [--out DIR]
 #                      [--data-dir DIR] [--budget SECONDS] [--timeout PHASE=SECONDS]...
 #
-# On a lent GPU machine (shared/gpu/README.md): pack here with tools/gpu/pack.sh (which runs
-# ../shared/gpu/pack.sh and archives its build within the 64 MiB a call carries), then one
-# device run with carry [".gpu"] (put the packed commit in ALLOY_COMMIT: the carried tree has
-# no .git, and the summary names it):
+# On a GPU machine: pack here with tools/gpu/pack.sh (a CUDA build with its libraries and data,
+# for a bare machine), then one device run with the .gpu folder (put the packed commit in
+# ALLOY_COMMIT: the carried tree has no .git, and the summary names it):
 #
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/check.sh \
 #       --phases tests,recipe,resume,mem,ddp,bench --budget 570

@@ -34,7 +34,7 @@ bash tools/bench/gpu_vs_pytorch.sh --parts lenet --rounds "$rounds" --time-budge
   --commit "${ALLOY_COMMIT:-unknown}" --out /tmp/lenet-bench >"$out/lenet_bench.txt" 2>&1 ||
   status=1
 cp /tmp/lenet-bench/gpu_bench.md "$out/lenet_bench.md" 2>/dev/null || status=1
-grep "^| LeNet" "$out/lenet_bench.txt"
+grep "^| lenet | alloy" "$out/lenet_bench.md"
 echo "== profile lenet-O0"
 ALLOY="$build/bin/alloy" timeout 60 bash tools/gpu/profiles.sh /tmp/lenet-profile lenet-O0 \
   >/dev/null 2>&1 || status=1

@@ -6,6 +6,7 @@
 
 #include "core/ops/cpu/float_block.h"
 #include "core/ops/cpu/parallel.h"
+#include "core/stochastic_rounding.h"
 
 namespace alloy::cpu {
 
@@ -14,13 +15,29 @@ namespace {
 // Half parameters and gradients are widened a block at a time through stack scratch.
 constexpr std::int64_t kBlock = 1024;
 
+// Stores `count` updated values p of a half parameter from element `offset` on, rounded
+// stochastically with the words of (key, step, tensor.index, element).
+void store_stochastic(const float* p, const UpdateBuffers& tensor, std::int64_t offset,
+                      std::int64_t count, const StochasticRounding& rounding, std::int64_t step) {
+  auto* out = static_cast<std::uint16_t*>(tensor.param) + offset;
+  const bool bf16 = tensor.param_dtype == DType::bf16;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::uint32_t word =
+        stochastic_rounding_word(rounding.key, static_cast<std::uint32_t>(step), tensor.index,
+                                 static_cast<std::uint64_t>(offset + i));
+    out[i] = bf16 ? float_to_bf16_bits_stochastic(p[i], word)
+                  : float_to_half_bits_stochastic(p[i], word);
+  }
+}
+
 // Calls body(tensor, offset, count, p, g) for consecutive blocks of every tensor, p the block's
-// parameters as fp32 (rounded back into a half parameter after the call, and into the model
-// copy if there is one) and g its widened gradient. The elements of all tensors form one range
-// split over the thread pool: one fork per step however many tensors there are. Updates are
-// elementwise, so results do not depend on the split.
+// parameters as fp32 (rounded back into a half parameter after the call, to nearest or with
+// `rounding` at `step`, and into the model copy if there is one) and g its widened gradient. The
+// elements of all tensors form one range split over the thread pool: one fork per step however many
+// tensors there are. Updates are elementwise, so results do not depend on the split.
 template <class Body>
-void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body& body) {
+void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors,
+                          const StochasticRounding& rounding, std::int64_t step, const Body& body) {
   std::vector<std::int64_t> start(tensors.size() + 1, 0);
   for (std::size_t t = 0; t < tensors.size(); ++t)
     start[t + 1] = start[t] + tensors[t].count;
@@ -43,7 +60,11 @@ void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body&
         const float* g =
             load_floats(tensor.grad, tensor.grad_dtype, offset, count, grad_scratch.data());
         body(tensor, offset, count, p, g);
-        store_floats(p, tensor.param, tensor.param_dtype, offset, count);
+        if (rounding.enabled && tensor.param_dtype != DType::f32) {
+          store_stochastic(p, tensor, offset, count, rounding, step);
+        } else {
+          store_floats(p, tensor.param, tensor.param_dtype, offset, count);
+        }
         if (tensor.copy != nullptr) {
           store_floats(p, tensor.copy, tensor.copy_dtype, offset, count);
         }
@@ -58,7 +79,7 @@ void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors, const Body&
 // once on its own (no fused multiply-add takes it): the update sees fl(g * factor) as if the
 // gradient had been multiplied beforehand, and g itself when the factor is 1.
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, float lr,
-                float grad_factor) {
+                std::int64_t step, float grad_factor) {
   const auto update = [&](const UpdateBuffers& tensor, std::int64_t offset, std::int64_t count,
                           float* p, const float* g) {
     if (h.momentum == 0.0f) {
@@ -72,11 +93,11 @@ void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, fl
     for (std::int64_t i = 0; i < count; ++i) {
       const float d = g[i] * grad_factor * h.grad_scale + h.weight_decay * p[i];
       buf[i] = h.momentum * buf[i] + d;
-      const float step = h.nesterov ? d + h.momentum * buf[i] : buf[i];
-      p[i] -= lr * step;
+      const float change = h.nesterov ? d + h.momentum * buf[i] : buf[i];
+      p[i] -= lr * change;
     }
   };
-  for_parameter_blocks(tensors, update);
+  for_parameter_blocks(tensors, h.rounding, step, update);
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h, float lr,
@@ -101,7 +122,7 @@ void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h
       p[i] = p[i] * decay - step_size * (m[i] / denom);
     }
   };
-  for_parameter_blocks(tensors, update);
+  for_parameter_blocks(tensors, h.rounding, step, update);
 }
 
 }  // namespace alloy::cpu

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cuda/context.h"
+#include "core/ops/allow_tf32.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/cuda/channel_reduce.cuh"
 #include "core/ops/cuda/common.cuh"
@@ -168,9 +169,10 @@ DirectForward direct_variant(int math_type) {
 
 // Everything cuDNN needs for one (dtype, shape): descriptors, and per direction the algorithm.
 struct Plan {
-  Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g);
+  Plan(cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g, bool tf32);
 
   DType dtype;
+  bool tf32;  // f32 data that may run on TF32 tensor cores (--allow-tf32)
   Conv2dGeometry geometry;
   TensorDesc x, y;
   FilterDesc w;
@@ -178,14 +180,16 @@ struct Plan {
   Direction forward, data, filter;
 };
 
-Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g)
+Plan::Plan(cudnnHandle_t handle, DType data_type, const Conv2dGeometry& g, bool allow_tf32)
     : dtype(data_type),
+      tf32(allow_tf32),
       geometry(g),
       x(tensor_desc(data_type, g.layout, g.batch, g.channels, g.height, g.width)),
       y(tensor_desc(data_type, g.layout, g.batch, g.filters, g.out_h, g.out_w)),
       w(filter_desc(data_type, g)) {
-  // Tensor cores for half data; true fp32 (FMA, no TF32) for f32 data.
-  const cudnnMathType_t allowed = dtype == DType::f32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  // Tensor cores for half data, and for f32 data with --allow-tf32 (TF32); else true fp32 (FMA).
+  const cudnnMathType_t allowed =
+      dtype == DType::f32 && !tf32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   probe = conv_desc(g, allowed);
   constexpr int kMaxResults = 16;
   int found = 0;
@@ -296,8 +300,9 @@ ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device d
   cudaDeviceProp properties{};
   ALLOY_CUDA_CHECK(cudaGetDeviceProperties(&properties, device.index), "conv2d: naming ",
                    device.str());
-  return {properties.name, static_cast<long>(cudnnGetVersion()), plan.dtype, plan.geometry,
-          direction};
+  return {properties.name, static_cast<long>(cudnnGetVersion()),
+          plan.dtype,      plan.geometry,
+          direction,       plan.tf32};
 }
 
 // --conv-algorithms measured: puts the direction's fastest candidate first. The choice a
@@ -428,7 +433,7 @@ void execute(Direction& direction, const Plan& plan, const char* name, const cha
 }
 
 using PlanKey =
-    std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int>;
+    std::tuple<int, int, int, int, int, int, int, int, int, int, int, int, int, int, int, bool>;
 
 struct PlanCache {
   std::mutex mutex;
@@ -444,6 +449,7 @@ PlanCache& plan_cache() {
 // op of a device is issued from the thread that drives its stream), so a plan's first
 // execution, which settles its algorithms, needs no lock of its own.
 Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeometry& g) {
+  const bool tf32 = dtype == DType::f32 && allow_tf32();
   const PlanKey key{device.index,
                     static_cast<int>(dtype),
                     g.batch,
@@ -458,11 +464,12 @@ Plan& plan_for(Device device, cudnnHandle_t handle, DType dtype, const Conv2dGeo
                     g.params.pad_h,
                     g.params.pad_w,
                     g.out_h,
-                    static_cast<int>(g.layout)};
+                    static_cast<int>(g.layout),
+                    tf32};
   PlanCache& cache = plan_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);
   auto& slot = cache.plans[key];
-  if (!slot) slot = std::make_unique<Plan>(handle, dtype, g);
+  if (!slot) slot = std::make_unique<Plan>(handle, dtype, g, tf32);
   return *slot;
 }
 
@@ -650,7 +657,7 @@ std::string conv2d_algorithm_report(Device device) {
   std::string report;
   for (const auto& [key, plan] : cache.plans) {
     if (std::get<0>(key) != device.index) continue;
-    report += describe("conv2d", plan->dtype, plan->geometry) + ":";
+    report += describe("conv2d", plan->dtype, plan->geometry) + (plan->tf32 ? ", TF32" : "") + ":";
     for (const auto& [what, direction] :
          {std::pair<const char*, const Direction*>{"forward", &plan->forward},
           {"input gradient", &plan->data},

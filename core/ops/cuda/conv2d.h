@@ -10,7 +10,8 @@
 // add the bias themselves. Workspaces
 // come from the caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
 // Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
-// data with FMA math only (no TF32). The bias is the project's own kernel after the convolution.
+// data with FMA math only (no TF32) unless --allow-tf32 (core/ops/allow_tf32.h) allows
+// tensor-op math for it too. The bias is the project's own kernel after the convolution.
 // Channels-last (g.layout == nhwc): NHWC tensor descriptors and KRSC filters, cuDNN's native
 // tensor-core format. w and dw stay KCRS: the forward and the input gradient read a KRSC copy of
 // w made in a workspace, and cuDNN's KRSC filter gradient is added into dw by a transposing add.
@@ -38,8 +39,9 @@ void conv2d_backward(Device device, const Conv2dGeometry& g, DType dtype, const 
 // Number of distinct convolution plans built so far on `device` (tests: shapes are planned once).
 int conv2d_plan_count(Device device);
 
-// One line per plan on `device`: its dtype and shape, and per direction the cuDNN algorithm
-// its first execution chose (for a GPU session's log: which algorithms ran).
+// One line per plan on `device`: its dtype and shape (", TF32" for f32 data planned with
+// --allow-tf32), and per direction the cuDNN algorithm its first execution chose, with its math
+// type (for a GPU session's log: which algorithms ran).
 std::string conv2d_algorithm_report(Device device);
 
 }  // namespace alloy::cuda

@@ -1,4 +1,5 @@
 #include "core/cuda/check.h"
+#include "core/ops/allow_tf32.h"
 #include "core/ops/cuda/gemm.h"
 
 namespace alloy::cuda {
@@ -16,6 +17,10 @@ cudaDataType_t cuda_data_type(DType dtype) {
   }
 }
 
+cublasComputeType_t gemm_compute_type(DType ab_dtype) {
+  return ab_dtype == DType::f32 && allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 void gemm(cublasHandle_t handle, bool transpose_a, bool transpose_b, int m, int n, int k,
           float alpha, const void* a, int lda, const void* b, int ldb, DType ab_dtype, float beta,
           void* c, int ldc, DType c_dtype) {
@@ -27,7 +32,7 @@ void gemm(cublasHandle_t handle, bool transpose_a, bool transpose_b, int m, int 
   ALLOY_CUDA_CHECK(
       cublasGemmEx(handle, op_b, op_a, n, m, k, &alpha, b, cuda_data_type(ab_dtype), ldb, a,
                    cuda_data_type(ab_dtype), lda, &beta, c, cuda_data_type(c_dtype), ldc,
-                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   gemm_compute_type(ab_dtype), CUBLAS_GEMM_DEFAULT),
       "gemm ", transpose_a ? "a^T" : "a", " * ", transpose_b ? "b^T" : "b", " with m=", m, " n=", n,
       " k=", k, ", ", dtype_name(ab_dtype), " inputs into ", dtype_name(c_dtype));
 }

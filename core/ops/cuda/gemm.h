@@ -1,6 +1,7 @@
 // Row-major GEMM through cuBLAS (cublasGemmEx): c = alpha op(a) op(b) + beta c, with fp32
-// accumulation (CUBLAS_COMPUTE_32F) whatever the storage: fp32 inputs stay true fp32 (no
-// TF32), half inputs run on tensor cores. c may be f32 with half a and b (O1's fp32 weight
+// accumulation whatever the storage (gemm_compute_type): fp32 inputs stay true fp32 unless
+// --allow-tf32 (core/ops/allow_tf32.h) lets them run on TF32 tensor cores; half inputs run on
+// tensor cores. c may be f32 with half a and b (O1's fp32 weight
 // gradients from half activations). beta == 0 ignores c's old contents, NaN included.
 #pragma once
 
@@ -15,5 +16,9 @@ void gemm(cublasHandle_t handle, bool transpose_a, bool transpose_b, int m, int 
           void* c, int ldc, DType c_dtype);
 
 cudaDataType_t cuda_data_type(DType dtype);
+
+// The compute type of a GEMM of `ab_dtype` inputs: CUBLAS_COMPUTE_32F, or for f32 inputs with
+// allow_tf32() CUBLAS_COMPUTE_32F_FAST_TF32 (cuBLAS and cuBLASLt alike).
+cublasComputeType_t gemm_compute_type(DType ab_dtype);
 
 }  // namespace alloy::cuda

@@ -149,8 +149,8 @@ BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, in
                                  std::size_t workspace_bytes) {
   BiasGemmPlan plan;
   cublasLtMatmulDesc_t desc = nullptr;
-  // fp32 compute and scale for every storage type: true fp32 for f32 data (no TF32).
-  ALLOY_CUDA_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F),
+  // fp32 compute and scale for every storage type: true fp32 for f32 data unless --allow-tf32.
+  ALLOY_CUDA_CHECK(cublasLtMatmulDescCreate(&desc, gemm_compute_type(dtype), CUDA_R_32F),
                    "linear_forward: creating a cuBLASLt matmul descriptor");
   plan.desc = MatmulDesc(desc);
   set_attribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
@@ -188,8 +188,8 @@ BiasGemmPlan make_bias_gemm_plan(cublasLtHandle_t lt, DType dtype, int batch, in
   return plan;
 }
 
-// (device, dtype, batch, in, out, alignment of x, w and y, alignment of the bias).
-using BiasGemmKey = std::tuple<int, int, int, int, int, std::uint32_t, std::uint32_t>;
+// (device, dtype, compute type, batch, in, out, alignment of x, w and y, alignment of the bias).
+using BiasGemmKey = std::tuple<int, int, int, int, int, int, std::uint32_t, std::uint32_t>;
 
 struct BiasGemmCache {
   std::mutex mutex;
@@ -209,8 +209,14 @@ bool fused_bias_gemm(int batch, int in, int out, const void* x, const void* w, c
   ALLOY_CUDA_CHECK(cudaGetDevice(&device), "reading the current device");
   DeviceContext& ctx = context(Device::cuda(device));
   const std::uint32_t alignment = std::min({alignment_of(x), alignment_of(w), alignment_of(y)});
-  const BiasGemmKey key{device,    static_cast<int>(dtype), batch, in, out,
-                        alignment, alignment_of(b)};
+  const BiasGemmKey key{device,
+                        static_cast<int>(dtype),
+                        static_cast<int>(gemm_compute_type(dtype)),
+                        batch,
+                        in,
+                        out,
+                        alignment,
+                        alignment_of(b)};
   BiasGemmCache& cache = bias_gemm_cache();
   std::lock_guard<std::mutex> lock(cache.mutex);  // the descriptor's bias pointer is set per call
   auto& slot = cache.plans[key];

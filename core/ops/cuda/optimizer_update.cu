@@ -4,13 +4,17 @@
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/optimizer_update.h"
 #include "core/ops/cuda/tensor_list.cuh"
+#include "core/stochastic_rounding.h"
 
 namespace alloy::cuda {
 
 namespace {
 
-// Per tensor: the parameter, its gradient, up to two f32 state buffers and the model copy.
-using List = TensorList<5>;
+// Per tensor: the parameter, its gradient, up to two f32 state buffers and the model copy; and
+// its UpdateBuffers::index, for stochastic rounding's words.
+struct List : TensorList<5> {
+  std::uint32_t index[kMaxTensors];
+};
 constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3, kCopy = 4;
 static_assert(sizeof(List) <= 4096, "kernel arguments are limited to 4 KiB");
 
@@ -24,6 +28,53 @@ __device__ __forceinline__ bool skip(const float* found_inf) {
 // The gradients' factor, read on the device; 1 without one (a multiply by 1 changes no value).
 __device__ __forceinline__ float factor_of(const float* grad_factor) {
   return grad_factor == nullptr ? 1.0f : *grad_factor;
+}
+
+// How a block stores its tensor's updated parameters: to nearest, or stochastically with the
+// words of (key, step, index, element) (core/stochastic_rounding.h).
+struct ParamRounding {
+  bool stochastic;
+  std::uint64_t key;
+  std::uint32_t step;   // the step count including this update
+  std::uint32_t index;  // the tensor's UpdateBuffers::index
+};
+
+template <class P>
+__device__ __forceinline__ P round_param(float value, const ParamRounding&, std::int64_t) {
+  return narrow<P>(value);
+}
+template <>
+__device__ __forceinline__ __half round_param<__half>(float value, const ParamRounding& r,
+                                                      std::int64_t i) {
+  if (!r.stochastic) return __float2half_rn(value);
+  __half_raw raw;
+  raw.x = float_to_half_bits_stochastic(
+      value, stochastic_rounding_word(r.key, r.step, r.index, static_cast<std::uint64_t>(i)));
+  return __half(raw);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 round_param<__nv_bfloat16>(float value,
+                                                                    const ParamRounding& r,
+                                                                    std::int64_t i) {
+  if (!r.stochastic) return __float2bfloat16_rn(value);
+  __nv_bfloat16_raw raw;
+  raw.x = float_to_bf16_bits_stochastic(
+      value, stochastic_rounding_word(r.key, r.step, r.index, static_cast<std::uint64_t>(i)));
+  return __nv_bfloat16(raw);
+}
+
+// The block's rounding. The step count is read by thread 0 into shared memory before any
+// thread of the block can take its ticket in finish_block, so the count the last block writes
+// is never the one read; `rounding.enabled` is uniform, and so is the barrier.
+__device__ __forceinline__ ParamRounding block_rounding(const StochasticRounding& rounding,
+                                                        const std::int32_t* step,
+                                                        std::uint32_t index) {
+  __shared__ std::uint32_t step_now;
+  if (rounding.enabled) {
+    if (threadIdx.x == 0) step_now = static_cast<std::uint32_t>(step[0]) + 1u;
+    __syncthreads();
+  }
+  return {rounding.enabled, rounding.key, rounding.enabled ? step_now : 0u, index};
 }
 
 // Calls Update::run<P, G>(args...) with P and G the storage types of the block's parameter and
@@ -73,7 +124,7 @@ struct SgdElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* buf, void* copy,
                              DType copy_dtype, const ListSlice& s, const SgdHyper& h, float lr,
-                             float factor) {
+                             float factor, const ParamRounding& rounding) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
@@ -87,7 +138,7 @@ struct SgdElements {
         buf[i] = b;
         p -= lr * (h.nesterov ? d + h.momentum * b : b);
       }
-      param[i] = narrow<P>(p);
+      param[i] = round_param<P>(p, rounding, i);
       // master_copy_kernel's rounding (store_any), so the model copy's bits do not change.
       if (copy != nullptr) store_any(copy, copy_dtype, i, p);
     }
@@ -99,10 +150,12 @@ __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t*
                            const float* found_inf, const float* grad_factor, bool advance) {
   if (skip(found_inf)) return;
   const ListSlice s = slice_of_block(list);
-  with_storage_types<SgdElements>(
-      list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
-      list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
-      list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h, *lr, factor_of(grad_factor));
+  const ParamRounding rounding = block_rounding(h.rounding, step, list.index[s.tensor]);
+  with_storage_types<SgdElements>(list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor],
+                                  list.data[kParam][s.tensor], list.data[kGrad][s.tensor],
+                                  static_cast<float*>(list.data[kState0][s.tensor]),
+                                  list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h,
+                                  *lr, factor_of(grad_factor), rounding);
   finish_block(step, advance);
 }
 
@@ -124,7 +177,7 @@ struct AdamWElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
                              void* copy, DType copy_dtype, const ListSlice& s, const AdamWHyper& h,
-                             const AdamScalars& c, float factor) {
+                             const AdamScalars& c, float factor, const ParamRounding& rounding) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
@@ -135,7 +188,7 @@ struct AdamWElements {
       v[i] = vi;
       const float denom = sqrtf(vi) / c.correction2_sqrt + h.eps;
       const float p = widen(param[i]) * c.decay - c.step_size * (mi / denom);
-      param[i] = narrow<P>(p);
+      param[i] = round_param<P>(p, rounding, i);
       if (copy != nullptr) store_any(copy, copy_dtype, i, p);
     }
   }
@@ -148,11 +201,12 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
   if (threadIdx.x == 0) scalars = adam_scalars(h, *lr, step[0] + 1);
   __syncthreads();
   const ListSlice s = slice_of_block(list);
+  const ParamRounding rounding = block_rounding(h.rounding, step, list.index[s.tensor]);
   with_storage_types<AdamWElements>(
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
       static_cast<float*>(list.data[kState1][s.tensor]), list.data[kCopy][s.tensor],
-      list.dtype[kCopy][s.tensor], s, h, scalars, factor_of(grad_factor));
+      list.dtype[kCopy][s.tensor], s, h, scalars, factor_of(grad_factor), rounding);
   finish_block(step, advance);
 }
 
@@ -179,6 +233,7 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
       list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
       list.dtype[kCopy][k] = t.copy_dtype;
       list.count[k] = t.count;
+      list.index[k] = t.index;
       list.block_start[k] = blocks;
       blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
     }

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/thread_pool.h"
+
 using namespace alloy;
 using namespace alloy::data;
 
@@ -118,6 +120,26 @@ BOOST_AUTO_TEST_CASE(honours_the_geometry_arguments) {
   BOOST_CHECK_THROW(make_synthetic_dataset(-1, 1, "x"), Error);
   BOOST_CHECK_THROW(make_synthetic_dataset(10, 1, "x", 0), Error);
   BOOST_CHECK_THROW(make_synthetic_dataset(10, 1, "x", 10, 0, 28), Error);
+}
+
+BOOST_AUTO_TEST_CASE(rgb_images_are_learnable_and_independent_of_the_thread_count) {
+  set_cpu_threads(1);
+  const Dataset one = make_synthetic_dataset(300, 5, "synthetic/train", 4, 40, 40, 3);
+  set_cpu_threads(2);
+  const Dataset two = make_synthetic_dataset(300, 5, "synthetic/train", 4, 40, 40, 3);
+  BOOST_TEST(one.images.shape() == (Shape{300, 3, 40, 40}));
+  // Each example draws from its own generator: any split over threads gives the same bytes.
+  BOOST_TEST(same_bytes(one.images, two.images));
+  BOOST_TEST(same_bytes(one.labels, two.labels));
+  const Dataset test = make_synthetic_dataset(100, 5, "synthetic/test", 4, 40, 40, 3);
+  BOOST_TEST(!same_bytes(test.images,
+                         make_synthetic_dataset(100, 5, "synthetic/train", 4, 40, 40, 3).images));
+  const double accuracy = nearest_mean_accuracy(one, test);
+  BOOST_TEST_MESSAGE("nearest class mean accuracy, RGB " << accuracy);
+  BOOST_TEST(accuracy > 0.9);
+  for (const auto count : class_counts(one))
+    BOOST_TEST(count > 40);
+  BOOST_CHECK_THROW(make_synthetic_dataset(10, 1, "x", 10, 28, 28, 2), Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -110,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_first_layer_after_enter_layout_skips_its_input_gradient) 
 
 BOOST_AUTO_TEST_CASE(resnet18_has_a_layout_region_and_lenet_none) {
   Generator generator(1);
-  BOOST_TEST(models::make_resnet18(generator, 10)->has_layout_region());
+  BOOST_TEST(models::make_resnet(18, generator, 10, {})->has_layout_region());
   BOOST_TEST(!models::make_lenet(generator, 10)->has_layout_region());
 }
 

@@ -246,7 +246,7 @@ BOOST_AUTO_TEST_CASE(fused_stem_is_bitwise_conv_bn_relu) {
 // The fusion changed no names: checkpoints and the grad-ready order see the same model.
 BOOST_AUTO_TEST_CASE(resnet18_keeps_its_parameter_and_buffer_names) {
   Generator generator(13);
-  const auto model = models::make_resnet18(generator, 10);
+  const auto model = models::make_resnet(18, generator, 10, {});
   auto reference = unfused_stem();
   // The unfused stem had 8 channels here; the names are what matters.
   std::vector<std::string> expected = names(*reference);

@@ -86,6 +86,23 @@ BOOST_AUTO_TEST_CASE(a_choice_is_one_tab_separated_line_that_parses_back) {
   BOOST_TEST(cuda::parse_conv_algorithms(text) == table);
 }
 
+// f32 data allowed TF32 (--allow-tf32) has tensor-op algorithms to choose from too: a key of its
+// own, "tf32" in the dtype field, which parses back as such.
+BOOST_AUTO_TEST_CASE(a_tf32_plan_is_a_key_of_its_own) {
+  ConvAlgorithmKey tf32 = resnet_key("forward");
+  tf32.tf32 = true;
+  const std::string key = cuda::conv_algorithm_key_text(tf32);
+  BOOST_TEST(key == "NVIDIA H200\t90100\ttf32\t256,512,4,4\t512,512,3,3\t1,1\t1,1\tnchw\tforward");
+  const std::string plain = cuda::conv_algorithm_key_text(resnet_key("forward"));
+  const ConvAlgorithmTable table = {{key, {1, 1}}, {plain, {1, 3}}};
+  BOOST_TEST(cuda::parse_conv_algorithms(cuda::format_conv_algorithms(table)) == table);
+  // Half data is never "tf32".
+  ConvAlgorithmKey half = lenet_key("forward");
+  half.tf32 = true;
+  BOOST_TEST(cuda::conv_algorithm_key_text(half) ==
+             cuda::conv_algorithm_key_text(lenet_key("forward")));
+}
+
 BOOST_AUTO_TEST_CASE(comments_and_blank_lines_are_skipped_and_a_bad_line_is_named) {
   const std::string good = cuda::conv_algorithm_key_text(resnet_key("data")) + "\t1\t3";
   const std::vector<std::string> bad = {
