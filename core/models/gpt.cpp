@@ -57,6 +57,13 @@ class GptMlp : public nn::Module {
   nn::Module& dropout_;
 };
 
+// A transformer block is the unit of --recompute blocks: its backward runs its forward again
+// from the block's input, the one activation it keeps.
+class GptBlock : public nn::Sequential {
+ public:
+  bool is_block() const override { return true; }
+};
+
 // x + attn(ln_1(x)), then x + mlp(ln_2(x)).
 std::unique_ptr<nn::Module> gpt_block(const GptConfig& c, Generator& generator) {
   auto attention = std::make_unique<nn::Sequential>();
@@ -66,7 +73,7 @@ std::unique_ptr<nn::Module> gpt_block(const GptConfig& c, Generator& generator) 
   auto mlp = std::make_unique<nn::Sequential>();
   mlp->add("ln_2", std::make_unique<nn::LayerNorm>(c.n_embd, kLayerNormEps, c.bias));
   mlp->add("mlp", std::make_unique<GptMlp>(c.n_embd, c.bias, c.dropout, generator));
-  auto block = std::make_unique<nn::Sequential>();
+  auto block = std::make_unique<GptBlock>();
   block->add("attn", std::make_unique<nn::Residual>(std::move(attention)));
   block->add("mlp", std::make_unique<nn::Residual>(std::move(mlp)));
   return block;
