@@ -258,8 +258,9 @@ po::options_description train_options_description(TrainOptions& o) {
       "cuda-graph", value(&o.cuda_graph)->default_value(o.cuda_graph)->value_name("auto|on|off"),
       "replay the training step as a CUDA graph after warm-up (auto: where it can be captured)")(
       "recompute", value(&o.recompute)->default_value(o.recompute)->value_name("none|blocks"),
-      "blocks: keep only each block's input (resnet18's residual blocks) and run its forward "
-      "again in backward: less activation memory, the same bits, one more forward")(
+      "blocks: keep only each block's input (the resnets' residual blocks, a GPT's transformer "
+      "blocks) and run its forward again in backward: less activation memory, the same bits, "
+      "one more forward")(
       "layout", value(&o.layout)->default_value(o.layout)->value_name("auto|nchw|nhwc"),
       "memory order of the activations in the model's layout region (resnet18); auto: nhwc "
       "(channels last) on CUDA when convolutions compute in half precision (O1-O3)")(
