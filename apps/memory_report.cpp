@@ -556,7 +556,8 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   add_row(
       "peak (total)", [](const LevelReport& r) { return static_cast<double>(r.peak_bytes); },
       bytes_text);
-  const auto rate_text = [](double v) { return number(v, v >= 100 ? 0 : 1); };
+  // Three decimals below 1: a large model's sequences/s on the CPU would show as 0.0.
+  const auto rate_text = [](double v) { return number(v, v >= 100 ? 0 : v >= 1 ? 1 : 3); };
   const double tokens_per_row = static_cast<double>(header.sequence_length);
   add_row(
       tokens_per_row > 0 ? "sequences/s" : "images/s",

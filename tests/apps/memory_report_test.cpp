@@ -279,6 +279,10 @@ BOOST_AUTO_TEST_CASE(a_sequence_model_reports_sequences_and_tokens_per_second) {
   const std::string json = json_objects(header, reports)[0].str();
   BOOST_TEST(json.find("\"sequences_per_second\":12.5") != std::string::npos, json);
   BOOST_TEST(json.find("\"tokens_per_second\":800") != std::string::npos, json);
+  // Under one sequence a second still shows a figure.
+  reports[0].images_per_second = 0.007;
+  header.sequence_length = 4096;
+  BOOST_TEST(format_table(header, reports).find("0.007") != std::string::npos);
   // An image model's lines have neither.
   header.sequence_length = 0;
   BOOST_TEST(json_objects(header, reports)[0].str().find("tokens_per_second") == std::string::npos);
