@@ -32,8 +32,8 @@ void check_supported(const TrainOptions& o) {
   if (o.max_restarts > 0) {
     usage_fail("--max-restarts is not available for sequence models (--model ", o.model, ") yet");
   }
-  for (const char* flag : {"accumulation-steps", "ema-decay", "label-smoothing", "recompute",
-                           "async-checkpoint", "epochs"}) {
+  for (const char* flag :
+       {"accumulation-steps", "ema-decay", "label-smoothing", "async-checkpoint", "epochs"}) {
     if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
   }
 }

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "apps/memory_report.h"
+#include "apps/recompute.h"
 #include "apps/version.h"
 #include "core/digest.h"
 #include "core/nn/cast_policy.h"
@@ -94,6 +95,7 @@ GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProp
   Generator generator(static_cast<std::uint64_t>(config.seed));
   const auto model = models::make_gpt(config.gpt, generator);
   model->to_device(config.device);
+  apply_recompute(*model, config.model, config.recompute);
   for (const nn::Parameter* param : model->parameters())
     measurement.parameter_count += param->value.numel();
   optim::OptimizerConfig optimizer = config.optimizer;
@@ -175,6 +177,7 @@ LmTrainer::LmTrainer(const TrainOptions& options, Device device, data::TokenCorp
   Generator generator(static_cast<std::uint64_t>(options_.seed));
   model_ = models::make_gpt(config, generator);
   model_->to_device(device_);
+  apply_recompute(*model_, options_.model, options_.recompute);
   nn::CastPolicy policy;
   policy.enabled = options_.precision.cast_policy;
   policy.half_dtype = options_.precision.half_dtype;

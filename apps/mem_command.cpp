@@ -62,6 +62,7 @@ int run_mem(const std::vector<std::string>& args) {
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;
+  if (models::is_gpt_model(options.model)) header.sequence_length = options.gpt.block_size;
 
   std::vector<LevelReport> reports;
   for (amp::OptLevel level : options.levels) {

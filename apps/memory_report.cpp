@@ -90,9 +90,9 @@ po::options_description mem_options(MemOptions& o) {
   group.add_options()
     ("model", value(&o.model)->required()->value_name("M"),
      "lenet, mlp, ffn, resnet18, resnet34 or resnet50 (the resnets' stem as in 'alloy train "
-     "--help')")
+     "--help'); gpt, gpt2 or gpt-shakespeare (language models)")
     ("batch-size", value(&o.batch_size)->required()->value_name("B"),
-     "images per step (synthetic batches; no dataset needed)")
+     "images (a GPT's: sequences) per step (synthetic batches; no dataset needed)")
     ("image-size", value(&o.image_size)->default_value(28)->value_name("S"),
      "the batches' images are S x S")
     ("channels", value(&o.channels)->value_name("1|3"),
@@ -109,7 +109,7 @@ po::options_description mem_options(MemOptions& o) {
     ("half-dtype", value<std::string>()->value_name("fp16|bf16"),
      "half type of O1-O3 (default fp16)")
     ("steps", value(&o.steps)->default_value(3)->value_name("N"),
-     "training steps per level; images/s is timed over those after the first")
+     "training steps per level; images/s (sequences/s) is timed over those after the first")
     ("accumulation-steps", value(&o.accumulation_steps)->default_value(1)->value_name("N"),
      "train each step's batch as N micro-batches of B/N images (gradient accumulation), as "
      "'alloy train --accumulation-steps N' does; N must divide B")
@@ -331,7 +331,8 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   if (o.seed < 0) usage_fail("--seed must be at least 0, got ", o.seed);
   check_recompute_choice(o.recompute);
   check_fraction_flag("--ema-decay", o.ema_decay);
-  if (o.recompute != "none") {  // a model without blocks fails here, before any measurement
+  // A model without blocks fails here, before any measurement (every GPT layer is a block).
+  if (o.recompute != "none" && !models::is_gpt_model(o.model)) {
     Generator generator(0);
     apply_recompute(
         *models::make_model(o.model, generator, o.num_classes, {o.channels, o.image_size}), o.model,
@@ -385,7 +386,8 @@ void print_mem_help() {
   print_help(
       "alloy mem --model M --batch-size B [options]",
       "Trains a few steps on synthetic batches at each opt level, one level after the other,\n"
-      "and reports the allocator's peak bytes per memory category and in total, images/s,\n"
+      "and reports the allocator's peak bytes per memory category and in total, images/s\n"
+      "(a GPT's: sequences/s and tokens/s),\n"
       "and each figure's ratio to O0. A category's figure is that category's own peak;\n"
       "peak_bytes is the peak of the sum, so it is at most the sum of the category peaks.\n"
       "--max-batch needs a CUDA device: with --device cpu it is a usage error (exit 2), and\n"
@@ -554,9 +556,18 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   add_row(
       "peak (total)", [](const LevelReport& r) { return static_cast<double>(r.peak_bytes); },
       bytes_text);
+  // Three decimals below 1: a large model's sequences/s on the CPU would show as 0.0.
+  const auto rate_text = [](double v) { return number(v, v >= 100 ? 0 : v >= 1 ? 1 : 3); };
+  const double tokens_per_row = static_cast<double>(header.sequence_length);
   add_row(
-      "images/s", [](const LevelReport& r) { return r.images_per_second; },
-      [](double v) { return number(v, v >= 100 ? 0 : 1); });
+      tokens_per_row > 0 ? "sequences/s" : "images/s",
+      [](const LevelReport& r) { return r.images_per_second; }, rate_text);
+  if (tokens_per_row > 0) {
+    add_row(
+        "tokens/s",
+        [tokens_per_row](const LevelReport& r) { return r.images_per_second * tokens_per_row; },
+        rate_text);
+  }
   const std::size_t device_rows_begin = rows.size();
   if (!reports.empty() && reports.front().device_view) {
     add_row(
@@ -610,7 +621,9 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   }
   out << "\nEach category's figure is its own peak during the steps; peak (total) is the peak of\n"
          "the sum of all categories, which is at most the sum of the category peaks. Counted by\n"
-         "the allocator (core/memory.h) after setup; images/s over the steps after the first.\n";
+         "the allocator (core/memory.h) after setup; "
+      << (header.sequence_length > 0 ? "sequences/s and tokens/s\nover" : "images/s over")
+      << " the steps after the first.\n";
   if (!reports.empty() && reports.front().device_view) {
     out << "Reserved by the cache: the blocks the level held from the driver (its peak: the\n"
            "cache gives blocks back only when an allocation fails). Device used: the driver's\n"
@@ -653,6 +666,11 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
       object.add(category_key(all[i]), r.bytes(all[i]));
     object.add("peak_bytes", r.peak_bytes);
     object.add("images_per_second", r.images_per_second);
+    if (header.sequence_length > 0) {
+      object.add("sequences_per_second", r.images_per_second);
+      object.add("tokens_per_second",
+                 r.images_per_second * static_cast<double>(header.sequence_length));
+    }
     object.add("data_bytes", r.bytes(MemoryCategory::data));
     object.add("communication_bytes", r.bytes(MemoryCategory::communication));
     object.add("sum_of_category_peaks_bytes", r.sum_of_category_peaks());

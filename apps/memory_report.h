@@ -155,6 +155,9 @@ struct ReportHeader {
   double clip_grad_norm = 0;
   std::string recompute = "none";
   double ema_decay = 0;
+  // A sequence model's tokens per batch row (its block size); 0 for an image model. The rows
+  // are then sequences: the table says sequences/s and tokens/s instead of images/s.
+  std::int64_t sequence_length = 0;
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,
@@ -165,7 +168,8 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
 // parameters_bytes, master_parameters_bytes, gradients_bytes, optimizer_state_bytes,
 // activations_bytes, workspace_bytes, peak_bytes, images_per_second), then data_bytes,
 // communication_bytes, the run's settings (accumulation_steps and micro_batch_size among them),
-// and "<key>_vs_o0" ratios when O0 was measured.
+// and "<key>_vs_o0" ratios when O0 was measured. A sequence model's lines also have
+// sequences_per_second (the rows that images_per_second counts) and tokens_per_second.
 std::vector<JsonObject> json_objects(const ReportHeader& header,
                                      const std::vector<LevelReport>& reports);
 

@@ -1,6 +1,7 @@
 #include "apps/sequence_options.h"
 
 #include <cmath>
+#include <iterator>
 
 #include "apps/train_options.h"
 #include "core/error.h"
@@ -9,11 +10,10 @@ namespace alloy::app {
 
 namespace {
 
-// The flags of this file, for the check that other models are not given them.
-const char* const kSequenceFlags[] = {"n-layer",  "n-head",       "n-embd",     "block-size",
-                                      "dropout",  "vocab-size",   "bias",       "data-file",
-                                      "val-file", "val-fraction", "eval-every", "eval-batches",
-                                      "beta1",    "beta2",        "eps"};
+// The data and evaluation flags, for the check that other models are not given them (the
+// model's are gpt_model_flags()).
+const char* const kDataFlags[] = {"data-file",    "val-file", "val-fraction", "eval-every",
+                                  "eval-batches", "beta1",    "beta2",        "eps"};
 
 void check_probability(const char* flag, double value) {
   if (!(value >= 0.0 && value < 1.0)) usage_fail(flag, " must be in [0, 1), got ", value);
@@ -89,7 +89,9 @@ po::options_description sequence_options_description(SequenceOptions& o) {
 
 void resolve_sequence_options(TrainOptions& o) {
   if (!models::is_gpt_model(o.model)) {
-    for (const char* flag : kSequenceFlags) {
+    std::vector<std::string> flags = gpt_model_flags();
+    flags.insert(flags.end(), std::begin(kDataFlags), std::end(kDataFlags));
+    for (const std::string& flag : flags) {
       if (o.was_given(flag)) usage_fail("--", flag, " applies to sequence models (--model gpt)");
     }
     if (o.dataset == "text" || o.dataset == "tokens") {

@@ -109,7 +109,9 @@ void check_finite(const char* flag, double value) {
 }
 
 void validate(TrainOptions& o, const po::variables_map& values) {
-  if (!models::is_gpt_model(o.model)) check_choice("--model", o.model, models::model_names());
+  std::vector<std::string> model_choices = models::model_names();
+  model_choices.insert(model_choices.end(), {"gpt", "gpt2", "gpt-shakespeare"});
+  check_choice("--model", o.model, model_choices);
   check_choice("--dataset", o.dataset, kDatasets);
   if (o.was_given("image-size")) check_at_least("--image-size", o.image_size, 1);
   if (o.was_given("channels") && o.channels != 1 && o.channels != 3) {
@@ -245,7 +247,8 @@ po::options_description train_options_description(TrainOptions& o) {
       "model", value(&o.model)->default_value(o.model)->value_name("NAME"),
       "lenet, mlp, ffn, resnet18, resnet34 or resnet50. The resnets take images of any size: "
       "from --image-size 64 up, torchvision's ImageNet stem (7x7/2 convolution, "
-      "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool")(
+      "3x3/2 max pool); below it a 3x3 stride-1 stem without max pool. "
+      "gpt, gpt2, gpt-shakespeare: language models")(
       "dataset", value(&o.dataset)->default_value(o.dataset)->value_name("NAME"),
       "fashion-mnist, mnist (IDX files in --data-dir), cifar10 (CIFAR-10's binary batches in "
       "--data-dir: 32x32 RGB), folder (--data-dir/train/CLASS/* and --data-dir/val/CLASS/*, JPEG "
@@ -281,8 +284,9 @@ po::options_description train_options_description(TrainOptions& o) {
       "Data parallelism over NCCL captures its gradient and buffer collectives in the graph; "
       "over Gloo the step stays eager (auto) or --cuda-graph on is a usage error")(
       "recompute", value(&o.recompute)->default_value(o.recompute)->value_name("none|blocks"),
-      "blocks: keep only each block's input (resnet18's residual blocks) and run its forward "
-      "again in backward: less activation memory, the same bits, one more forward")(
+      "blocks: keep only each block's input (the resnets' residual blocks, a GPT's transformer "
+      "blocks) and run its forward again in backward: less activation memory, the same bits, "
+      "one more forward")(
       "layout", value(&o.layout)->default_value(o.layout)->value_name("auto|nchw|nhwc"),
       "memory order of the activations in the model's layout region (resnet18); auto: nhwc "
       "(channels last) on CUDA when convolutions compute in half precision (O1-O3)")(

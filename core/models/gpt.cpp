@@ -7,6 +7,7 @@
 #include "core/nn/causal_self_attention.h"
 #include "core/nn/dropout.h"
 #include "core/nn/gelu.h"
+#include "core/nn/input_dtype.h"
 #include "core/nn/linear.h"
 #include "core/nn/residual.h"
 #include "core/ops/elementwise.h"
@@ -56,6 +57,13 @@ class GptMlp : public nn::Module {
   nn::Module& dropout_;
 };
 
+// A transformer block is the unit of --recompute blocks: its backward runs its forward again
+// from the block's input, the one activation it keeps.
+class GptBlock : public nn::Sequential {
+ public:
+  bool is_block() const override { return true; }
+};
+
 // x + attn(ln_1(x)), then x + mlp(ln_2(x)).
 std::unique_ptr<nn::Module> gpt_block(const GptConfig& c, Generator& generator) {
   auto attention = std::make_unique<nn::Sequential>();
@@ -65,7 +73,7 @@ std::unique_ptr<nn::Module> gpt_block(const GptConfig& c, Generator& generator) 
   auto mlp = std::make_unique<nn::Sequential>();
   mlp->add("ln_2", std::make_unique<nn::LayerNorm>(c.n_embd, kLayerNormEps, c.bias));
   mlp->add("mlp", std::make_unique<GptMlp>(c.n_embd, c.bias, c.dropout, generator));
-  auto block = std::make_unique<nn::Sequential>();
+  auto block = std::make_unique<GptBlock>();
   block->add("attn", std::make_unique<nn::Residual>(std::move(attention)));
   block->add("mlp", std::make_unique<nn::Residual>(std::move(mlp)));
   return block;
@@ -170,15 +178,20 @@ const Tensor& Gpt::head_weight(DType dtype) {
 
 Tensor Gpt::loss_step(const Tensor& h, const Tensor& targets, const Tensor& loss_scale,
                       Tensor& tally, std::int64_t gradient_rows) {
-  const Tensor rows = h.reshape({h.dim(0) * h.dim(1), h.dim(2)});
-  const Tensor dh = lm_head_loss_step(rows, head_weight(h.dtype()), targets.reshape({rows.dim(0)}),
+  // The head is a linear layer: O1 computes it in half from the fp32 residual stream.
+  const DType compute =
+      nn::compute_dtype(nn::OpClass::half_compute, h.dtype(), embedding_.wte().value.dtype());
+  const Tensor rows = nn::in_dtype(h, compute).reshape({h.dim(0) * h.dim(1), h.dim(2)});
+  const Tensor dh = lm_head_loss_step(rows, head_weight(compute), targets.reshape({rows.dim(0)}),
                                       loss_scale, tally, embedding_.wte_grad(), gradient_rows);
-  return dh.reshape(h.shape());
+  return nn::in_dtype(dh, h.dtype()).reshape(h.shape());
 }
 
 void Gpt::loss(const Tensor& h, const Tensor& targets, Tensor& tally) {
-  const Tensor rows = h.reshape({h.dim(0) * h.dim(1), h.dim(2)});
-  lm_head_loss(rows, head_weight(h.dtype()), targets.reshape({rows.dim(0)}), tally);
+  const DType compute =
+      nn::compute_dtype(nn::OpClass::half_compute, h.dtype(), embedding_.wte().value.dtype());
+  const Tensor rows = nn::in_dtype(h, compute).reshape({h.dim(0) * h.dim(1), h.dim(2)});
+  lm_head_loss(rows, head_weight(compute), targets.reshape({rows.dim(0)}), tally);
 }
 
 Tensor Gpt::last_logits(const Tensor& h) {

@@ -265,6 +265,29 @@ BOOST_AUTO_TEST_CASE(a_category_o0_shows_as_zero_gets_no_ratio) {
   BOOST_TEST(table.find("1.00x") != std::string::npos, table);
 }
 
+// A sequence model's rows are sequences of sequence_length tokens: no images/s.
+BOOST_AUTO_TEST_CASE(a_sequence_model_reports_sequences_and_tokens_per_second) {
+  std::vector<LevelReport> reports = {measure("lenet", amp::OptLevel::O0, 4, 1)};
+  reports[0].images_per_second = 12.5;
+  ReportHeader header{"gpt", 4, "cpu", "adamw", 1, 1};
+  header.sequence_length = 64;
+  const std::string table = format_table(header, reports);
+  BOOST_TEST(table.find("images/s") == std::string::npos, table);
+  BOOST_TEST(table.find("sequences/s") != std::string::npos, table);
+  BOOST_TEST(table.find("tokens/s") != std::string::npos, table);
+  BOOST_TEST(table.find(" 800 ") != std::string::npos, table);  // 12.5 x 64 tokens/s
+  const std::string json = json_objects(header, reports)[0].str();
+  BOOST_TEST(json.find("\"sequences_per_second\":12.5") != std::string::npos, json);
+  BOOST_TEST(json.find("\"tokens_per_second\":800") != std::string::npos, json);
+  // Under one sequence a second still shows a figure.
+  reports[0].images_per_second = 0.007;
+  header.sequence_length = 4096;
+  BOOST_TEST(format_table(header, reports).find("0.007") != std::string::npos);
+  // An image model's lines have neither.
+  header.sequence_length = 0;
+  BOOST_TEST(json_objects(header, reports)[0].str().find("tokens_per_second") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(table_json_and_chart_carry_every_level) {
   std::vector<LevelReport> reports = {measure("lenet", amp::OptLevel::O0, 4, 1),
                                       measure("lenet", amp::OptLevel::O2, 4, 1)};

@@ -1,6 +1,7 @@
 // alloy train --model gpt end to end on a small generated text: k steps, a checkpoint, k more
-// equal 2k steps bit for bit (dropout on); eval and end events; the opt levels train to a
-// finite loss; bad flags exit 2 and bad token files exit 1 naming the file.
+// equal 2k steps bit for bit (dropout on); --recompute blocks changes no bit; eval and end
+// events; the opt levels train to a finite loss; bad flags exit 2 and bad token files exit 1
+// naming the file.
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <regex>
@@ -96,6 +97,25 @@ BOOST_AUTO_TEST_CASE(k_steps_then_k_more_from_a_checkpoint_equal_2k_steps) {
   BOOST_TEST(other.errors.find("step-00000004.ckpt") != std::string::npos, other.errors);
 }
 
+// Each transformer block's backward runs its forward again (the same dropout masks, the same
+// sums): the weights come out bit for bit as without recomputation, at O0 and in half.
+BOOST_AUTO_TEST_CASE(recomputed_blocks_train_to_the_same_bits) {
+  Corpus corpus;
+  for (const std::vector<std::string>& level :
+       {std::vector<std::string>{"--opt-level", "O0"},
+        std::vector<std::string>{"--opt-level", "O2", "--half-dtype", "bf16"}}) {
+    const auto args = with(with(tiny_gpt(corpus.path), level),
+                           {"--dropout", "0.1", "--steps", "4", "--log-json", "-"});
+    const ProcessResult plain = run_alloy(args);
+    BOOST_TEST_REQUIRE(plain.exit_code == 0, plain.errors);
+    const ProcessResult recomputed = run_alloy(with(args, {"--recompute", "blocks"}));
+    BOOST_TEST_REQUIRE(recomputed.exit_code == 0, recomputed.errors);
+    const std::string digest = json_field(plain.output, "end", "params_digest");
+    BOOST_TEST(!digest.empty());
+    BOOST_TEST(json_field(recomputed.output, "end", "params_digest") == digest, level[1]);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
   Corpus corpus;
   const ProcessResult run =
@@ -163,6 +183,12 @@ BOOST_AUTO_TEST_CASE(bad_flags_exit_2_and_bad_token_files_exit_1_naming_the_file
   const ProcessResult no_steps = run_alloy(tiny_gpt(corpus.path));
   BOOST_TEST(no_steps.exit_code == 2);
   BOOST_TEST(no_steps.errors.find("--steps") != std::string::npos, no_steps.errors);
+
+  // The sequence models' flags are refused for the image models.
+  const ProcessResult lenet = run_alloy({"train", "--model", "lenet", "--n-layer", "2"});
+  BOOST_TEST(lenet.exit_code == 2);
+  BOOST_TEST(lenet.errors.find("--n-layer applies to sequence models") != std::string::npos,
+             lenet.errors);
 
   const std::string bad = corpus.dir.file("bad.bin");
   std::ofstream(bad, std::ios::binary) << std::string(1024, 'x');
