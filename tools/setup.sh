@@ -109,6 +109,9 @@ if [[ "$cuda" != OFF ]] && ! command -v nvcc >/dev/null && [[ -z "${CUDACXX:-}" 
 fi
 
 jobs="${ALLOY_JOBS:-$(nproc 2>/dev/null || echo 2)}"
+# ccache rewrites the paths under the checkout relative to the build directory, so every clone
+# (CI's fresh one included) shares the objects another clone compiled.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
 configure=(cmake -S "$here" -B "$build_dir" -DALLOY_CUDA="$cuda")
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   # A fresh tree: Ninja and Release. An existing tree keeps its generator and build type.
