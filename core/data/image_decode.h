@@ -4,17 +4,27 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace alloy::data {
 
 struct DecodedImage {
-  int width = 0;
+  int width = 0;  // as decoded: the file's size or, decoded scaled down, less
   int height = 0;
+  int file_width = 0;  // as stored in the file
+  int file_height = 0;
   std::vector<std::uint8_t> rgb;  // height rows of width R, G, B triples
 };
 
-DecodedImage decode_image(const std::string& path);
+// Given the file's width and height, the factor (>= 1) by which the caller lets the decoder
+// shrink the image.
+using ShrinkLimit = std::function<double(int width, int height)>;
+
+// With a shrink limit, a JPEG is decoded at the smallest of the scales 1/2, 1/4 and 1/8 that
+// shrinks it by no more than the limit, as PIL's draft mode does: the scaled inverse DCT costs a
+// fraction of a full decode. PNG files are always decoded at full size.
+DecodedImage decode_image(const std::string& path, const ShrinkLimit& shrink_limit = {});
 
 }  // namespace alloy::data
