@@ -26,6 +26,13 @@ std::vector<unsigned char> read_bytes(const std::string& path) {
   return bytes;
 }
 
+void check_pixels(const std::string& path, std::int64_t width, std::int64_t height) {
+  if (width < 1 || height < 1 || width * height > kMaxImagePixels) {
+    fail(path, ": ", width, "x", height, " pixels; images of 1 to ", kMaxImagePixels,
+         " pixels are read");
+  }
+}
+
 struct TurboJpegHandle {
   TurboJpegHandle() : handle(tjInitDecompress()) {
     ALLOY_CHECK(handle != nullptr,
@@ -65,6 +72,7 @@ DecodedImage decode_jpeg(const std::string& path, const std::vector<unsigned cha
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     fail(path, ": CMYK JPEG; convert it to RGB (only RGB and grayscale images are read)");
   }
+  check_pixels(path, width, height);
   DecodedImage image;
   image.file_width = width;
   image.file_height = height;
@@ -98,6 +106,7 @@ DecodedImage decode_png(const std::string& path, const std::vector<unsigned char
   if (png.format & PNG_FORMAT_FLAG_LINEAR) {
     fail(path, ": 16-bit PNG; convert it to 8 bits per channel");
   }
+  check_pixels(path, static_cast<std::int64_t>(png.width), static_cast<std::int64_t>(png.height));
   png.format = PNG_FORMAT_RGB;  // gray replicated, palettes expanded, alpha composed on black
   DecodedImage image;
   image.width = image.file_width = static_cast<int>(png.width);
@@ -112,7 +121,11 @@ DecodedImage decode_png(const std::string& path, const std::vector<unsigned char
 }  // namespace
 
 DecodedImage decode_image(const std::string& path, const ShrinkLimit& shrink_limit) {
-  const std::vector<unsigned char> bytes = read_bytes(path);
+  return decode_image_bytes(read_bytes(path), path, shrink_limit);
+}
+
+DecodedImage decode_image_bytes(const std::vector<unsigned char>& bytes, const std::string& path,
+                                const ShrinkLimit& shrink_limit) {
   static const unsigned char kPng[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
   if (bytes.size() >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff) {
     return decode_jpeg(path, bytes, shrink_limit);
@@ -129,7 +142,12 @@ DecodedImage decode_image(const std::string& path, const ShrinkLimit& shrink_lim
 
 namespace alloy::data {
 
-DecodedImage decode_image(const std::string& path, const ShrinkLimit&) {
+DecodedImage decode_image(const std::string& path, const ShrinkLimit& shrink_limit) {
+  return decode_image_bytes({}, path, shrink_limit);
+}
+
+DecodedImage decode_image_bytes(const std::vector<unsigned char>&, const std::string& path,
+                                const ShrinkLimit&) {
   fail(path,
        ": this build of Alloy reads no JPEG or PNG files (TurboJPEG and libpng were not "
        "found when it was configured; tools/setup.sh installs them)");
