@@ -26,9 +26,10 @@ std::vector<unsigned char> read_bytes(const std::string& path) {
   return bytes;
 }
 
-void check_pixels(const std::string& path, std::int64_t width, std::int64_t height) {
+void check_pixels(const std::string& path, const char* kind, std::int64_t width,
+                  std::int64_t height) {
   if (width < 1 || height < 1 || width * height > kMaxImagePixels) {
-    fail(path, ": ", width, "x", height, " pixels; images of 1 to ", kMaxImagePixels,
+    fail(path, ": ", kind, " of ", width, "x", height, " pixels; images of 1 to ", kMaxImagePixels,
          " pixels are read");
   }
 }
@@ -72,7 +73,7 @@ DecodedImage decode_jpeg(const std::string& path, const std::vector<unsigned cha
   if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
     fail(path, ": CMYK JPEG; convert it to RGB (only RGB and grayscale images are read)");
   }
-  check_pixels(path, width, height);
+  check_pixels(path, "JPEG", width, height);
   DecodedImage image;
   image.file_width = width;
   image.file_height = height;
@@ -106,7 +107,8 @@ DecodedImage decode_png(const std::string& path, const std::vector<unsigned char
   if (png.format & PNG_FORMAT_FLAG_LINEAR) {
     fail(path, ": 16-bit PNG; convert it to 8 bits per channel");
   }
-  check_pixels(path, static_cast<std::int64_t>(png.width), static_cast<std::int64_t>(png.height));
+  check_pixels(path, "PNG", static_cast<std::int64_t>(png.width),
+               static_cast<std::int64_t>(png.height));
   png.format = PNG_FORMAT_RGB;  // gray replicated, palettes expanded, alpha composed on black
   DecodedImage image;
   image.width = image.file_width = static_cast<int>(png.width);

@@ -8,9 +8,11 @@
 #
 #   tools/bench/loader_vs_torchvision.sh [--images N] [--threads N] [--rounds R]
 #                                        [--batch-size N] [--epochs N] [--records FILE]
+#                                        [--keep DIR]
 #
 # Defaults: 512 training images, 2 threads, 3 rounds, batch 64, 2 timed epochs, records appended
-# to docs/results/loader_cpu.jsonl (one JSON line per framework and round, then a summary line).
+# to docs/results/loader_cpu.jsonl (one JSON line per framework and round, then a summary line);
+# the images and per-run outputs in a temporary folder, or in --keep DIR.
 # Needs python3-pil and python3-torchvision. Odd rounds run torchvision first, even ones Alloy, so
 # that drift in the machine's speed hits both alike. Prints the median images/s of each and the
 # ratio of the medians, Alloy over torchvision.
@@ -31,7 +33,7 @@ bench="$here/build/bin/loader_images"
 
 while (($#)); do
   case "$1" in
-    --images | --threads | --rounds | --batch-size | --epochs | --records)
+    --images | --threads | --rounds | --batch-size | --epochs | --records | --keep)
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --images) images="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
@@ -39,6 +41,7 @@ while (($#)); do
     --batch-size) batch="$2"; shift 2 ;;
     --epochs) epochs="$2"; shift 2 ;;
     --records) records="$2"; shift 2 ;;
+    --keep) keep="$2"; shift 2 ;;
     -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac

@@ -274,7 +274,7 @@ BOOST_AUTO_TEST_CASE(an_image_smaller_than_the_crop_is_scaled_up) {
   // torchvision's RandomResizedCrop and Resize do; a solid colour stays that colour.
   TempDir dir;
   write_tree(dir.path());
-  write_png(dir.file("train/ant/b.png"), 5, 4, pattern(5, 4, 8, true));
+  write_png(dir.file("train/ant/0.png"), 5, 4, pattern(5, 4, 8, true));  // the first example
   for (const bool augment : {true, false}) {
     ImageFolderOptions options;
     options.size = 16;
@@ -283,7 +283,7 @@ BOOST_AUTO_TEST_CASE(an_image_smaller_than_the_crop_is_scaled_up) {
     const std::vector<unsigned char> solid = pattern(1, 1, 8, true);
     int wrong = 0;
     for (int c = 0; c < 3; ++c) {
-      for (int i = 0; i < 256; ++i)  // b.png is the first example
+      for (int i = 0; i < 256; ++i)  // 0.png's planes
         wrong += bytes[static_cast<std::size_t>(c * 256 + i)] != solid[static_cast<std::size_t>(c)];
     }
     BOOST_TEST(wrong == 0, "augment " << augment);
