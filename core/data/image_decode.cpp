@@ -93,7 +93,9 @@ DecodedImage decode_jpeg(const std::string& path, const std::vector<unsigned cha
   return image;
 }
 
-DecodedImage decode_png(const std::string& path, const std::vector<unsigned char>& bytes) {
+// The shrink limit is called (its caller learns the size from it) but a PNG is not scaled.
+DecodedImage decode_png(const std::string& path, const std::vector<unsigned char>& bytes,
+                        const ShrinkLimit& shrink_limit) {
   png_image png;
   std::memset(&png, 0, sizeof png);
   png.version = PNG_IMAGE_VERSION;
@@ -107,6 +109,7 @@ DecodedImage decode_png(const std::string& path, const std::vector<unsigned char
   if (png.format & PNG_FORMAT_FLAG_LINEAR) {
     fail(path, ": 16-bit PNG; convert it to 8 bits per channel");
   }
+  if (shrink_limit) shrink_limit(static_cast<int>(png.width), static_cast<int>(png.height));
   check_pixels(path, "PNG", static_cast<std::int64_t>(png.width),
                static_cast<std::int64_t>(png.height));
   png.format = PNG_FORMAT_RGB;  // gray replicated, palettes expanded, alpha composed on black
@@ -133,7 +136,7 @@ DecodedImage decode_image_bytes(const std::vector<unsigned char>& bytes, const s
     return decode_jpeg(path, bytes, shrink_limit);
   }
   if (bytes.size() >= sizeof kPng && std::memcmp(bytes.data(), kPng, sizeof kPng) == 0) {
-    return decode_png(path, bytes);
+    return decode_png(path, bytes, shrink_limit);
   }
   fail(path, ": not a JPEG or PNG image");
 }

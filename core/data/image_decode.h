@@ -19,7 +19,7 @@ struct DecodedImage {
 };
 
 // Given the file's width and height, the factor (>= 1) by which the caller lets the decoder
-// shrink the image.
+// shrink the image. Called once for every JPEG and PNG file decoded, before its pixels.
 using ShrinkLimit = std::function<double(int width, int height)>;
 
 // With a shrink limit, a JPEG is decoded at the smallest of the scales 1/2, 1/4 and 1/8 that
