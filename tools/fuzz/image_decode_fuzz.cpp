@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::vector<unsigned char> bytes(data, data + size);
   for (const double limit : {1.0, 8.0}) {
     try {
-      const alloy::data::DecodedImage image = alloy::data::decode_image_bytes(
-          bytes, "fuzz-input", [limit](int, int) { return limit; });
+      const alloy::data::DecodedImage image =
+          alloy::data::decode_image_bytes(bytes, "fuzz-input", [limit](int, int) { return limit; });
       constexpr int kSize = 8;
       std::uint8_t pixels[3 * kSize * kSize];
       const alloy::data::CropBox box =
