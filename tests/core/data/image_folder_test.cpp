@@ -270,6 +270,24 @@ BOOST_AUTO_TEST_CASE(bad_input_fails_naming_the_file_or_folder) {
         "no such folder");
 }
 
+BOOST_AUTO_TEST_CASE(an_image_of_the_output_size_is_taken_unchanged_without_augmentation) {
+  TempDir dir;
+  write_tree(dir.path());
+  const std::vector<unsigned char> rgb = pattern(16, 16, 7);
+  write_png(dir.file("train/ant/0.png"), 16, 16, rgb);  // the first example
+  ImageFolderOptions options;
+  options.size = 16;
+  options.augment = false;
+  const auto bytes = epoch_bytes(read_image_folder(dir.path(), options).train, 0, 1);
+  int wrong = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 256; ++i)
+      wrong +=
+          bytes[static_cast<std::size_t>(c * 256 + i)] != rgb[static_cast<std::size_t>(i * 3 + c)];
+  }
+  BOOST_TEST(wrong == 0);
+}
+
 BOOST_AUTO_TEST_CASE(an_image_smaller_than_the_crop_is_scaled_up) {
   // A 5x4 image read at 16x16: the crop is drawn on the image as it is and resampled up, as
   // torchvision's RandomResizedCrop and Resize do; a solid colour stays that colour.
