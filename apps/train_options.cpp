@@ -274,7 +274,7 @@ po::options_description train_options_description(TrainOptions& o) {
       "3/4-4/3) and a random horizontal flip, drawn from (--seed, epoch, example); none: the "
       "validation images' resize to size/0.875 and centre crop")(
       "loader-threads", value(&o.loader_threads)->default_value(o.loader_threads)->value_name("N"),
-      "threads that decode and augment --dataset folder's images, a batch ahead of the step")(
+      "threads that decode and augment --dataset folder's images, two batches ahead of the step")(
       "device", value(&o.device)->default_value(o.device)->value_name("D"),
       "auto (a CUDA device when usable, else the CPU), cpu, cuda or cuda:N")(
       "threads", value(&o.threads)->value_name("N"),

@@ -59,6 +59,7 @@ packages=(
   libgloo-dev                # CPU collectives for data-parallel training
   dataset-fashion-mnist      # /usr/share/datasets/fashion-mnist
   python3-numpy              # tools/ scripts
+  python3-pil                # JPEG folders (idx_to_folder.py), the image fuzz seeds, the loader bench
   gzip
   clang-format               # the style_format test (tools/style/check_format.sh)
   clang                      # tools/fuzz/run.sh: libFuzzer with AddressSanitizer and UBSan
@@ -66,6 +67,7 @@ packages=(
 )
 if [[ "$with_torch" == 1 ]]; then
   packages+=(python3-torch)  # the PyTorch baseline of tools/bench (large)
+  packages+=(python3-torchvision)  # tools/bench's loader and ResNet-50 baselines
 fi
 
 installed() {

@@ -36,10 +36,25 @@ class FolderSource : public ExampleSource {
       : files_(std::move(files)), options_(options), random_(train && options.augment) {}
 
   void load(std::int64_t index, std::int64_t epoch, std::uint8_t* pixels) const override {
-    const DecodedImage image = decode_image(files_.at(static_cast<std::size_t>(index)));
-    const CropBox box =
-        random_ ? random_resized_crop(image.width, image.height, options_.seed, epoch, index)
-                : center_crop(image.width, image.height, options_.size);
+    // The crop is drawn on the file's size; a JPEG whose crop is at least twice the output each
+    // way is decoded at 1/2, 1/4 or 1/8 scale, the crop at least the output's size still (its
+    // box scaled alike).
+    CropBox box;
+    const auto shrink_limit = [&](int width, int height) {
+      box = random_ ? random_resized_crop(width, height, options_.seed, epoch, index)
+                    : center_crop(width, height, options_.size);
+      return std::min(box.width, box.height) / options_.size;
+    };
+    const DecodedImage image =
+        decode_image(files_.at(static_cast<std::size_t>(index)), shrink_limit);
+    if (image.width != image.file_width || image.height != image.file_height) {
+      const double sx = static_cast<double>(image.width) / image.file_width;
+      const double sy = static_cast<double>(image.height) / image.file_height;
+      box.x *= sx;
+      box.width *= sx;
+      box.y *= sy;
+      box.height *= sy;
+    }
     resample(image, box, options_.size, options_.channels, pixels);
   }
   int channels() const override { return options_.channels; }

@@ -3,7 +3,9 @@
 // sorted by name. Images stay on disk: the loader's threads decode each example (JPEG or PNG,
 // core/data/image_decode.h) and crop and resize it (core/data/image_transform.h) when its batch
 // is assembled: training images with the random crop and flip (unless augment is false, which
-// gives them evaluation's centre crop), validation images with the centre crop.
+// gives them evaluation's centre crop), validation images with the centre crop. An image smaller
+// than the crop is scaled up. CMYK JPEGs and 16-bit PNGs are refused (an Error naming the file),
+// not converted.
 #pragma once
 
 #include <cstdint>

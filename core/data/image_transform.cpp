@@ -122,6 +122,10 @@ CropBox random_resized_crop(int width, int height, std::uint64_t seed, std::int6
 }
 
 CropBox center_crop(int width, int height, int size) {
+  // An image already size x size is taken whole: a zoom by 1 / 0.875 would only blur it and cut
+  // its border (a 28x28 Fashion-MNIST folder loses about 0.02 of test accuracy to that zoom).
+  if (width == size && height == size)
+    return {0, 0, static_cast<double>(size), static_cast<double>(size)};
   // The shorter side becomes int(size / 0.875), the longer one keeps the aspect ratio.
   const auto resized = static_cast<int>(size / kCropFraction);
   const bool wide = width >= height;

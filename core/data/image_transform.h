@@ -25,7 +25,8 @@ struct CropBox {
 CropBox random_resized_crop(int width, int height, std::uint64_t seed, std::int64_t epoch,
                             std::int64_t index);
 
-// The region that Resize(int(size / 0.875)) and CenterCrop(size) keep.
+// The region that Resize(int(size / 0.875)) and CenterCrop(size) keep; the whole image when it
+// is size x size already.
 CropBox center_crop(int width, int height, int size);
 
 // `box` of `image` resampled to size x size with an antialiased bilinear filter (PIL's

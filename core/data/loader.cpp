@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <thread>
 #include <utility>
 
 #include "core/error.h"
@@ -17,7 +16,9 @@ Loader::Loader(const Dataset& dataset, std::vector<std::int64_t> order, std::int
       batch_size_(batch_size),
       start_(start),
       epoch_(epoch),
-      threads_(std::max(1, threads)) {
+      threads_(std::max(1, threads)),
+      pool_(threads_ > 1 && dataset.source ? shared_worker_pool(threads_) : nullptr),
+      ahead_(dataset.source ? 2 : 1) {
   if (batch_size < 1) usage_fail("batch size must be at least 1, got ", batch_size);
   const auto size = static_cast<std::int64_t>(order_.size());
   ALLOY_CHECK(start >= 0 && start <= size, "loader: start position ", start,
@@ -53,10 +54,10 @@ std::int64_t Loader::batches() const {
 
 bool Loader::next(Batch& batch) {
   std::unique_lock<std::mutex> lock(mutex_);
-  changed_.wait(lock, [this] { return ready_.has_value() || finished_; });
-  if (ready_) {
-    batch = std::move(*ready_);
-    ready_.reset();
+  changed_.wait(lock, [this] { return !ready_.empty() || finished_; });
+  if (!ready_.empty()) {
+    batch = std::move(ready_.front());
+    ready_.pop_front();
     lock.unlock();
     changed_.notify_all();  // the worker may start on the batch after this one
     return true;
@@ -98,31 +99,16 @@ Batch Loader::assemble(std::int64_t position) const {
 void Loader::make_examples(std::int64_t position, std::int64_t size, std::uint8_t* pixels) const {
   const Shape shape = dataset_.example_shape();
   const auto example_bytes = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
-  const auto make = [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t k = begin; k < end; ++k) {
-      dataset_.source->load(order_[static_cast<std::size_t>(position + k)], epoch_,
-                            pixels + static_cast<std::size_t>(k) * example_bytes);
-    }
+  const auto make = [&](std::int64_t k) {
+    dataset_.source->load(order_[static_cast<std::size_t>(position + k)], epoch_,
+                          pixels + static_cast<std::size_t>(k) * example_bytes);
   };
-  const auto threads = std::min<std::int64_t>(threads_, size);
-  if (threads <= 1) return make(0, size);
-  // The first failure in order of the shares is the one reported.
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(threads));
-  std::vector<std::thread> workers;
-  for (std::int64_t t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      try {
-        make(size * t / threads, size * (t + 1) / threads);
-      } catch (...) {
-        errors[static_cast<std::size_t>(t)] = std::current_exception();
-      }
-    });
+  if (!pool_) {
+    for (std::int64_t k = 0; k < size; ++k)
+      make(k);
+    return;
   }
-  for (std::thread& worker : workers)
-    worker.join();
-  for (const std::exception_ptr& error : errors) {
-    if (error) std::rethrow_exception(error);
-  }
+  pool_->run(size, make);  // each example to its own bytes: the order of the threads is moot
 }
 
 void Loader::produce() {
@@ -131,15 +117,15 @@ void Loader::produce() {
     const auto size = static_cast<std::int64_t>(order_.size());
     for (auto position = start_; position < size; position += batch_size_) {
       {
-        // Assemble only once the previous batch was taken: exactly one batch ahead.
+        // At most ahead_ batches wait for the consumer.
         std::unique_lock<std::mutex> lock(mutex_);
-        changed_.wait(lock, [this] { return !ready_.has_value() || stopping_; });
+        changed_.wait(lock, [this] { return ready_.size() < ahead_ || stopping_; });
         if (stopping_) break;
       }
       Batch batch = assemble(position);
       {
         std::lock_guard<std::mutex> lock(mutex_);
-        ready_ = std::move(batch);
+        ready_.push_back(std::move(batch));
       }
       changed_.notify_all();
     }

@@ -3,10 +3,11 @@
 `alloy train --dataset folder`: OUT/train/CLASS/NNNNN.png from train-*, OUT/val/CLASS/NNNNN.png
 from t10k-*, CLASS the label as a number (zero-padded, so that sorted names keep numeric order).
 
-  idx_to_folder.py IDX_DIR OUT [--format png|jpeg] [--limit N] [--rgb]
+  idx_to_folder.py IDX_DIR OUT [--format png|jpeg] [--quality Q] [--limit N] [--rgb]
 
-PNG files are written with the standard library (zlib); --format jpeg needs Pillow. --limit keeps
-the first N examples of each set; --rgb writes the gray images as RGB.
+PNG files are written with the standard library (zlib); --format jpeg needs Pillow and writes
+at --quality (default 90). --limit keeps the first N examples of each set; --rgb writes the gray
+images as RGB.
 """
 
 import argparse
@@ -46,7 +47,7 @@ def png_bytes(width, height, pixels, channels):
             chunk(b"IEND", b""))
 
 
-def write_split(idx_dir, prefix, out, split, fmt, limit, rgb):
+def write_split(idx_dir, prefix, out, split, fmt, quality, limit, rgb):
     (count, rows, cols), pixels = read_idx(os.path.join(idx_dir, prefix + "-images-idx3-ubyte"))
     (label_count,), labels = read_idx(os.path.join(idx_dir, prefix + "-labels-idx1-ubyte"))
     if label_count != count:
@@ -66,7 +67,7 @@ def write_split(idx_dir, prefix, out, split, fmt, limit, rgb):
         else:
             from PIL import Image  # only JPEG needs it
             mode = "RGB" if rgb else "L"
-            Image.frombytes(mode, (cols, rows), image).save(path, quality=95)
+            Image.frombytes(mode, (cols, rows), image).save(path, quality=quality)
     return count
 
 
@@ -75,6 +76,7 @@ def main():
     parser.add_argument("idx_dir")
     parser.add_argument("out")
     parser.add_argument("--format", choices=["png", "jpeg"], default="png")
+    parser.add_argument("--quality", type=int, default=90)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--rgb", action="store_true")
     args = parser.parse_args()
@@ -84,7 +86,8 @@ def main():
         except ImportError:
             sys.exit("idx_to_folder: --format jpeg needs Pillow (python3-pil)")
     for prefix, split in (("train", "train"), ("t10k", "val")):
-        n = write_split(args.idx_dir, prefix, args.out, split, args.format, args.limit, args.rgb)
+        n = write_split(args.idx_dir, prefix, args.out, split, args.format, args.quality,
+                        args.limit, args.rgb)
         print(f"{split}: {n} images", file=sys.stderr)
 
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/data/image_decode.h"
+#include "core/data/image_transform.h"
 #include "core/data/loader.h"
 #include "core/error.h"
 #include "tests/support/process.h"
@@ -96,6 +97,27 @@ std::vector<unsigned char> epoch_bytes(const Dataset& dataset, std::int64_t epoc
     bytes.insert(bytes.end(), p, p + batch.images.numel());
   }
   return bytes;
+}
+
+std::vector<unsigned char> read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// PNG's chunk CRC (ISO 3309), to forge a well-formed header.
+std::uint32_t crc32(const unsigned char* p, std::size_t n) {
+  std::uint32_t crc = 0xffffffffu;
+  for (std::size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k)
+      crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void put_u32(std::vector<unsigned char>& bytes, std::size_t at, std::uint32_t value) {
+  for (int k = 0; k < 4; ++k)
+    bytes[at + static_cast<std::size_t>(k)] = static_cast<unsigned char>(value >> (24 - 8 * k));
 }
 
 std::string error_of(const std::string& root, bool load) {
@@ -208,6 +230,24 @@ BOOST_AUTO_TEST_CASE(bad_input_fails_naming_the_file_or_folder) {
         write_bytes(root + "/train/bee/c.png", bytes);
       },
       true, "c.png", "PNG");
+  check(
+      [](const std::string& root) {
+        // A byte of the compressed data changed: the IDAT chunk's CRC no longer matches.
+        std::vector<unsigned char> bytes = read_all(root + "/train/bee/e.png");
+        bytes[bytes.size() / 2] ^= 0x5a;
+        write_bytes(root + "/train/bee/e.png", bytes);
+      },
+      true, "e.png", "corrupt");
+  check(
+      [](const std::string& root) {
+        // IHDR (bytes 16-23: width, height) claims 30000 x 30000, its CRC made to match.
+        std::vector<unsigned char> bytes = read_all(root + "/train/ant/b.png");
+        put_u32(bytes, 16, 30000);
+        put_u32(bytes, 20, 30000);
+        put_u32(bytes, 29, crc32(bytes.data() + 12, 17));
+        write_bytes(root + "/train/ant/b.png", bytes);
+      },
+      true, "b.png", "pixels");
   check([](const std::string& root) { std::ofstream(root + "/train/bee/notes.txt") << "hello"; },
         true, "notes.txt", "not a JPEG or PNG");
   check(
@@ -230,6 +270,91 @@ BOOST_AUTO_TEST_CASE(bad_input_fails_naming_the_file_or_folder) {
         "no such folder");
 }
 
+BOOST_AUTO_TEST_CASE(an_image_of_the_output_size_is_taken_unchanged_without_augmentation) {
+  TempDir dir;
+  write_tree(dir.path());
+  const std::vector<unsigned char> rgb = pattern(16, 16, 7);
+  write_png(dir.file("train/ant/0.png"), 16, 16, rgb);  // the first example
+  ImageFolderOptions options;
+  options.size = 16;
+  options.augment = false;
+  const auto bytes = epoch_bytes(read_image_folder(dir.path(), options).train, 0, 1);
+  int wrong = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 256; ++i)
+      wrong +=
+          bytes[static_cast<std::size_t>(c * 256 + i)] != rgb[static_cast<std::size_t>(i * 3 + c)];
+  }
+  BOOST_TEST(wrong == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_image_smaller_than_the_crop_is_scaled_up) {
+  // A 5x4 image read at 16x16: the crop is drawn on the image as it is and resampled up, as
+  // torchvision's RandomResizedCrop and Resize do; a solid colour stays that colour.
+  TempDir dir;
+  write_tree(dir.path());
+  write_png(dir.file("train/ant/0.png"), 5, 4, pattern(5, 4, 8, true));  // the first example
+  for (const bool augment : {true, false}) {
+    ImageFolderOptions options;
+    options.size = 16;
+    options.augment = augment;
+    const auto bytes = epoch_bytes(read_image_folder(dir.path(), options).train, 2, 2);
+    const std::vector<unsigned char> solid = pattern(1, 1, 8, true);
+    int wrong = 0;
+    for (int c = 0; c < 3; ++c) {
+      for (int i = 0; i < 256; ++i)  // 0.png's planes
+        wrong += bytes[static_cast<std::size_t>(c * 256 + i)] != solid[static_cast<std::size_t>(c)];
+    }
+    BOOST_TEST(wrong == 0, "augment " << augment);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_large_jpeg_is_decoded_scaled_down_as_far_as_the_crop_allows) {
+  TempDir dir;
+  const std::string path = dir.file("big.jpg");
+  write_bytes(path, jpeg_bytes(200, 120, pattern(200, 120, 5)));
+  const DecodedImage full = decode_image(path);
+  BOOST_TEST(full.width == 200);
+  BOOST_TEST(full.height == 120);
+  const DecodedImage quarter = decode_image(path, [](int w, int h) {
+    BOOST_TEST(w == 200);
+    BOOST_TEST(h == 120);
+    return 5.5;  // 1/4 is the smallest scale of 1/2, 1/4, 1/8 within it
+  });
+  BOOST_TEST(quarter.width == 50);
+  BOOST_TEST(quarter.height == 30);
+  BOOST_TEST(quarter.file_width == 200);
+  BOOST_TEST(quarter.file_height == 120);
+  BOOST_TEST(quarter.rgb.size() == 50u * 30 * 3);
+  BOOST_TEST(decode_image(path, [](int, int) { return 1.9; }).width == 200);
+  // A PNG is not scaled.
+  write_png(dir.file("big.png"), 200, 120, pattern(200, 120, 5));
+  BOOST_TEST(decode_image(dir.file("big.png"), [](int, int) { return 8.0; }).width == 200);
+  // Through the folder: a smooth 400x400 picture (R across, G down) decoded at 1/8 scale gives
+  // the centre crop's picture, within a few levels of the full-size decode's.
+  std::vector<unsigned char> smooth(400u * 400 * 3);
+  for (std::size_t i = 0; i < smooth.size(); i += 3) {
+    smooth[i] = static_cast<unsigned char>(i / 3 % 400 * 255 / 399);
+    smooth[i + 1] = static_cast<unsigned char>(i / 3 / 400 * 255 / 399);
+    smooth[i + 2] = 128;
+  }
+  fs::create_directories(dir.file("tree/train/a"));
+  fs::create_directories(dir.file("tree/val/a"));
+  write_bytes(dir.file("tree/train/a/big.jpg"), jpeg_bytes(400, 400, smooth));
+  write_bytes(dir.file("tree/val/a/big.jpg"), jpeg_bytes(400, 400, smooth));
+  ImageFolderOptions options;
+  options.size = 24;
+  options.augment = false;
+  const auto bytes = epoch_bytes(read_image_folder(dir.file("tree"), options).train, 0, 1);
+  const DecodedImage whole = decode_image(dir.file("tree/train/a/big.jpg"));
+  std::vector<std::uint8_t> expected(3u * 24 * 24);
+  resample(whole, center_crop(400, 400, 24), 24, 3, expected.data());
+  double difference = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    difference += std::abs(bytes[i] - expected[i]);
+  BOOST_TEST(difference / static_cast<double>(expected.size()) < 3.0);
+}
+
 BOOST_AUTO_TEST_CASE(alloy_train_reads_a_folder) {
   TempDir dir;
   write_tree(dir.path());
@@ -246,6 +371,28 @@ BOOST_AUTO_TEST_CASE(alloy_train_reads_a_folder) {
        "--image-size", "32", "--batch-size", "5", "--steps", "1", "--device", "cpu"});
   BOOST_TEST(bad.exit_code == 1);
   BOOST_TEST(bad.errors.find("a.jpg") != std::string::npos, bad.errors);
+  // More kinds of bad input through the command: each exit 1, naming the file or folder.
+  const auto fails_naming = [](const std::function<void(const std::string&)>& spoil,
+                               const std::string& name) {
+    TempDir tree;
+    write_tree(tree.path());
+    spoil(tree.path());
+    const test::ProcessResult run = test::run_alloy(
+        {"train", "--model", "resnet18", "--dataset", "folder", "--data-dir", tree.path(),
+         "--image-size", "32", "--batch-size", "5", "--steps", "1", "--device", "cpu"});
+    BOOST_TEST(run.exit_code == 1, name);
+    BOOST_TEST(run.errors.find(name) != std::string::npos, run.errors);
+  };
+  fails_naming(
+      [](const std::string& root) {
+        write_bytes(root + "/train/bee/c.png", {0x89, 'P'});
+      },
+      "c.png");
+  fails_naming(
+      [](const std::string& root) { std::ofstream(root + "/train/ant/notes.txt") << "hi"; },
+      "notes.txt");
+  fails_naming([](const std::string& root) { fs::create_directories(root + "/train/cow"); }, "cow");
+  fails_naming([](const std::string& root) { fs::create_directories(root + "/val/cow"); }, "cow");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
