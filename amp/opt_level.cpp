@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/setting_error.h"
 
 namespace alloy::amp {
 
@@ -13,7 +14,7 @@ OptLevel parse_opt_level(const std::string& text) {
   if (text == "O1") return OptLevel::O1;
   if (text == "O2") return OptLevel::O2;
   if (text == "O3") return OptLevel::O3;
-  usage_fail("--opt-level '", text, "' is not one of O0, O1, O2, O3 (the letter O, not zero)");
+  setting_fail("{opt_level} '", text, "' is not one of O0, O1, O2, O3 (the letter O, not zero)");
 }
 
 const char* opt_level_name(OptLevel level) {
@@ -58,9 +59,9 @@ AmpProperties defaults(OptLevel level, DType half) {
   return p;
 }
 
-float positive_finite(const char* flag, float value) {
+float positive_finite(const char* setting, float value) {
   if (!(std::isfinite(value) && value > 0.0f)) {
-    usage_fail(flag, " must be a positive finite number, got ", value);
+    setting_fail("{", setting, "} must be a positive finite number, got ", value);
   }
   return value;
 }
@@ -69,26 +70,26 @@ float positive_finite(const char* flag, float value) {
 
 AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) {
   const DType half = overrides.half_dtype.value_or(DType::f16);
-  if (!is_half(half)) usage_fail("--half-dtype must be fp16 or bf16, got ", dtype_name(half));
+  if (!is_half(half)) setting_fail("{half_dtype} must be fp16 or bf16, got ", dtype_name(half));
   AmpProperties p = defaults(level, half);
   const char* name = opt_level_name(level);
   const bool half_model = p.model_dtype != DType::f32;
 
   if (overrides.keep_batchnorm_fp32) {
     if (level == OptLevel::O1) {
-      usage_fail(
-          "--keep-batchnorm-fp32 cannot be used with O1: O1 casts per op and keeps every "
+      setting_fail(
+          "{keep_batchnorm_fp32} cannot be used with O1: O1 casts per op and keeps every "
           "weight in fp32 already");
     }
     if (!half_model) {
-      usage_fail("--keep-batchnorm-fp32 needs a half model (O2 or O3); ", name,
+      setting_fail("{keep_batchnorm_fp32} needs a half model (O2 or O3); ", name,
                  " keeps the model in fp32");
     }
     p.keep_batchnorm_fp32 = *overrides.keep_batchnorm_fp32;
   }
   if (overrides.master_weights) {
     if (*overrides.master_weights && !half_model) {
-      usage_fail("--master-weights true needs a half model (O2 or O3): at ", name,
+      setting_fail("{master_weights} true needs a half model (O2 or O3): at ", name,
                  " the fp32 weights already are the masters");
     }
     p.master_weights = *overrides.master_weights;
@@ -103,37 +104,37 @@ AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) 
       char* end = nullptr;
       const float value = std::strtof(text.c_str(), &end);
       if (end == text.c_str() || *end != '\0') {
-        usage_fail("--loss-scale must be 'dynamic' or a number, got '", text, "'");
+        setting_fail("{loss_scale} must be 'dynamic' or a number, got '", text, "'");
       }
       scale.dynamic = false;
-      scale.static_scale = positive_finite("--loss-scale", value);
+      scale.static_scale = positive_finite("loss_scale", value);
     }
   }
   if (overrides.init_scale)
-    scale.init_scale = positive_finite("--init-loss-scale", *overrides.init_scale);
+    scale.init_scale = positive_finite("init_loss_scale", *overrides.init_scale);
   if (overrides.min_scale)
-    scale.min_scale = positive_finite("--min-loss-scale", *overrides.min_scale);
+    scale.min_scale = positive_finite("min_loss_scale", *overrides.min_scale);
   if (overrides.max_scale)
-    scale.max_scale = positive_finite("--max-loss-scale", *overrides.max_scale);
+    scale.max_scale = positive_finite("max_loss_scale", *overrides.max_scale);
   if (overrides.window) {
     if (*overrides.window < 1)
-      usage_fail("--scale-window must be at least 1, got ", *overrides.window);
+      setting_fail("{scale_window} must be at least 1, got ", *overrides.window);
     scale.window = *overrides.window;
   }
   const bool tunes_dynamic =
       overrides.init_scale || overrides.min_scale || overrides.max_scale || overrides.window;
   if (tunes_dynamic && !scale.dynamic) {
-    usage_fail("--init-loss-scale, --scale-window, --min-loss-scale and --max-loss-scale tune ",
+    setting_fail("{init_loss_scale}, {scale_window}, {min_loss_scale} and {max_loss_scale} tune ",
                "the dynamic loss scaler, but ", name, " uses a static scale here; add ",
-               "--loss-scale dynamic");
+               "{loss_scale} dynamic");
   }
   if (scale.min_scale > scale.max_scale) {
-    usage_fail("--min-loss-scale (", scale.min_scale, ") is above --max-loss-scale (",
+    setting_fail("{min_loss_scale} (", scale.min_scale, ") is above {max_loss_scale} (",
                scale.max_scale, ")");
   }
   if (scale.dynamic && (scale.init_scale < scale.min_scale || scale.init_scale > scale.max_scale)) {
-    usage_fail("--init-loss-scale ", scale.init_scale, " is outside [", scale.min_scale, ", ",
-               scale.max_scale, "] (--min-loss-scale, --max-loss-scale)");
+    setting_fail("{init_loss_scale} ", scale.init_scale, " is outside [", scale.min_scale, ", ",
+               scale.max_scale, "] ({min_loss_scale}, {max_loss_scale})");
   }
   return p;
 }

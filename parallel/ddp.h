@@ -31,7 +31,7 @@
 //    run after the reduction with no host synchronisation. With NCCL the collective is queued
 //    without a host wait; with Gloo the communication thread stages the bucket through pinned
 //    host memory (its own wait, never the training thread's).
-//  - Under a CUDA graph capture of the step (apps/step_graph.h) the same calls capture the
+//  - Under a CUDA graph capture of the step (apps/train/step_graph.h) the same calls capture the
 //    same work: the communication stream joins the capture through the ready events, the
 //    collectives become nodes of the graph, and finish()'s waits on the done events join it
 //    back, so one launch replays backward, the reductions and the broadcasts in their order.

@@ -7,7 +7,7 @@
 // every node's report, so that all agents decide alike to finish, restart or give up.
 //
 // Workers of generation g meet on generation g's port and compare generations once they have
-// joined (apps/elastic.h), so a stale worker of an older generation cannot join a newer one.
+// joined (apps/train/elastic.h), so a stale worker of an older generation cannot join a newer one.
 #pragma once
 
 #include <chrono>

@@ -21,7 +21,7 @@ struct LauncherOptions {
   // How long a worker asked to stop (SIGTERM) may take before it is killed (SIGKILL).
   std::chrono::milliseconds grace = std::chrono::seconds(10);
 
-  // For restarts (apps/elastic.h): variables added to every worker's environment, and a check
+  // For restarts (apps/train/elastic.h): variables added to every worker's environment, and a check
   // polled every `poll_interval` while the workers run; when it returns true they are stopped
   // as after a failure (SIGTERM, then SIGKILL after `grace`), and LaunchResult::stopped says so.
   std::vector<std::pair<std::string, std::string>> environment;

@@ -10,7 +10,7 @@
 //   5. srun (Slurm): SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE (set only
 //      with --ntasks-per-node);
 //   6. none of these: a single process.
-// The local rank picks this process's GPU (cuda:LOCAL_RANK, apps/device_choice.h); the local
+// The local rank picks this process's GPU (cuda:LOCAL_RANK, apps/train/device_choice.h); the local
 // world size tells whether several ranks would share one explicitly named device.
 // The master is --master-addr/--master-port, else MASTER_ADDR/MASTER_PORT, else
 // 127.0.0.1:29500. Invalid values are alloy::UsageError naming the flag or variable.

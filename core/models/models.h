@@ -57,7 +57,7 @@ using ModelFactory = std::function<std::unique_ptr<nn::Module>(Generator& genera
 
 // Adds a model of the program's own to the zoo: from then on make_model builds it by `name`,
 // so the Trainer, checkpoints (which record the name), `alloy train --model NAME` and `alloy
-// mem --model NAME` of this program (apps/alloy_main.h) take it like a built-in model.
+// mem --model NAME` of this program (apps/cli/alloy_main.h) take it like a built-in model.
 // Throws UsageError when `name` is empty or already taken.
 void register_model(const std::string& name, ModelFactory factory);
 

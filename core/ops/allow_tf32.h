@@ -8,7 +8,7 @@
 
 namespace alloy {
 
-// The process-wide setting, set before training (apps/trainer.cpp) and read when a GEMM is
+// The process-wide setting, set before training (apps/train/trainer.cpp) and read when a GEMM is
 // issued or a convolution planned; off until set.
 void set_allow_tf32(bool allow);
 bool allow_tf32();

@@ -80,7 +80,7 @@ ConvAlgorithmTable read_conv_algorithm_db(const std::string& path);
 ConvAlgorithmTable merge_into_conv_algorithm_db(const std::string& path,
                                                 const ConvAlgorithmTable& choices);
 
-// The process-wide setting, set before training (apps/trainer.cpp); heuristic until then, so
+// The process-wide setting, set before training (apps/train/trainer.cpp); heuristic until then, so
 // that ops used outside `alloy train` never touch the db.
 void set_conv_algorithm_choice(ConvAlgorithmChoice choice);
 ConvAlgorithmChoice conv_algorithm_choice();

@@ -63,7 +63,7 @@ Tensor softmax_cross_entropy_backward(const Tensor& probabilities, const Tensor&
 // without keeping the probabilities. loss_scale: f32 [1], read where it lives; tally: a step tally
 // on the logits' device, added to in place. gradient_rows: the rows of the mean whose gradient
 // dlogits is, at least the logits' rows; 0 (the default) means the logits' rows. A micro-batch of
-// gradient accumulation passes the rows of its whole step (apps/train_step.h), so that the
+// gradient accumulation passes the rows of its whole step (apps/train/train_step.h), so that the
 // gradients summed over the step's micro-batches are those of the step's mean loss; the loss and
 // the tally stay the micro-batch's.
 struct SoftmaxCrossEntropyStep {

@@ -2,11 +2,9 @@
 // is not in Alloy's zoo, at O2 (half model, fp32 master weights, dynamic loss scaling) on
 // synthetic data. It trains epoch 1, saves a checkpoint, builds a fresh trainer from the file
 // alone and trains epoch 2 (with --straight: both epochs in one go), then prints the memory
-// report and the params_digest of the weights. The same program is also the whole `alloy`
-// command with this model registered: `custom_model train --model tiny_resnet ...`.
+// figures and the params_digest of the weights.
 //
 //   custom_model [--straight] [--checkpoint-dir DIR] [--device D] [--threads N]
-//   custom_model train|eval|mem|ckpt ...      (as `alloy`, with --model tiny_resnet)
 #include <cmath>
 #include <iostream>
 #include <memory>
@@ -14,12 +12,11 @@
 #include <vector>
 
 #include "amp/opt_level.h"
-#include "apps/alloy_main.h"
-#include "apps/checkpointer.h"
-#include "apps/device_choice.h"
-#include "apps/memory_report.h"
-#include "apps/trainer.h"
-#include "apps/training_state.h"
+#include "apps/train/checkpointer.h"
+#include "apps/train/device_choice.h"
+#include "apps/train/memory_report.h"
+#include "apps/train/trainer.h"
+#include "apps/train/training_state.h"
 #include "core/data/synthetic.h"
 #include "core/error.h"
 #include "core/models/init.h"
@@ -149,9 +146,9 @@ int train(const Args& args) {
   app::make_current(device.device);
   std::cerr << "custom_model: " << device.explanation << std::endl;
 
-  // What `alloy train` reads from its flags: the model by its registered name, O2 with one
-  // override (the loss scale grows after 10 finite steps instead of 2000), the optimizer.
-  app::TrainOptions options;
+  // The run: the model by its registered name, O2 with one override (the loss scale grows after
+  // 10 finite steps instead of 2000), the optimizer.
+  app::TrainConfig options;
   options.model = "tiny_resnet";
   options.dataset = "synthetic";
   alloy::amp::AmpOverrides overrides;
@@ -205,23 +202,26 @@ int train(const Args& args) {
     second.run(printer);
     digest = second.params_digest();
 
-    // The memory report of `alloy mem`, for this model at O0 and O2: 2 steps of batch 128 each.
+    // The memory figures `alloy mem` reports, for this model at O0 and O2 (2 steps of batch
+    // 128), and at O2 keeping only each SkipBlock's input for the backward pass.
     app::MeasureConfig measure;
     measure.model = options.model;
     measure.batch_size = options.batch_size;
     measure.steps = 2;
     measure.device = device.device;
-    std::vector<app::LevelReport> reports;
-    for (const auto level : {alloy::amp::OptLevel::O0, alloy::amp::OptLevel::O2}) {
-      reports.push_back(app::measure_level(measure, app::level_properties(level, std::nullopt)));
+    for (const std::string recompute : {"none", "blocks"}) {
+      measure.recompute = recompute;
+      for (const auto level : {alloy::amp::OptLevel::O0, alloy::amp::OptLevel::O2}) {
+        if (recompute == "blocks" && level == alloy::amp::OptLevel::O0) continue;
+        const app::LevelReport report =
+            app::measure_level(measure, app::level_properties(level, std::nullopt));
+        std::cout << "memory " << alloy::amp::opt_level_name(level) << " recompute " << recompute
+                  << "  peak_bytes " << report.peak_bytes << "  master_parameters_bytes "
+                  << report.bytes(alloy::MemoryCategory::master_parameters)
+                  << "  activations_bytes "
+                  << report.bytes(alloy::MemoryCategory::activations) << std::endl;
+      }
     }
-    app::ReportHeader header;
-    header.model = options.model;
-    header.batch_size = measure.batch_size;
-    header.device = device.device.str();
-    header.optimizer = "sgd momentum 0.9";
-    header.steps = measure.steps;
-    std::cout << app::format_table(header, reports);
   }
   std::cout << "params_digest " << digest << std::endl;
   return 0;
@@ -230,13 +230,9 @@ int train(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // From here on, make_model (and so the Trainer, checkpoints, `train --model`, `mem --model`)
-  // knows "tiny_resnet" as it knows the zoo's models.
+  // From here on, make_model (and so the Trainer, checkpoints and memory measurement) knows
+  // "tiny_resnet" as it knows the zoo's models.
   alloy::models::register_model("tiny_resnet", make_tiny_resnet);
-  const std::string first = argc > 1 ? argv[1] : "";
-  if (first == "train" || first == "eval" || first == "mem" || first == "ckpt") {
-    return app::run_alloy(argc, argv);  // the `alloy` command, with tiny_resnet in its zoo
-  }
   try {
     return train(parse_args(argc, argv));
   } catch (const alloy::UsageError& e) {

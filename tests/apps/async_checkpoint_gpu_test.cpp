@@ -1,4 +1,4 @@
-// --async-checkpoint on CUDA (apps/training_state.h): the snapshot is one device-to-pinned
+// --async-checkpoint on CUDA (apps/train/training_state.h): the snapshot is one device-to-pinned
 // copy per tensor queued on the device's stream, with no host wait on the training thread, and
 // the checkpoint it gives is the one a synchronous save writes at the same step, field for
 // field, although the steps queued right after the snapshot change the weights while the
@@ -13,14 +13,14 @@
 #include <string>
 #include <thread>
 
-#include "apps/checkpointer.h"
+#include "apps/train/checkpointer.h"
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/data/dataset.h"
 #include "tests/support/gpu.h"
 #include "tests/support/process.h"
 
 #ifdef ALLOY_HAVE_CUDA
-#include "apps/training_state.h"
+#include "apps/train/training_state.h"
 #include "core/cuda/context.h"
 #endif
 
@@ -48,7 +48,7 @@ struct Saved {
 // `dir`, and returns what the checkpointer reported.
 std::vector<Saved> train_and_save(const Setting& setting, const std::string& dir, bool async,
                                   const std::set<std::int64_t>& saves, std::int64_t steps) {
-  TrainOptions options;
+  TrainConfig options;
   options.model = setting.model;
   options.dataset = "synthetic";
   options.epochs = 1;
@@ -198,7 +198,7 @@ BOOST_AUTO_TEST_CASE(lenet_o2_replayed_graph_steps_equal_synchronous_saves) {
 // check only shows that take() works from another thread.
 BOOST_AUTO_TEST_CASE(the_snapshot_is_taken_on_its_own_device_from_another_thread) {
   const int index = cuda::usable_device_count() - 1;
-  TrainOptions options;
+  TrainConfig options;
   options.model = "lenet";
   options.dataset = "synthetic";
   options.epochs = 1;

@@ -1,4 +1,4 @@
-// --conv-algorithms measured through a checkpoint (apps/training_state.cpp): a checkpoint
+// --conv-algorithms measured through a checkpoint (apps/train/training_state.cpp): a checkpoint
 // keeps the cuDNN algorithms the run measured (extra["conv_algorithms"], the algorithm db's
 // lines), and a resume loads them before its first step, on a machine whose db is empty too,
 // and continues bit-exactly.
@@ -10,7 +10,7 @@
 #include <iterator>
 #include <string>
 
-#include "apps/training_state.h"
+#include "apps/train/training_state.h"
 #include "core/data/dataset.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "tests/support/gpu.h"
@@ -21,8 +21,8 @@ using namespace alloy::app;
 
 namespace {
 
-TrainOptions lenet_options() {
-  TrainOptions options;
+TrainConfig lenet_options() {
+  TrainConfig options;
   options.model = "lenet";
   options.dataset = "synthetic";
   options.epochs = 1;

@@ -3,13 +3,13 @@
 // it: cuda:LOCAL_RANK for --device cuda and auto, an explicit cuda:N as given, the errors that
 // name the local rank and the device count, and the usage errors of --dist-backend. Pure
 // functions fed a made-up device count, so every case runs without a GPU.
-#include "apps/device_choice.h"
+#include "apps/train/device_choice.h"
 
 #include <boost/test/unit_test.hpp>
 #include <string>
 
-#include "apps/data_parallel.h"
-#include "apps/train_options.h"
+#include "apps/train/data_parallel.h"
+#include "apps/cli/train_options.h"
 #include "core/error.h"
 
 using namespace alloy;

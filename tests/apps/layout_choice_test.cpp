@@ -1,7 +1,7 @@
-// --layout's choice (apps/layout_choice.h): auto takes NHWC only on CUDA, with half-precision
+// --layout's choice (apps/train/layout_choice.h): auto takes NHWC only on CUDA, with half-precision
 // convolutions, in a model with a layout region; nhwc without a region and unknown values are
 // usage errors naming the problem.
-#include "apps/layout_choice.h"
+#include "apps/train/layout_choice.h"
 
 #include <boost/test/unit_test.hpp>
 #include <functional>

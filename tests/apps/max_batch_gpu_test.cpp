@@ -3,8 +3,8 @@
 // search against a device whose free memory a ballast tensor cuts to a known size.
 #include <boost/test/unit_test.hpp>
 
-#include "apps/max_batch.h"
-#include "apps/memory_report.h"
+#include "apps/train/max_batch.h"
+#include "apps/train/memory_report.h"
 #include "core/error.h"
 #include "tests/support/gpu.h"
 

@@ -1,7 +1,7 @@
-// The search of `alloy mem --max-batch` (apps/max_batch.h) against predicates whose answer is
+// The search of `alloy mem --max-batch` (apps/train/max_batch.h) against predicates whose answer is
 // known: a memory that fits every batch up to a threshold. The device-driven search runs in
 // tests/apps/max_batch_gpu_test.cpp.
-#include "apps/max_batch.h"
+#include "apps/train/max_batch.h"
 
 #include <boost/test/unit_test.hpp>
 #include <set>

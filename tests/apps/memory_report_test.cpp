@@ -1,8 +1,8 @@
-// alloy mem's accounting (apps/memory_report.h) against sizes computed by hand from the layer
+// alloy mem's accounting (apps/train/memory_report.h) against sizes computed by hand from the layer
 // shapes: parameters, master weights, gradients, optimizer state and activations of LeNet and
 // the MLP at each opt level, resnet18's batch-norm exception and O1 activations, and the flags'
 // usage errors.
-#include "apps/memory_report.h"
+#include "apps/train/memory_report.h"
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>

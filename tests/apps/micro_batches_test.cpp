@@ -1,7 +1,7 @@
-// How gradient accumulation splits a step's batch (apps/micro_batches.h): the sizes of an even
+// How gradient accumulation splits a step's batch (apps/train/micro_batches.h): the sizes of an even
 // and an uneven batch, the usage errors of batches that do not split, and micro-batches as
 // views of the batch's storage.
-#include "apps/micro_batches.h"
+#include "apps/train/micro_batches.h"
 
 #include <boost/test/unit_test.hpp>
 #include <string>

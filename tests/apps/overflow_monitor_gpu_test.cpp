@@ -1,4 +1,4 @@
-// The overflow monitor on a CUDA scaler (apps/overflow_monitor.h): a poll queues its download and
+// The overflow monitor on a CUDA scaler (apps/train/overflow_monitor.h): a poll queues its download and
 // the step loop never waits for it; the monitor reads it once it has arrived, with the counters
 // of the step it was queued at, and the epoch's end waits for a poll still in flight. A host
 // function holds the device's stream, so that a poll is still in flight when the host asks, on a
@@ -8,7 +8,7 @@
 #include <string>
 #include <thread>
 
-#include "apps/overflow_monitor.h"
+#include "apps/train/overflow_monitor.h"
 #include "core/round_trips.h"
 #include "tests/support/gpu.h"
 

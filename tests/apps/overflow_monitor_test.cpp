@@ -1,4 +1,4 @@
-#include "apps/overflow_monitor.h"
+#include "apps/train/overflow_monitor.h"
 
 #include <boost/test/unit_test.hpp>
 #include <string>

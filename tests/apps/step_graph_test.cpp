@@ -1,4 +1,4 @@
-// --cuda-graph on the CPU (apps/step_graph.h): which runs capture the training step (auto, on
+// --cuda-graph on the CPU (apps/train/step_graph.h): which runs capture the training step (auto, on
 // and off against the device and data parallelism; either optimizer captures, since both read
 // lr and the step count from device memory; `on` where capture is impossible is a usage error
 // naming why, also from the command line), and StepGraph's sequence driven through a stand-in
@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "apps/step_graph.h"
-#include "apps/train_options.h"
-#include "apps/trainer.h"
+#include "apps/train/step_graph.h"
+#include "apps/cli/train_options.h"
+#include "apps/train/trainer.h"
 #include "core/data/dataset.h"
 
 using namespace alloy;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "amp/opt_level.h"
-#include "apps/trainer.h"
+#include "apps/train/trainer.h"
 #include "core/data/synthetic.h"
 #include "core/round_trips.h"
 
@@ -40,11 +40,11 @@ struct StepRunOptions {
   // The dynamic scale's initial value when set: one far above what half gradients hold makes
   // every step overflow and be skipped, so the overflow monitor's poll finds skips to report.
   std::optional<float> init_loss_scale;
-  std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train_step.h)
+  std::int64_t accumulation_steps = 1;  // micro-batches per step (apps/train/train_step.h)
 };
 
-inline app::TrainOptions step_run_train_options(const StepRunOptions& run) {
-  app::TrainOptions options;
+inline app::TrainConfig step_run_train_options(const StepRunOptions& run) {
+  app::TrainConfig options;
   options.model = run.model;
   options.dataset = "synthetic";
   options.epochs = 1;
@@ -70,7 +70,7 @@ inline data::DatasetPair step_run_data(const StepRunOptions& run) {
 // and returns each step's counts; the first step's `measured` includes setting up the epoch.
 inline std::vector<StepCounts> count_steps(Device device, const StepRunOptions& run,
                                            app::TrainObserver& observer,
-                                           const app::TrainOptions& options) {
+                                           const app::TrainConfig& options) {
   app::Trainer trainer(options, device, step_run_data(run));
   std::vector<StepCounts> counts;
   RoundTrips last = round_trips();

@@ -1,4 +1,4 @@
-// Dropout in the training step (apps/train_step.h sets each micro-batch's DropoutStream): a
+// Dropout in the training step (apps/train/train_step.h sets each micro-batch's DropoutStream): a
 // step in 4 micro-batches draws one pass's masks (its update within fp32 rounding of one pass's,
 // while another dropout key moves the weights elsewhere); a Trainer run stopped after an epoch
 // and resumed from its captured state ends with the straight run's bits; a model with dropout
@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "apps/train_step.h"
-#include "apps/trainer.h"
-#include "apps/training_state.h"
+#include "apps/train/train_step.h"
+#include "apps/train/trainer.h"
+#include "apps/train/training_state.h"
 #include "core/data/synthetic.h"
 #include "core/models/init.h"
 #include "core/models/models.h"
@@ -86,8 +86,8 @@ const std::string& dropout_mlp() {
   return name;
 }
 
-TrainOptions trainer_options() {
-  TrainOptions o;
+TrainConfig trainer_options() {
+  TrainConfig o;
   o.model = dropout_mlp();
   o.dataset = "synthetic";
   o.epochs = 2;
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_trainer_run_ends_with_the_straight_runs_bits) {
   BOOST_TEST(resumed.epochs_done() == 2);
   BOOST_TEST(resumed.params_digest() == straight.params_digest());
 
-  TrainOptions reseeded = trainer_options();
+  TrainConfig reseeded = trainer_options();
   reseeded.seed += 1;
   app::Trainer other(reseeded, Device::cpu(), test::small_synthetic_data());
   other.run(quiet);

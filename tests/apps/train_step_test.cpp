@@ -1,10 +1,10 @@
-// Gradient accumulation in the training step (apps/train_step.h): one step over a batch in N
+// Gradient accumulation in the training step (apps/train/train_step.h): one step over a batch in N
 // micro-batches takes the step one pass over the batch takes, within fp32 rounding at O0, and
 // not the step of a wrong scaling (micro-batch means summed without the 1/N); the tally adds
-// up the same loss; an uneven batch is split as apps/micro_batches.h says; and under the
+// up the same loss; an uneven batch is split as apps/train/micro_batches.h says; and under the
 // dynamic loss scaler an overflow in any one micro-batch skips the whole step and halves the
 // scale once.
-#include "apps/train_step.h"
+#include "apps/train/train_step.h"
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/micro_batches.h"
+#include "apps/train/micro_batches.h"
 #include "core/data/synthetic.h"
 #include "core/digest.h"
 #include "core/models/models.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/step_graph.h"
-#include "apps/trainer.h"
+#include "apps/train/step_graph.h"
+#include "apps/train/trainer.h"
 #include "core/data/dataset.h"
 #include "core/models/models.h"
 #include "core/ops/clip_grad_norm.h"
@@ -61,8 +61,8 @@ struct Run {
 // `configure`, when given, changes the options last.
 Run train(const std::string& model, const std::string& mode, std::int64_t batch,
           std::int64_t epochs, std::int64_t steps, const std::string& optimizer = "sgd",
-          const std::function<void(TrainOptions&)>& configure = {}) {
-  TrainOptions options;
+          const std::function<void(TrainConfig&)>& configure = {}) {
+  TrainConfig options;
   options.model = model;
   options.dataset = "synthetic";
   options.epochs = epochs;
@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(lenet_o2_adamw_replayed_steps_equal_eager_steps_bit_for_bit
 // own step's rate: replays through the warm-up and into the decay equal eager steps.
 BOOST_AUTO_TEST_CASE(a_scheduled_rate_follows_the_step_count_in_replays) {
   constexpr std::int64_t kSteps = 12;
-  const auto cosine = [](TrainOptions& options) {
+  const auto cosine = [](TrainConfig& options) {
     options.lr_schedule = "cosine";
     options.warmup_steps = 5;  // 3 eager warm-up steps, then 2 replays still warming up
     options.min_lr = 0.001;
@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(a_scheduled_rate_follows_the_step_count_in_replays) {
 // buffers) and the one amp step, with the eager run's bits.
 BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_two_micro_batches_replays_equal_eager_steps) {
   constexpr std::int64_t kSteps = 6;
-  const auto twice = [](TrainOptions& options) { options.accumulation_steps = 2; };
+  const auto twice = [](TrainConfig& options) { options.accumulation_steps = 2; };
   const Run eager = train("mlp", "off", 32, 1, kSteps, "sgd", twice);
   const Run graph = train("mlp", "on", 32, 1, kSteps, "sgd", twice);
   const Run whole = train("mlp", "on", 32, 1, kSteps, "sgd");
@@ -177,7 +177,7 @@ BOOST_AUTO_TEST_CASE(mlp_o2_accumulating_two_micro_batches_replays_equal_eager_s
 // pool, its coefficient and tally stay on the device, and replays equal eager steps.
 BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_bit) {
   constexpr std::int64_t kSteps = 12;
-  const auto clipped = [](TrainOptions& options) { options.clip_grad_norm = 0.05; };
+  const auto clipped = [](TrainConfig& options) { options.clip_grad_norm = 0.05; };
   const Run eager = train("lenet", "off", 64, 1, kSteps, "sgd", clipped);
   const Run graph = train("lenet", "on", 64, 1, kSteps, "sgd", clipped);
   BOOST_TEST(graph.captured);
@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(lenet_o2_clipped_replayed_steps_equal_eager_steps_bit_for_b
 // Weight averages: the captured step updates them on the device after the optimizer, reading
 // found_inf there; replays equal eager steps, averages included, bit for bit.
 BOOST_AUTO_TEST_CASE(lenet_o2_weight_averages_replay_equal_eager_steps) {
-  const auto averaged = [](TrainOptions& options) { options.ema_decay = 0.9; };
+  const auto averaged = [](TrainConfig& options) { options.ema_decay = 0.9; };
   constexpr std::int64_t kSteps = 8;
   const Run eager = train("lenet", "off", 16, 1, kSteps, "sgd", averaged);
   const Run graph = train("lenet", "on", 16, 1, kSteps, "sgd", averaged);
@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_replay_equal_eager_steps_and_kept_activat
     return true;
   }();
   BOOST_TEST_REQUIRE(registered);
-  const auto recompute = [](TrainOptions& options) { options.recompute = "blocks"; };
+  const auto recompute = [](TrainConfig& options) { options.recompute = "blocks"; };
   constexpr std::int64_t kSteps = 8;
   const Run kept = train("graph_small_resnet", "off", 8, 1, kSteps);
   const Run eager = train("graph_small_resnet", "off", 8, 1, kSteps, "sgd", recompute);
@@ -231,7 +231,7 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_replay_equal_eager_steps_and_kept_activat
 // capture's masks, and the weights would drift from the eager run's); label smoothing rides in
 // the fused loss kernel's arguments.
 BOOST_AUTO_TEST_CASE(ffn_o2_replays_draw_each_steps_dropout_masks) {
-  const auto smoothed = [](TrainOptions& options) { options.label_smoothing = 0.1; };
+  const auto smoothed = [](TrainConfig& options) { options.label_smoothing = 0.1; };
   constexpr std::int64_t kSteps = 8;
   const Run eager = train("ffn", "off", 8, 1, kSteps, "sgd", smoothed);
   const Run graph = train("ffn", "on", 8, 1, kSteps, "sgd", smoothed);
@@ -252,7 +252,7 @@ BOOST_AUTO_TEST_CASE(whole_epochs_replay_full_batches_and_run_the_rest_eagerly) 
   constexpr std::int64_t kFull = 12800 / kBatch;
   // Heuristic algorithms: with measured ones only the first run would time them, and Find's
   // workspace would raise that run's first peak alone (seen on an H200).
-  const auto heuristic = [](TrainOptions& options) { options.conv_algorithms = "heuristic"; };
+  const auto heuristic = [](TrainConfig& options) { options.conv_algorithms = "heuristic"; };
   const Run eager = train("lenet", "off", kBatch, 2, 0, "sgd", heuristic);
   const Run graph = train("lenet", "on", kBatch, 2, 0, "sgd", heuristic);
   BOOST_TEST(graph.captured);

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/trainer.h"
-#include "apps/training_state.h"
+#include "apps/train/trainer.h"
+#include "apps/train/training_state.h"
 #include "core/data/synthetic.h"
 #include "core/models/models.h"
 #include "tests/apps/step_checks.h"
@@ -35,8 +35,8 @@ const std::string& small_resnet() {
   return name;
 }
 
-app::TrainOptions options(amp::OptLevel level, const std::string& recompute) {
-  app::TrainOptions o;
+app::TrainConfig options(amp::OptLevel level, const std::string& recompute) {
+  app::TrainConfig o;
   o.model = small_resnet();
   o.dataset = "synthetic";
   o.epochs = 1;
@@ -55,7 +55,7 @@ struct Finished {
   std::int64_t peak = 0;
 };
 
-Finished train(const app::TrainOptions& o) {
+Finished train(const app::TrainConfig& o) {
   app::Trainer trainer(o, Device::cpu(), test::small_synthetic_data());
   PeakObserver observer;
   trainer.run(observer);
@@ -90,31 +90,31 @@ BOOST_AUTO_TEST_CASE(checkpoints_keep_it_and_a_resume_takes_it_unless_given) {
   const checkpoint::CheckpointState state = app::capture_training_state(trainer);
   BOOST_TEST(state.extra.at("recompute") == "blocks");
 
-  app::TrainOptions resumed;
+  app::TrainConfig resumed;
   resumed.resume = "run.ckpt";
   app::apply_checkpoint_defaults(state, resumed);
   BOOST_TEST(resumed.recompute == "blocks");
 
-  app::TrainOptions overridden;
+  app::TrainConfig overridden;
   overridden.recompute = "none";
-  overridden.given.insert("recompute");
+  overridden.explicitly_set.insert("recompute");
   app::apply_checkpoint_defaults(state, overridden);
   BOOST_TEST(overridden.recompute == "none");
 
   checkpoint::CheckpointState older = state;  // written before --recompute existed
   older.extra.erase("recompute");
-  app::TrainOptions from_older;
+  app::TrainConfig from_older;
   app::apply_checkpoint_defaults(older, from_older);
   BOOST_TEST(from_older.recompute == "none");
 
   checkpoint::CheckpointState corrupt = state;
   corrupt.extra["recompute"] = "sometimes";
-  app::TrainOptions from_corrupt;
+  app::TrainConfig from_corrupt;
   BOOST_CHECK_THROW(app::apply_checkpoint_defaults(corrupt, from_corrupt), Error);
 }
 
 BOOST_AUTO_TEST_CASE(a_model_without_blocks_is_a_usage_error) {
-  app::TrainOptions o = options(amp::OptLevel::O0, "blocks");
+  app::TrainConfig o = options(amp::OptLevel::O0, "blocks");
   o.model = "lenet";
   try {
     app::Trainer trainer(o, Device::cpu(), test::small_synthetic_data());

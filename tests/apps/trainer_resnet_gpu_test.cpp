@@ -8,9 +8,9 @@
 #include <cmath>
 #include <string>
 
-#include "apps/normalization.h"
-#include "apps/step_graph.h"
-#include "apps/trainer.h"
+#include "apps/train/normalization.h"
+#include "apps/train/step_graph.h"
+#include "apps/train/trainer.h"
 #include "core/data/dataset.h"
 #include "core/data/synthetic.h"
 #include "core/models/models.h"
@@ -42,7 +42,7 @@ struct Run {
 };
 
 Run train(const std::string& cuda_graph) {
-  TrainOptions options;
+  TrainConfig options;
   options.model = "resnet50";
   options.dataset = "synthetic";
   options.image_size = 64;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/overflow_monitor.h"
+#include "apps/train/overflow_monitor.h"
 #include "core/cuda/allocator.h"
 #include "tests/apps/step_round_trips.h"
 #include "tests/support/gpu.h"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/overflow_monitor.h"
-#include "apps/train_report.h"
+#include "apps/train/overflow_monitor.h"
+#include "apps/cli/train_report.h"
 #include "tests/apps/step_round_trips.h"
 #include "tests/support/process.h"
 
@@ -192,7 +192,8 @@ BOOST_AUTO_TEST_CASE(the_epoch_event_reports_the_steps_counts) {
   run.level = amp::OptLevel::O2;
   run.steps = 1000;  // never stops early: the whole epoch
   run.train_examples = 27 * run.batch_size;
-  app::TrainOptions options = test::step_run_train_options(run);
+  app::TrainOptions options;
+  static_cast<app::TrainConfig&>(options) = test::step_run_train_options(run);
   options.log_json = log;
   std::vector<test::StepCounts> counts;
   {

@@ -1,10 +1,10 @@
-// --accumulation-steps in checkpoints (apps/training_state.h): a resume takes the checkpoint's
+// --accumulation-steps in checkpoints (apps/train/training_state.h): a resume takes the checkpoint's
 // value when the flag is not given, a file written before the key existed resumes with 1, the
 // flag given wins, and a corrupt value fails naming the checkpoint.
 #include <boost/test/unit_test.hpp>
 #include <string>
 
-#include "apps/training_state.h"
+#include "apps/train/training_state.h"
 #include "core/error.h"
 
 using namespace alloy;
@@ -22,10 +22,10 @@ checkpoint::CheckpointState state_with(const std::string* accumulation_steps) {
   return state;
 }
 
-TrainOptions resuming(const std::string& path) {
-  TrainOptions options;
+TrainConfig resuming(const std::string& path) {
+  TrainConfig options;
   options.resume = path;
-  options.given = {"resume"};
+  options.explicitly_set = {"resume"};
   return options;
 }
 
@@ -35,24 +35,24 @@ BOOST_AUTO_TEST_SUITE(training_state_accumulation)
 
 BOOST_AUTO_TEST_CASE(a_resume_takes_the_checkpoints_accumulation_steps_unless_given) {
   const std::string four = "4";
-  TrainOptions options = resuming("run/step-00000050.ckpt");
+  TrainConfig options = resuming("run/step-00000050.ckpt");
   apply_checkpoint_defaults(state_with(&four), options);
   BOOST_TEST(options.accumulation_steps == 4);
 
   // Older files have no key: they were written by runs without accumulation.
-  TrainOptions older = resuming("old.ckpt");
+  TrainConfig older = resuming("old.ckpt");
   older.accumulation_steps = 3;
   apply_checkpoint_defaults(state_with(nullptr), older);
   BOOST_TEST(older.accumulation_steps == 1);
 
-  TrainOptions given = resuming("run");
+  TrainConfig given = resuming("run");
   given.accumulation_steps = 2;
-  given.given.insert("accumulation-steps");
+  given.explicitly_set.insert("accumulation_steps");
   apply_checkpoint_defaults(state_with(&four), given);
   BOOST_TEST(given.accumulation_steps == 2);
 
   const std::string zero = "0";
-  TrainOptions corrupt = resuming("bad.ckpt");
+  TrainConfig corrupt = resuming("bad.ckpt");
   BOOST_CHECK_EXCEPTION(apply_checkpoint_defaults(state_with(&zero), corrupt), Error,
                         [](const Error& error) {
                           const std::string message = error.what();

@@ -1,10 +1,10 @@
-// --allow-tf32 in checkpoints (apps/training_state.h): a resume takes the checkpoint's setting
+// --allow-tf32 in checkpoints (apps/train/training_state.h): a resume takes the checkpoint's setting
 // when the flag is not given, a file written before the key existed resumes with it off (as it
 // was trained), the flag given wins, and a corrupt value fails naming the checkpoint.
 #include <boost/test/unit_test.hpp>
 #include <string>
 
-#include "apps/training_state.h"
+#include "apps/train/training_state.h"
 #include "core/error.h"
 
 using namespace alloy;
@@ -22,10 +22,10 @@ checkpoint::CheckpointState state_with(const std::string* allow_tf32) {
   return state;
 }
 
-TrainOptions resuming(const std::string& path) {
-  TrainOptions options;
+TrainConfig resuming(const std::string& path) {
+  TrainConfig options;
   options.resume = path;
-  options.given = {"resume"};
+  options.explicitly_set = {"resume"};
   return options;
 }
 
@@ -35,28 +35,28 @@ BOOST_AUTO_TEST_SUITE(training_state_allow_tf32)
 
 BOOST_AUTO_TEST_CASE(a_resume_takes_the_checkpoints_setting_unless_given) {
   const std::string on = "true", off = "false";
-  TrainOptions options = resuming("run/step-00000050.ckpt");
+  TrainConfig options = resuming("run/step-00000050.ckpt");
   apply_checkpoint_defaults(state_with(&on), options);
   BOOST_TEST(options.allow_tf32);
-  TrainOptions turned_off = resuming("run/step-00000050.ckpt");
+  TrainConfig turned_off = resuming("run/step-00000050.ckpt");
   turned_off.allow_tf32 = true;
   apply_checkpoint_defaults(state_with(&off), turned_off);
   BOOST_TEST(!turned_off.allow_tf32);
 
   // Older files have no key: they were trained in IEEE fp32.
-  TrainOptions older = resuming("old.ckpt");
+  TrainConfig older = resuming("old.ckpt");
   older.allow_tf32 = true;
   apply_checkpoint_defaults(state_with(nullptr), older);
   BOOST_TEST(!older.allow_tf32);
 
-  TrainOptions given = resuming("run");
+  TrainConfig given = resuming("run");
   given.allow_tf32 = false;
-  given.given.insert("allow-tf32");
+  given.explicitly_set.insert("allow_tf32");
   apply_checkpoint_defaults(state_with(&on), given);
   BOOST_TEST(!given.allow_tf32);
 
   const std::string bad = "yes";
-  TrainOptions corrupt = resuming("bad.ckpt");
+  TrainConfig corrupt = resuming("bad.ckpt");
   BOOST_CHECK_EXCEPTION(apply_checkpoint_defaults(state_with(&bad), corrupt), Error,
                         [](const Error& error) {
                           const std::string message = error.what();

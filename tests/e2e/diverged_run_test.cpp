@@ -34,7 +34,7 @@ BOOST_AUTO_TEST_CASE(overflowing_steps_in_a_row_at_any_scale_stop_the_run) {
   BOOST_TEST(events(run.log, "end").empty());
 }
 
-// Two data-parallel ranks read each poll at the same step (apps/overflow_monitor.h), so both
+// Two data-parallel ranks read each poll at the same step (apps/train/overflow_monitor.h), so both
 // stop with the divergence and neither first finds its peer gone from a collective.
 BOOST_AUTO_TEST_CASE(data_parallel_ranks_stop_together) {
   TempDir dir;

@@ -1,10 +1,11 @@
-// The decisions of the elastic launchers (parallel/elastic.h, apps/elastic.h): what a
+// The decisions of the elastic launchers (parallel/elastic.h, apps/train/elastic.h): what a
 // generation's node reports add up to, and the worker arguments of a generation.
 #include "parallel/elastic.h"
 
 #include <boost/test/unit_test.hpp>
 
-#include "apps/elastic.h"
+#include "apps/cli/launcher.h"
+#include "apps/train/elastic.h"
 
 using alloy::parallel::GenerationVerdict;
 using alloy::parallel::judge_generation;

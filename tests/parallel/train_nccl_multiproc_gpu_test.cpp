@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "apps/device_choice.h"
+#include "apps/train/device_choice.h"
 #include "tests/parallel/alloy_runs.h"
 #include "tests/support/process.h"
 

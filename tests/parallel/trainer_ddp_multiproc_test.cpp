@@ -9,7 +9,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "apps/trainer.h"
+#include "apps/train/trainer.h"
 #include "core/thread_pool.h"
 #include "parallel/gloo_process_group.h"
 #include "tests/parallel/forked.h"
@@ -70,8 +70,8 @@ class CountingGroup : public parallel::ProcessGroup {
   parallel::ProcessGroup& group_;
 };
 
-app::TrainOptions options_for(amp::OptLevel level) {
-  app::TrainOptions o;
+app::TrainConfig options_for(amp::OptLevel level) {
+  app::TrainConfig o;
   o.model = "mlp";
   o.dataset = "synthetic";
   o.epochs = 2;
@@ -113,7 +113,7 @@ RunResult load(const std::string& path) {
 }
 
 // Trains in this (child) process, as one rank of `world` when world > 1, and saves the result.
-void train(const app::TrainOptions& options, int rank, int world, int port,
+void train(const app::TrainConfig& options, int rank, int world, int port,
            const std::string& path) {
   set_cpu_threads(options.threads);
   std::unique_ptr<parallel::GlooProcessGroup> gloo;
@@ -158,7 +158,7 @@ double weight_difference(const RunResult& a, const RunResult& b) {
 }
 
 // Trains `options` as 2 ranks; returns rank 0's and rank 1's results.
-std::pair<RunResult, RunResult> train_two_ranks(const app::TrainOptions& options,
+std::pair<RunResult, RunResult> train_two_ranks(const app::TrainConfig& options,
                                                 const alloy::test::TempDir& directory,
                                                 const std::string& name) {
   const int port = free_port();
@@ -172,7 +172,7 @@ std::pair<RunResult, RunResult> train_two_ranks(const app::TrainOptions& options
 }
 
 void check_matches_single_process(amp::OptLevel level) {
-  const app::TrainOptions options = options_for(level);
+  const app::TrainConfig options = options_for(level);
   const alloy::test::TempDir directory;
   const auto start = std::chrono::steady_clock::now();
   check_all_succeeded(run_ranks(
@@ -240,7 +240,7 @@ BOOST_AUTO_TEST_CASE(two_ranks_match_one_process_at_O2) {
 // as many allreduces as it: one round of the buckets per optimizer step, not one per
 // micro-batch.
 BOOST_AUTO_TEST_CASE(two_ranks_accumulating_two_micro_batches_agree_and_reduce_once_a_step) {
-  app::TrainOptions options = options_for(amp::OptLevel::O2);
+  app::TrainConfig options = options_for(amp::OptLevel::O2);
   options.epochs = 1;
   options.batch_size = 384;
   const alloy::test::TempDir directory;

@@ -2,7 +2,7 @@
 """Times resnet18 training steps with PyTorch, on the CPU or a CUDA GPU, in fp32 or with AMP.
 
 The same network and step as `alloy train --model resnet18` and `alloy mem --model resnet18`
-(core/models/resnet18.cpp, apps/train_step.cpp), for 28x28 single-channel images and 10 classes:
+(core/models/resnet18.cpp, apps/train/train_step.cpp), for 28x28 single-channel images and 10 classes:
   conv 1->64 3x3 (stride 1, padding 1, no bias), batch norm, relu (no max pooling);
   four stages of two basic blocks, widths 64, 128, 256, 512, the first block of stages 2-4 with
   stride 2 and a 1x1 convolution + batch norm shortcut (28 -> 28 -> 14 -> 7 -> 4);

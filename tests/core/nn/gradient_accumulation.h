@@ -1,4 +1,4 @@
-// Gradient accumulation across backward passes (apps/train_step.h's micro-batches): a model's
+// Gradient accumulation across backward passes (apps/train/train_step.h's micro-batches): a model's
 // parameter gradients after two backwards without zero_grad between them are the sum of the
 // two backwards' gradients, in every op of the zoo's networks and a small batch-norm ResNet,
 // at every opt level's dtypes (fp32; O1's fp32 gradients from half operands; half gradients

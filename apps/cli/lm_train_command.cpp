@@ -1,0 +1,211 @@
+// alloy train for sequence models: the device, the token data, the checkpoint to resume
+// from, training in steps with periodic validation estimates and checkpoints, and the report
+// (one human line per estimate; the JSON log's start, eval, checkpoint and end events).
+#include <cmath>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "apps/train/data_parallel.h"
+#include "apps/train/device_choice.h"
+#include "apps/cli/exit_codes.h"
+#include "apps/cli/launcher.h"
+#include "apps/cli/json_log.h"
+#include "apps/train/lm_trainer.h"
+#include "apps/train/stop_signals.h"
+#include "apps/train/training_state.h"
+#include "core/checkpoint/checkpoint_file.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "parallel/distributed_sampler.h"
+
+namespace alloy::app {
+
+namespace {
+
+void warn(const std::string& message) {
+  std::cerr << "alloy: warning: " << message << std::endl;
+}
+
+void check_supported(const TrainOptions& o) {
+  if (o.max_restarts > 0) {
+    usage_fail("--max-restarts is not available for sequence models (--model ", o.model, ") yet");
+  }
+  for (const char* flag :
+       {"accumulation-steps", "ema-decay", "label-smoothing", "async-checkpoint", "epochs"}) {
+    if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
+  }
+}
+
+std::optional<checkpoint::LoadedCheckpoint> load_resume(const TrainOptions& o) {
+  if (o.resume.empty()) return std::nullopt;
+  if (o.resume == "auto") {
+    if (o.checkpoint_dir.empty()) usage_fail("--resume auto needs --checkpoint-dir");
+    if (!std::filesystem::exists(o.checkpoint_dir) ||
+        checkpoint::list_checkpoints(o.checkpoint_dir).empty()) {
+      return std::nullopt;
+    }
+    return checkpoint::find_latest_valid(o.checkpoint_dir, warn);
+  }
+  return load_resume_checkpoint(o.resume, warn);
+}
+
+}  // namespace
+
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
+  const TrainOptions& o = options;
+  check_supported(o);
+  for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
+    if (o.was_given(flag) && o.checkpoint_dir.empty()) {
+      usage_fail("--", flag, " needs --checkpoint-dir");
+    }
+  }
+  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
+  const parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  parallel::local_batch_size(o.batch_size, placement.world_size);  // a UsageError if uneven
+  const bool data_parallel = joins_process_group(options, placement);
+  if (data_parallel) check_distributed_options(options, placement);
+  if (placement.is_launcher()) {
+    run_launcher(options, placement, args);
+    return kExitSuccess;
+  }
+  set_cpu_threads(o.threads);
+  const DeviceChoice device = choose_device(o.device, placement, probe_cuda_devices());
+  make_current(device.device);
+  std::unique_ptr<parallel::ProcessGroup> group;
+  if (data_parallel) {
+    options.dist_backend = dist_backend(options, device);
+    group = join_process_group(placement, device.device, options.dist_backend);
+  }
+  const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
+  if (rank0) std::cerr << "alloy: " << device.explanation << std::endl;
+  std::unique_ptr<JsonLog> log;
+  if (!o.log_json.empty() && rank0) log = std::make_unique<JsonLog>(o.log_json);
+  std::ostringstream silent;
+  std::ostream& human = !rank0                    ? static_cast<std::ostream&>(silent)
+                        : log && log->to_stdout() ? std::cerr
+                                                  : std::cout;
+
+  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(o);
+  if (resume && resume->state.model != o.model) {
+    fail("checkpoint ", resume->path, " holds model ", resume->state.model,
+         ", but this run builds ", o.model);
+  }
+  LmTrainer trainer(o, device.device, load_token_corpus(o));
+  if (resume) {
+    trainer.restore(resume->state, resume->path);
+    if (rank0) {
+      std::cerr << "alloy: resuming from " << resume->path << " at step " << trainer.steps()
+                << std::endl;
+    }
+    resume.reset();
+  }
+  if (group) {
+    trainer.join_data_parallel(*group, ddp_options(o));
+  }
+  const bool saves = !o.checkpoint_dir.empty() && rank0;
+  if (saves) {
+    std::error_code error;
+    std::filesystem::create_directories(o.checkpoint_dir, error);
+    if (error) fail("cannot create checkpoint directory ", o.checkpoint_dir, ": ", error.message());
+  }
+
+  const models::GptConfig& c = trainer.config();
+  const std::int64_t parameters = trainer.parameter_count();
+  const char* level = amp::opt_level_name(o.precision.level);
+  human << o.model << " (" << parameters << " parameters: " << c.n_layer << " layers, " << c.n_head
+        << " heads, " << c.n_embd << " wide, context " << c.block_size << ", vocabulary "
+        << c.vocab_size << ") on " << device.device.str() << ", " << o.threads << " threads | "
+        << o.dataset << ": " << trainer.corpus().train.tokens.size() << " train, "
+        << trainer.corpus().val.tokens.size() << " validation tokens | " << level << " | "
+        << o.optimizer << " lr " << o.lr << " | batch " << o.batch_size << " | " << o.steps
+        << " steps | seed " << o.seed << std::endl;
+  if (log) {
+    JsonObject event;
+    event.add("event", "start")
+        .add("model", o.model)
+        .add("opt_level", level)
+        .add("device", device.device.str())
+        .add("world_size", trainer.world_size())
+        .add("dataset", o.dataset)
+        .add("parameters", parameters)
+        .add("n_layer", c.n_layer)
+        .add("n_head", c.n_head)
+        .add("n_embd", c.n_embd)
+        .add("block_size", c.block_size)
+        .add("vocab_size", c.vocab_size)
+        .add("steps", o.steps)
+        .add("batch_size", o.batch_size)
+        .add("seed", o.seed);
+    log->write(event);
+  }
+
+  const auto save = [&] {
+    const std::string path = checkpoint::checkpoint_path(o.checkpoint_dir, trainer.steps());
+    checkpoint::write_checkpoint(path, trainer.capture());
+    checkpoint::prune_checkpoints(o.checkpoint_dir, o.keep_checkpoints);
+    if (log) {
+      JsonObject event;
+      event.add("event", "checkpoint").add("path", path).add("step", trainer.steps());
+      log->write(event);
+    }
+  };
+  const StopSignals signals;
+  const auto step_hook = [&] {
+    const bool stop = signals.requested();
+    const bool due = o.checkpoint_every > 0 && trainer.steps() % o.checkpoint_every == 0;
+    if (saves && (stop || due) && trainer.steps() < o.steps) save();
+    return stop;
+  };
+  const auto eval_hook = [&](std::int64_t step, double val_loss, double train_loss) {
+    human << "step " << step << "/" << o.steps << ": train loss " << std::fixed
+          << std::setprecision(4) << train_loss << ", val loss " << val_loss << std::defaultfloat
+          << std::setprecision(6) << ", lr " << trainer.precision().optimizer().current_lr() << ", "
+          << static_cast<std::int64_t>(trainer.tokens_per_second()) << " tokens/s" << std::endl;
+    if (log) {
+      JsonObject event;
+      event.add("event", "eval")
+          .add("step", step)
+          .add("val_loss", val_loss)
+          .add("train_loss", train_loss);
+      log->write(event);
+    }
+  };
+  trainer.run(step_hook, eval_hook);
+  // Waits for the last steps' device work, which their throughput includes.
+  trainer.take_train_loss();
+  if (trainer.steps() < o.steps) {  // stopped by a signal: the step hook saved
+    std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
+              << trainer.steps() << " of " << o.steps << "; ";
+    if (!o.checkpoint_dir.empty()) {
+      std::cerr << "continue with --resume " << o.checkpoint_dir << std::endl;
+    } else {
+      std::cerr << "no checkpoint saved (no --checkpoint-dir)" << std::endl;
+    }
+    return kExitFailure;
+  }
+  const double tokens_per_second = trainer.tokens_per_second();
+  if (saves) save();
+  const double val_loss = trainer.val_loss();
+  const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
+  const std::string& digest = digests[static_cast<std::size_t>(trainer.rank())];
+  human << "done: " << trainer.steps() << " steps, validation loss " << std::fixed
+        << std::setprecision(4) << val_loss << std::defaultfloat << " over the whole split, "
+        << static_cast<std::int64_t>(tokens_per_second) << " tokens/s, params " << digest
+        << std::endl;
+  if (log) {
+    JsonObject event;
+    event.add("event", "end")
+        .add("step", trainer.steps())
+        .add("val_loss", val_loss)
+        .add("tokens_per_second", tokens_per_second)
+        .add("params_digest", digest);
+    if (group) event.add("world_size", trainer.world_size()).add("params_digests", digests);
+    log->write(event);
+  }
+  return kExitSuccess;
+}
+
+}  // namespace alloy::app
