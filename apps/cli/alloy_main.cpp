@@ -1,6 +1,7 @@
 // run_alloy, the `alloy` command (apps/cli/main.cpp calls it): dispatches to the subcommands and
-// maps every failure to one line on stderr and an exit status (DESIGN.md: 0 success, 2 usage
-// error, 1 anything else). This is the only place exceptions are caught.
+// maps every failure to one line on stderr and an exit status (0 success, 2 usage error, 1
+// anything else). This is the only place exceptions are caught; errors about settings are shown
+// with the flags that set them.
 #include "apps/cli/alloy_main.h"
 
 #include <unistd.h>

@@ -31,4 +31,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args);
 // For --help.
 void print_train_help();
 
+// `alloy train` for sequence models, after the options are parsed from `args`
+// (apps/cli/lm_train_command.cpp).
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args);
+
 }  // namespace alloy::app

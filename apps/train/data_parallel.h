@@ -1,4 +1,4 @@
-// The data-parallel side of `alloy train` (DESIGN.md, Distributed).
+// The data-parallel side of training.
 //
 // Where this process stands: a launcher of local workers (--gpus G > 1), one rank of a job
 // (a worker, --nodes N with --nr, or the torchrun/mpirun/srun environment), or a single

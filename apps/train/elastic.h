@@ -1,4 +1,4 @@
-// Training that heals itself (issue 17): `--max-restarts N` and `--resume auto`.
+// Training that heals itself: `--max-restarts N` and `--resume auto`.
 //
 // With --max-restarts N > 0 every node runs a launcher, even for one worker. The launchers
 // agree on each generation of workers through parallel/elastic.h: when a worker of any node

@@ -120,10 +120,7 @@ struct MeasureConfig;
 GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProperties& properties,
                                  const std::function<void()>& steady_state);
 
-// Loads --dataset text, tokens or synthetic for a sequence model.
+// Loads dataset text, tokens or synthetic for a sequence model.
 data::TokenCorpus load_token_corpus(const TrainConfig& options);
-
-// `alloy train` for sequence models, after the options are parsed from `args`.
-int run_lm_train(TrainConfig options, const std::vector<std::string>& args);
 
 }  // namespace alloy::app

@@ -1,4 +1,4 @@
-// --cuda-graph auto|on|off (DESIGN.md, "The training step"; docs/cuda_graphs.md): after a few
+// The cuda_graph setting, auto|on|off (docs/cuda_graphs.md): after a few
 // eager warm-up steps the training step is captured once as a CUDA graph and replayed for the
 // steps that follow, one launch instead of dozens of kernels. This file holds which runs can
 // capture (plan_cuda_graph) and the warm-up / capture / replay sequence the trainer drives

@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(nonsense_combinations_are_usage_errors) {
 
   AmpOverrides tune_static;
   tune_static.init_scale = 8.0f;
-  BOOST_TEST(usage_error_mentions([&] { level("O3", tune_static); }, "--loss-scale dynamic"));
+  BOOST_TEST(usage_error_mentions([&] { level("O3", tune_static); }, "loss_scale dynamic"));
 
   AmpOverrides bad_scale;
   bad_scale.loss_scale = "lots";
@@ -116,15 +116,15 @@ BOOST_AUTO_TEST_CASE(nonsense_combinations_are_usage_errors) {
   AmpOverrides inverted;
   inverted.min_scale = 1024.0f;
   inverted.max_scale = 2.0f;
-  BOOST_TEST(usage_error_mentions([&] { level("O2", inverted); }, "--min-loss-scale"));
+  BOOST_TEST(usage_error_mentions([&] { level("O2", inverted); }, "min_loss_scale"));
 
   AmpOverrides outside;
   outside.init_scale = 1e9f;  // above the default maximum 2^24
-  BOOST_TEST(usage_error_mentions([&] { level("O2", outside); }, "--init-loss-scale"));
+  BOOST_TEST(usage_error_mentions([&] { level("O2", outside); }, "init_loss_scale"));
 
   AmpOverrides window;
   window.window = 0;
-  BOOST_TEST(usage_error_mentions([&] { level("O2", window); }, "--scale-window"));
+  BOOST_TEST(usage_error_mentions([&] { level("O2", window); }, "scale_window"));
 
   BOOST_TEST(usage_error_mentions([] { parse_opt_level("02"); }, "letter O"));
 }

@@ -145,9 +145,9 @@ BOOST_AUTO_TEST_CASE(without_a_usable_gpu_auto_is_the_cpu_and_cuda_an_error) {
              "device cpu (auto: no usable CUDA device: cudaGetDeviceCount failed: no "
              "CUDA-capable device is detected)");
   check_failure([&] { choose_device("cuda", placement, kNoGpu); },
-                "--device cuda: no usable CUDA device: cudaGetDeviceCount failed");
+                "device cuda: no usable CUDA device: cudaGetDeviceCount failed");
   check_failure([&] { choose_device("cuda:0", placement, kNoGpu); },
-                "--device cuda:0: no usable CUDA device");
+                "device cuda:0: no usable CUDA device");
 }
 
 BOOST_AUTO_TEST_CASE(a_local_rank_beyond_the_devices_is_an_error_naming_both_numbers) {
@@ -167,13 +167,13 @@ BOOST_AUTO_TEST_CASE(a_local_rank_beyond_the_devices_is_an_error_naming_both_num
   check_failure([&] { choose_device("cuda", from_environment(third), kTwoGpus); },
                 "local rank 3 needs cuda:3, but this machine has 2 CUDA devices");
   check_failure([&] { choose_device("cuda:2", Rendezvous{}, kTwoGpus); },
-                "--device cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1)");
+                "device cuda:2: this machine has 2 CUDA devices (cuda:0..cuda:1)");
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_index_is_a_usage_error_with_or_without_a_gpu) {
   for (const CudaDevices& cuda : {kTwoGpus, kNoGpu}) {
     check_error<UsageError>([&] { choose_device("cuda:x", Rendezvous{}, cuda); },
-                            "--device 'cuda:x': the device index must be a number");
+                            "device 'cuda:x': the device index must be a number");
   }
 }
 
@@ -202,8 +202,8 @@ BOOST_AUTO_TEST_CASE(nccl_on_the_cpu_is_refused) {
         dist_backend(options({"--dist-backend", "nccl"}),
                      {Device::cpu(), "device cpu (auto: no usable CUDA device: none)"});
       },
-      "--dist-backend nccl reduces GPU tensors, but this run is on the CPU (device cpu (auto: no "
-      "usable CUDA device: none)); use --dist-backend gloo");
+      "dist_backend nccl reduces GPU tensors, but this run is on the CPU (device cpu (auto: no "
+      "usable CUDA device: none)); use dist_backend gloo");
   check_error<UsageError>(
       [] {
         options({"--dist-backend", "mpi"});

@@ -48,7 +48,7 @@ BOOST_AUTO_TEST_CASE(nhwc_without_a_layout_region_and_unknown_values_are_usage_e
       usage_error_mentions([&] { choose_layout("nhwc", "lenet", *lenet, true, level("O2")); },
                            "model 'lenet' has no layout region"));
   BOOST_TEST(usage_error_mentions([&] { check_layout_choice("NHWC"); },
-                                  "--layout 'NHWC' is not one of auto, nchw or nhwc"));
+                                  "layout 'NHWC' is not one of auto, nchw or nhwc"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,7 +2,7 @@
 // measured level's parameters, masters and AdamW state have the sizes the parameter count gives.
 #include <boost/test/unit_test.hpp>
 
-#include "apps/train/memory_report.h"
+#include "apps/cli/memory_report.h"
 #include "core/error.h"
 
 using namespace alloy;

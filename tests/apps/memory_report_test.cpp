@@ -2,7 +2,7 @@
 // shapes: parameters, master weights, gradients, optimizer state and activations of LeNet and
 // the MLP at each opt level, resnet18's batch-norm exception and O1 activations, and the flags'
 // usage errors.
-#include "apps/train/memory_report.h"
+#include "apps/cli/memory_report.h"
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>

@@ -60,13 +60,13 @@ BOOST_AUTO_TEST_CASE(a_share_that_does_not_split_evenly_is_a_usage_error_naming_
   BOOST_TEST(micro_batch_size(256, 2, 4) == 32);
   BOOST_TEST(micro_batch_size(256, 2, 1) == 128);
   BOOST_TEST(usage_error([] { micro_batch_size(256, 2, 3); }) ==
-             "--batch-size 256 over 2 ranks is 128 examples per rank, which "
-             "--accumulation-steps 3 does not divide");
+             "batch_size 256 over 2 ranks is 128 examples per rank, which "
+             "accumulation_steps 3 does not divide");
   const std::string single = usage_error([] { micro_batch_size(100, 1, 3); });
-  BOOST_TEST(single.find("--accumulation-steps 3") != std::string::npos, single);
-  BOOST_TEST(single.find("--batch-size 100") != std::string::npos, single);
+  BOOST_TEST(single.find("accumulation_steps 3") != std::string::npos, single);
+  BOOST_TEST(single.find("batch_size 100") != std::string::npos, single);
   const std::string zero = usage_error([] { micro_batch_size(256, 1, 0); });
-  BOOST_TEST(zero.find("--accumulation-steps must be at least 1, got 0") != std::string::npos,
+  BOOST_TEST(zero.find("accumulation_steps must be at least 1, got 0") != std::string::npos,
              zero);
   // The ranks' share is checked first, as without accumulation.
   const std::string ranks = usage_error([] { micro_batch_size(255, 2, 1); });

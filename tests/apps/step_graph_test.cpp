@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(modes_parse_and_a_bad_one_names_the_flag) {
   BOOST_TEST((parse_cuda_graph_mode("on") == CudaGraphMode::on));
   BOOST_TEST((parse_cuda_graph_mode("off") == CudaGraphMode::off));
   BOOST_CHECK_EXCEPTION(parse_cuda_graph_mode("yes"), UsageError, [](const UsageError& e) {
-    return message_has(e, "--cuda-graph 'yes'") && message_has(e, "auto, on or off");
+    return message_has(e, "cuda_graph 'yes'") && message_has(e, "auto, on or off");
   });
 }
 
@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(the_plan_over_every_mode_device_and_world) {
             if (mode == CudaGraphMode::on) {
               BOOST_CHECK_EXCEPTION(
                   plan_cuda_graph(mode, setting), UsageError, [&](const UsageError& e) {
-                    return message_has(e, "--cuda-graph on") && message_has(e, why);
+                    return message_has(e, "cuda_graph on") && message_has(e, why);
                   });
             } else {
               const CudaGraphPlan plan = plan_cuda_graph(mode, setting);
@@ -163,7 +163,7 @@ BOOST_AUTO_TEST_CASE(the_flag_defaults_to_auto_and_on_fails_early_where_the_flag
   const auto usage_error_naming = [](std::vector<std::string> args, const std::string& why) {
     BOOST_TEST_CONTEXT(args.back()) {
       BOOST_CHECK_EXCEPTION(parse(args), UsageError, [&](const UsageError& e) {
-        return message_has(e, "--cuda-graph") && message_has(e, why);
+        return message_has(e, "cuda_graph") && message_has(e, why);
       });
     }
   };
@@ -292,7 +292,7 @@ BOOST_AUTO_TEST_CASE(a_failed_capture_with_on_is_an_error_naming_the_cause) {
   for (std::int64_t i = 0; i < StepGraph::kWarmupSteps; ++i)
     graph.step(batch_of(2, 1.0f), work);
   BOOST_CHECK_EXCEPTION(graph.step(batch_of(2, 1.0f), work), Error, [](const Error& e) {
-    return message_has(e, "--cuda-graph on") && message_has(e, "cannot be captured") &&
+    return message_has(e, "cuda_graph on") && message_has(e, "cannot be captured") &&
            message_has(e, "cudaMemcpyAsync");
   });
   BOOST_TEST(record.replays == 0);
