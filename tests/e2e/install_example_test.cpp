@@ -1,11 +1,10 @@
-// Alloy as a library (issue 16): `cmake --install` of this build tree gives a package that an
-// out-of-tree project finds with find_package(Alloy) alone, and on it examples/custom_model
-// (a network of its own, O2, dynamic loss scaling) trains epoch 1, checkpoints, resumes for
-// epoch 2 and ends with the params_digest of 2 epochs straight; its `mem` subcommand (the
-// `alloy` command as a library call) sees its registered model. Every #include of the `alloy`
-// command's own sources, apps/*.cpp, resolves against the installed headers alone, so the
-// installed surface is all the command uses. The code docs/api.md and the README show is the
-// example's, verbatim.
+// Alloy as a library: `cmake --install` of this build tree gives a package that an out-of-tree
+// project finds with find_package(Alloy) alone, and on it examples/custom_model (a network of its
+// own, O2, dynamic loss scaling) trains epoch 1, checkpoints, resumes for epoch 2 and ends with the
+// params_digest of 2 epochs straight; its `mem` subcommand (the `alloy` command as a library call)
+// sees its registered model. Every #include of the `alloy` command's own sources, apps/*.cpp,
+// resolves against the installed headers alone, so the installed surface is all the command uses.
+// The code docs/api.md and the README show is the example's, verbatim.
 //
 // Everything happens in a fresh folder of this build tree (not /tmp), so that ccache, whose
 // base_dir covers the checkouts, serves the example's one compiled file on a rerun.
