@@ -7,7 +7,8 @@
 #     constant's fraction or exponent) and longer words (a SHA-256 test vector);
 #  2. in every tracked text file but the records under docs/results/: the name of the old design
 #     document, an issue cited by its number ("issue" or "issues", then a number) and a path
-#     into the session's folder beside the checkout ("shared" then a slash).
+#     into the folder beside the checkout that the repository does not hold ("shared" then a
+#     slash).
 # Exit 77 (ctest: skipped) outside a git checkout or where git grep has no Perl regexes.
 #
 #   tests/tools/source_hygiene_test.sh [ROOT]   (ROOT: the checkout, by default this one's)
