@@ -18,9 +18,9 @@
 # It brings back 3 files from $OUT: probe.txt (on-device.sh), summary.md and
 # gpu-check-logs.tar.gz; summary.md and the logs are rewritten after every phase, so a call cut
 # short still returns the phases it finished. On one H100- or H200-class GPU each phase but the
-# bench takes about a minute (tests, 4 at a time, and mem the longest); the bench
-# (gpu_vs_pytorch.sh, 3 rounds of every part) needs at least 400 s, so the whole check fits a
-# 10-minute call with little to spare once the machine's start (a minute or two) is counted.
+# bench takes under a minute (tests, 4 at a time, and mem the longest); the bench
+# (gpu_vs_pytorch.sh, 3 rounds of every part) needs at least 400 s. So the whole check needs
+# about 9.5 minutes (the --budget above), plus the machine's start.
 # suite (the CPU tests) is left out there: CI runs it. The limits below keep a hang from eating a call.
 #
 # Before the GPU, the same phases on the CUDA emulator (docs/cuda_emulator.md), an emulated
