@@ -1,5 +1,5 @@
 // The amp layer around a model and its optimizer: casts the model for the opt level, keeps
-// fp32 master weights when the level asks for them, and runs the step of DESIGN.md:
+// fp32 master weights when the level asks for them, and runs the training step:
 //   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device; a dynamic
 //   scaler's update runs in the same pass) -> [gradient-norm clip coefficient, when on]
 //   -> optimizer step (skips itself when found_inf; multiplies the gradients by the clip

@@ -1,7 +1,7 @@
 // The memory order of a 4-D activation. Tensors hold their physical shape: an NCHW tensor is
 // [N, C, H, W], its channels-last (NHWC) twin [N, H, W, C]. Convolution nets run NHWC on the
 // GPU in half precision because cuDNN's tensor-core kernels read it natively: given NCHW they
-// transpose every input and output (a quarter of resnet18's O2 step on an H200). Parameters
+// transpose every input and output (a quarter of resnet18's O2 step on a GPU). Parameters
 // stay in their canonical NCHW-derived shapes ([K, C, R, S] filters), so checkpoints do not
 // depend on the layout.
 #pragma once

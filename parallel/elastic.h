@@ -1,4 +1,4 @@
-// Restarts across nodes (--max-restarts, DESIGN.md "Distributed"): the launchers of a job
+// Restarts across nodes (--max-restarts, as torchrun's elastic agent): the launchers of a job
 // (its agents, one per node) meet in a store that node 0's launcher serves on the master
 // address and port. Each round of workers is a generation: node 0's agent publishes the
 // generation's plan (a fresh port for the workers' own rendezvous, the checkpoint they resume

@@ -1,5 +1,5 @@
 // CUDA graphs: a device's work captured once from its stream and replayed with one launch
-// (DESIGN.md, "The training step"). RAII owners of the graph and of its executable instance,
+// (docs/cuda_graphs.md). RAII owners of the graph and of its executable instance,
 // and a capture scope that routes the device's allocations to a private pool
 // (core/cuda/allocator.h), so the addresses the captured kernels use stay theirs for every
 // replay. The backend-neutral entry point, capture_cuda_work, is declared in core/backend.h.

@@ -1,7 +1,6 @@
-// The command line's contract on bad input (issue 2 item 5, DESIGN.md "Command line
-// contract"): every mistake gives exactly one line "alloy: error: ..." on stderr that names the
-// problem, and exit status 2 for a usage error or 1 for anything else; never a crash, an abort
-// or a stack trace. Also --help, --version and --config.
+// The command line's contract on bad input: every mistake gives exactly one line "alloy: error:
+// ..." on stderr that names the problem, and exit status 2 for a usage error or 1 for anything
+// else; never a crash, an abort or a stack trace. Also --help, --version and --config.
 //
 // Each case runs the real `alloy` binary. Cases with data use small IDX files written here (a
 // few dozen 28x28 images), so the file stays fast; a good copy of the same files trains
@@ -401,7 +400,7 @@ BOOST_AUTO_TEST_CASE(train_help_lists_every_flag) {
   const ProcessResult result = run_alloy({"train", "--help"});
   BOOST_TEST(result.exit_code == 0, result.errors);
   BOOST_TEST(result.errors.empty(), result.errors);
-  // Every flag of DESIGN.md's `alloy train` synopsis.
+  // Every flag of `alloy train`'s synopsis.
   for (const char* flag : {"--model",
                            "--dataset",
                            "--data-dir",

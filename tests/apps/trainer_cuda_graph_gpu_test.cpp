@@ -1,11 +1,10 @@
-// --cuda-graph on a GPU (issue 13, "What it must show" 4): N training steps replayed from one
-// captured graph end with the same weights, bit for bit, as N eager steps (LeNet and resnet18
-// at O2 with SGD, LeNet with AdamW, with gradient-norm clipping and with weight averages too, a
-// small ResNet with its blocks recomputed, synthetic data) and the
-// same optimizer step count, and the replays call no cudaMalloc. Over whole epochs, the last,
-// smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps replaying in the
-// next epoch with the same figures as an eager run. With auto, a step that cannot be captured
-// runs eagerly after a notice, with the eager run's result.
+// --cuda-graph on a GPU: N training steps replayed from one captured graph end with the same
+// weights, bit for bit, as N eager steps (LeNet and resnet18 at O2 with SGD, LeNet with AdamW, with
+// gradient-norm clipping and with weight averages too, a small ResNet with its blocks recomputed,
+// synthetic data) and the same optimizer step count, and the replays call no cudaMalloc. Over whole
+// epochs, the last, smaller batch runs eagerly, evaluation runs eagerly, and the graph keeps
+// replaying in the next epoch with the same figures as an eager run. With auto, a step that cannot
+// be captured runs eagerly after a notice, with the eager run's result.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>

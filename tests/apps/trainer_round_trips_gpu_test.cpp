@@ -92,10 +92,10 @@ BOOST_AUTO_TEST_CASE(resnet18_o2_steps_cost_on_cuda_what_they_cost_on_the_cpu) {
   check_same_as_cpu(run);
 }
 
-// Issue 14's goal on the device: an O2 epoch's step loop, warm-up and polls included, waits
-// for nothing but back-pressure. Every step overflows, so the polls take and report overflows;
-// the emulator's deferred stream has each poll arrive a step after it was queued, and the
-// monitor reads it then, without a wait.
+// On the device, as on the CPU, the host never waits on the step: an O2 epoch's step loop,
+// warm-up and polls included, waits for nothing but back-pressure. Every step overflows, so the
+// polls take and report overflows; the emulator's deferred stream has each poll arrive a step after
+// it was queued, and the monitor reads it then, without a wait.
 BOOST_AUTO_TEST_CASE(an_o2_epoch_waits_for_nothing_but_back_pressure) {
   test::StepRunOptions run;
   run.model = "lenet";

@@ -162,9 +162,9 @@ BOOST_AUTO_TEST_CASE(a_step_that_allocates_is_seen) {
   BOOST_TEST((round_trips() - before).device_allocations == 1u);
 }
 
-// Issue 14's goal: an O2 step loop waits for no result, the warm-up steps and the overflow
-// monitor's polls included. On the CPU nothing waits at all (no back-pressure either); the GPU
-// twin allows back-pressure only.
+// The host never waits on the step, so it can queue the device's work ahead: an O2 step loop
+// waits for no result, the warm-up steps and the overflow monitor's polls included. On the CPU
+// nothing waits at all (no back-pressure either); the GPU twin allows back-pressure only.
 BOOST_AUTO_TEST_CASE(an_o2_epoch_makes_no_host_wait) {
   test::StepRunOptions run;
   run.level = amp::OptLevel::O2;

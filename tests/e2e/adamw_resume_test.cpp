@@ -1,7 +1,7 @@
-// AdamW with skipped steps across a checkpoint (issue 13): a dynamic loss scale that starts too
-// high makes the first steps overflow and skip; the optimizer's saved step count leaves them
-// out (AdamW's bias correction does not advance on a skipped step), and a run resumed from a
-// mid-epoch checkpoint taken after them ends bit-identical to the run that was never stopped.
+// AdamW with skipped steps across a checkpoint: a dynamic loss scale that starts too high makes the
+// first steps overflow and skip; the optimizer's saved step count leaves them out (AdamW's bias
+// correction does not advance on a skipped step), and a run resumed from a mid-epoch checkpoint
+// taken after them ends bit-identical to the run that was never stopped.
 #include <boost/test/unit_test.hpp>
 
 #include "core/checkpoint/checkpoint_file.h"

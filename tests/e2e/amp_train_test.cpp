@@ -1,8 +1,8 @@
-// `alloy train` at every opt level end to end (issue 4): O1, O2 and O3 learn as well as O0, the
-// epoch events carry loss_scale and skipped_steps, and a loss scale forced far too high backs
-// off through a bounded number of skipped steps with a rate-limited warning naming the
-// gradient that overflowed, then trains on. Short MLP runs on the synthetic set keep it fast;
-// the full LeNet/Fashion-MNIST figures are in docs/PERFORMANCE.md.
+// `alloy train` at every opt level end to end: O1, O2 and O3 learn as well as O0, the epoch events
+// carry loss_scale and skipped_steps, and a loss scale forced far too high backs off through a
+// bounded number of skipped steps with a rate-limited warning naming the gradient that overflowed,
+// then trains on. Short MLP runs on the synthetic set keep it fast; the full LeNet/Fashion-MNIST
+// figures are in docs/PERFORMANCE.md.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <string>

@@ -1,7 +1,7 @@
-// --async-checkpoint (issue 17): saves on a writer thread change nothing in the run (same
-// params_digest, same checkpoint events and files as synchronous saves), every logged file is
-// complete, --keep-checkpoints keeps the newest, and SIGTERM waits for the save in flight so
-// that the run resumes to the uninterrupted digest.
+// --async-checkpoint: saves on a writer thread change nothing in the run (same params_digest, same
+// checkpoint events and files as synchronous saves), every logged file is complete,
+// --keep-checkpoints keeps the newest, and SIGTERM waits for the save in flight so that the run
+// resumes to the uninterrupted digest.
 #include <signal.h>
 
 #include <boost/test/unit_test.hpp>

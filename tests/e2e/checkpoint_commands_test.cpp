@@ -1,8 +1,8 @@
-// The checkpoint commands on good and damaged files (issue 5 item 3): `alloy ckpt info`,
-// `verify`, `eval --checkpoint` and `train --resume` agree with the run that wrote the file,
-// and every damaged input - empty, truncated, a flipped byte, wrong magic, a newer format
-// version, another model's checkpoint, a directory without checkpoints - gives exit status 1
-// and one error line that names the file and what is wrong, never a crash.
+// The checkpoint commands on good and damaged files: `alloy ckpt info`, `verify`, `eval
+// --checkpoint` and `train --resume` agree with the run that wrote the file, and every damaged
+// input - empty, truncated, a flipped byte, wrong magic, a newer format version, another model's
+// checkpoint, a directory without checkpoints - gives exit status 1 and one error line that names
+// the file and what is wrong, never a crash.
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>

@@ -1,10 +1,9 @@
-// A save into a full filesystem (issue 17, item 4): `alloy train` exits 1 with a message that
-// names the checkpoint and the cause (ENOSPC), leaves no file under that name, and the newest
-// earlier checkpoint verifies and resumes to the uninterrupted run's digest, with synchronous
-// and asynchronous saves. The full disk is a small tmpfs mounted inside a user and mount
-// namespace (unshare -Urm, no root needed), sized so that the first checkpoint fits and the
-// second does not. Without unshare, or where the kernel refuses user namespaces, the test is
-// skipped (exit 77) with the reason.
+// A save into a full filesystem: `alloy train` exits 1 with a message that names the checkpoint and
+// the cause (ENOSPC), leaves no file under that name, and the newest earlier checkpoint verifies
+// and resumes to the uninterrupted run's digest, with synchronous and asynchronous saves. The full
+// disk is a small tmpfs mounted inside a user and mount namespace (unshare -Urm, no root needed),
+// sized so that the first checkpoint fits and the second does not. Without unshare, or where the
+// kernel refuses user namespaces, the test is skipped (exit 77) with the reason.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <filesystem>

@@ -1,8 +1,8 @@
-// Bit-exact resume on the CPU (DESIGN.md, Checkpoints; issue 5 items 1, 2 and 6): a run
-// stopped and resumed - after an epoch, from a mid-epoch --checkpoint-every checkpoint, or
-// after SIGTERM - ends with the same params_digest and reports the same per-epoch train_loss
-// as the run that was never stopped, at O0 and at O2 (loss-scaler state included: the short
-// --scale-window makes the dynamic scale grow during the run).
+// Bit-exact resume on the CPU (docs/checkpoints.md): a run stopped and resumed - after an epoch,
+// from a mid-epoch --checkpoint-every checkpoint, or after SIGTERM - ends with the same
+// params_digest and reports the same per-epoch train_loss as the run that was never stopped, at O0
+// and at O2 (loss-scaler state included: the short --scale-window makes the dynamic scale grow
+// during the run).
 #include <signal.h>
 
 #include <boost/test/unit_test.hpp>

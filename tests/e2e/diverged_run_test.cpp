@@ -1,7 +1,7 @@
-// A run whose loss scale collapses (issue 17, item 5): with --max-consecutive-skips N, N
-// overflowing steps in a row at any scale stop training with exit 1 and the "training
-// diverged" message; with --checkpoint-dir the message names the last checkpoint saved before
-// the overflows began, which is still there and verifies; 0 turns the rule off.
+// A run whose loss scale collapses: with --max-consecutive-skips N, N overflowing steps in a row at
+// any scale stop training with exit 1 and the "training diverged" message; with --checkpoint-dir
+// the message names the last checkpoint saved before the overflows began, which is still there and
+// verifies; 0 turns the rule off.
 #include <boost/test/unit_test.hpp>
 
 #include "tests/e2e/checkpoint_runs.h"

@@ -1,9 +1,9 @@
-// Training that heals itself (issue 17, items 1 and 2): a data-parallel job with
-// --max-restarts whose workers are killed (SIGKILL) mid-epoch restarts them from the newest
-// checkpoint, writes a restart event per restart, and ends with the params_digest of the job
-// that was never interrupted, on every rank; on two nodes, a worker killed on node 1 makes both
-// nodes' launchers restart. Workers are found as the launchers' children and killed from here,
-// once the JSON log shows the checkpoint of a given step: no test hook inside alloy.
+// Training that heals itself: a data-parallel job with --max-restarts whose workers are killed
+// (SIGKILL) mid-epoch restarts them from the newest checkpoint, writes a restart event per restart,
+// and ends with the params_digest of the job that was never interrupted, on every rank; on two
+// nodes, a worker killed on node 1 makes both nodes' launchers restart. Workers are found as the
+// launchers' children and killed from here, once the JSON log shows the checkpoint of a given step:
+// no test hook inside alloy.
 #include <signal.h>
 #include <sys/types.h>
 

@@ -1,5 +1,5 @@
-// `alloy mem` end to end (issue 7): the table on standard output, one JSON object per level
-// with the contract's keys, the SVG chart, and the exit statuses of bad flags and paths.
+// `alloy mem` end to end: the table on standard output, one JSON object per level with the
+// contract's keys, the SVG chart, and the exit statuses of bad flags and paths.
 #include <boost/test/unit_test.hpp>
 #include <filesystem>
 #include <fstream>

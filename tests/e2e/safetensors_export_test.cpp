@@ -1,8 +1,8 @@
-// `alloy ckpt export --safetensors` read back by readers that are not Alloy's (issue 5 item 7):
-// tools/read_safetensors.py (json + numpy) sees the checkpoint's names, shapes and values
-// bit for bit, and the LeNet weights loaded into the PyTorch LeNet of tools/bench give the
-// test accuracy `alloy eval` gives. Without a python3 that has numpy (and torch, for the
-// second case) the test exits 77 after saying why, which ctest reports as skipped.
+// `alloy ckpt export --safetensors` read back by readers that are not Alloy's:
+// tools/read_safetensors.py (json + numpy) sees the checkpoint's names, shapes and values bit for
+// bit, and the LeNet weights loaded into the PyTorch LeNet of tools/bench give the test accuracy
+// `alloy eval` gives. Without a python3 that has numpy (and torch, for the second case) the test
+// exits 77 after saying why, which ctest reports as skipped.
 #include <boost/test/unit_test.hpp>
 #include <cstdlib>
 #include <cstring>

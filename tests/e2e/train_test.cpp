@@ -1,7 +1,6 @@
-// `alloy train` end to end on real Fashion-MNIST (issue 2 items 2 and 4): LeNet learns well
-// above chance in one epoch, the JSON log carries the contract's events and keys, and two
-// identical runs end with the same params_digest (bitwise-equal weights) while another seed
-// does not.
+// `alloy train` end to end on real Fashion-MNIST: LeNet learns well above chance in one epoch, the
+// JSON log carries the contract's events and keys, and two identical runs end with the same
+// params_digest (bitwise-equal weights) while another seed does not.
 //
 // To stay well under two minutes on two shared cores the runs use the first 6400 training and
 // 2000 test images of the real data set (written as raw IDX files into a temporary directory

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One device call for LeNet's speed (issue 14): what a kernel change on LeNet's path needs
+# One device call for LeNet's speed against PyTorch's: what a kernel change on LeNet's path needs
 # measured, in the order that keeps the figures clean (the bench before any profiler, whose
 # timed choices the algorithm db would otherwise hold):
 #   1. ctest -L gpu through tools/gpu/check.sh --phases tests (a change must not break them);
@@ -11,7 +11,7 @@
 #
 #   ALLOY_COMMIT=<commit> bash .gpu/on-device.sh bash tools/gpu/lenet_round.sh "$OUT" [ROUNDS]
 #
-# About 4 minutes on an H200 (2026-11-26: tests 52 s, bench 77 s for 5 rounds, the rest ~30 s).
+# About 4 minutes on one GPU, most of them the tests and the bench: it fits one device call.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:?usage: lenet_round.sh DIR [ROUNDS]}

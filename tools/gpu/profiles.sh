@@ -7,7 +7,7 @@
 #   ALLOY=path/to/alloy tools/gpu/profiles.sh DIR [NAME...]
 #
 # NAME: lenet-O0, resnet18-O2, resnet18-O0, ffn-O2 (default: all, in this order). On a lent GPU
-# machine (all four took 40 s on an H200):
+# machine (all four take under a minute of device time):
 #   bash .gpu/on-device.sh bash tools/gpu/profiles.sh "$OUT"
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

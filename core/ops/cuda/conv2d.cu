@@ -275,7 +275,7 @@ constexpr std::size_t kMeasuredContenders = 3;
 // call, so an accumulating direction writes its scratch output. Alloy's direct kernels and the
 // cuDNN algorithms cudnnFind timed fastest are all timed this way before one is chosen: Find's
 // own figures are taken differently, and compared with ours they misplaced the direct kernels
-// (LeNet on an H200, docs/PERFORMANCE.md). The host's wait for the end event is not counted
+// (LeNet's, docs/PERFORMANCE.md). The host's wait for the end event is not counted
 // among the step's host waits (core/round_trips.h), as cudnnFind's own waits are not: both are
 // the first execution's one-off measurement, not a cost of the step.
 float time_offer(const AlgorithmOffer& offer, const Plan& plan, void* workspace, Device device,
@@ -311,9 +311,9 @@ ConvAlgorithmKey algorithm_key(const Plan& plan, const char* direction, Device d
 // times the candidates, with a workspace as large as the largest of them needs; its fastest
 // kMeasuredContenders (deterministic for the backward passes) and Alloy's direct kernels, where
 // they are candidates, are then timed again alike (time_offer) and the fastest is recorded.
-// Find's own ranking is not the last word: on an H200 it ranked cuDNN's FFT above its Winograd
-// for LeNet's second input gradient, which then took 95 us a step against Winograd's 62.5 in an
-// earlier run (docs/PERFORMANCE.md). Should Find fail or time none, the heuristic order stays.
+// Find's own ranking is not the last word: it has ranked cuDNN's FFT above its Winograd for
+// LeNet's second input gradient, where the FFT then ran half again as long as the Winograd
+// (docs/PERFORMANCE.md). Should Find fail or time none, the heuristic order stays.
 void put_measured_first(Direction& direction, const Plan& plan, const char* key_direction,
                         Device device, cudaStream_t stream, const std::string& what,
                         const FindCall& find, const DirectionCall& call) {

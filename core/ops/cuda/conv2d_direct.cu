@@ -17,9 +17,8 @@ using cpu::Conv2dGeometry;
 constexpr int kTile = 8;  // outputs a thread computes: filters, or input channels for dx
 constexpr int kDirectThreads = 256;
 // Threads of a forward block (the input gradient's too). Blocks of 64 spread LeNet's second
-// convolution more evenly (4-5 a SM, not 2-3) but measured no faster on the H100 (62.8 against
-// 61.9 us), and its first convolution and input gradient slower (15.0 and 147.8 against 11.6
-// and 140.1 us).
+// convolution more evenly (4-5 a SM, not 2-3) but measured no faster, and made its first
+// convolution and its input gradient slower.
 constexpr int kSpanThreads = 128;
 constexpr int kMaxFilterTaps = 1536;   // C*R*S (forward, filter) or K*R*S (data) of a tile
 constexpr int kMaxFilterPlane = 1536;  // output positions of one image (filter gradient)
@@ -104,7 +103,7 @@ __device__ __forceinline__ bool span_stored(int m, int lane, int count) {
 // Warp groups of a forward block that split its channels (DirectForward::split_channels): each
 // group of 128 threads sums the block's 512 positions over a quarter of the channels, for 4x the
 // warps of the same work. LeNet's second forward has 287 blocks of 4 warps, 2.2 warps a
-// scheduler of an H200, which issued one instruction every 3 cycles (Nsight Compute, H100).
+// scheduler of a 132-SM GPU, which issued one instruction every 3 cycles (Nsight Compute).
 constexpr int kChannelGroups = 4;
 // The largest tile capacity (floats) of the split kernel, whose partial sums take 16 KB more.
 constexpr int kMaxSplitCapacity = 4096;
@@ -121,12 +120,11 @@ struct Taps {};
 // whose C*R*S taps it keeps in shared memory as [tap][8]; a thread sums 4 positions' 8 outputs
 // over the taps in (c, r, s) order. For 3- and 5-wide filters a row of taps' x values is loaded
 // while the row before it is summed: with 2-3 warps a scheduler (LeNet's second convolution) the
-// warps stalled on those loads for 60% of their cycles (Nsight Compute, H100). That gained 9%
-// (67.7 -> 61.9 us): with its loads in flight the kernel is bound by L1 throughput, each x value
-// read once per tap, a warp's loads spanning 3-4 output rows. Staging a block's images in shared
-// memory instead (zero-padded, a chunk of channels at a time, the same sums) was measured slower
-// on the H200 and removed: 74.0 against 62.5 us for that convolution, 16.0 against 10.4 for the
-// first, and the input gradient about even (132.9 against 134.5).
+// warps stalled on those loads for most of their cycles (Nsight Compute); loading ahead made the
+// kernel about a tenth faster: with its loads in flight it is bound by L1 throughput, each x
+// value read once per tap, a warp's loads spanning 3-4 output rows. Staging a block's images in
+// shared memory instead (zero-padded, a chunk of channels at a time, the same sums) measured
+// slower for LeNet's two convolutions, and no faster for its input gradient, so it was removed.
 //
 // kGroups > 1 (kChannelGroups): the block's kGroups groups of 128 threads take the same positions
 // and each a contiguous share of the channels, group g channels [g C / kGroups, (g + 1) C /
@@ -145,7 +143,7 @@ __global__ void __launch_bounds__(kSpanThreads* kGroups)
   const int k0 = blockIdx.y * kTile;
   // The tile is read filter by filter, so that a warp's loads are neighbours in w, with
   // kStagedLoads loads of a thread in flight at once: read one at a time, tap by tap, the
-  // staging was 13% of the forward's stalls (Nsight Compute, H100).
+  // staging was a large share of the forward's stalls (Nsight Compute).
   constexpr int kStagedLoads = 8;
   const int tile_count = taps * kTile;
   for (int first = threadIdx.x; first < tile_count; first += kStagedLoads * blockDim.x) {

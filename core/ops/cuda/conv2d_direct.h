@@ -1,6 +1,6 @@
 // Alloy's own direct convolutions, for small ones: few taps per filter (C*R*S) and few filters,
-// such as LeNet's and a 1-channel stem. There cuDNN's fp32 algorithms spend 40-130 us on what
-// is a few us of memory traffic (a [256, 1, 28, 28] input's 20 filters) or run FFTs for a 5x5
+// such as LeNet's and a 1-channel stem. There cuDNN's fp32 algorithms take ten times or more
+// what the memory traffic needs (a [256, 1, 28, 28] input's 20 filters) or run FFTs for a 5x5
 // filter of 20 channels. The forward and the input gradient give each thread 4 positions x 8
 // outputs (filters, or input channels for dx) from a tile of taps in shared memory: each tap's
 // 8 values (read as a broadcast, which costs a shared-memory wavefront per value) then serve 32

@@ -86,8 +86,8 @@ __device__ __forceinline__ Window window_of(const Geometry& g, const PlaneIndex&
 // rows 2i, 2i + 1 and columns 2j, 2j + 1, those inside the plane: output (i, j)'s window, or,
 // past an odd last row or column, inputs that no window covers. The backward kernels take a
 // thread per cell, so that a thread has its 4 inputs' loads in flight at once: a thread per
-// input, with a single 4-byte load, left the H200's memory waiting (LeNet's fused ReLU-and-pool
-// backward took 20.6 us for 31 MB, 3x its floor).
+// input, with a single 4-byte load, left the memory system idle between loads (LeNet's fused
+// ReLU-and-pool backward ran at 3x its memory floor).
 struct Cells {
   IntDivider per_plane, per_row;
   unsigned int count;  // in the launch's planes
@@ -208,8 +208,7 @@ __global__ void avg_forward_kernel(const T* x, T* y, Geometry g, unsigned int co
 
 // The same for halving windows (LeNet's pools): every window lies inside and the division is by
 // the constant 4 (a multiplication, exactly), so the same sums and bits without the loops and
-// the division, which made the generic kernel twice the memory floor on LeNet's first pool
-// (H100).
+// the division, which made the generic kernel twice the memory floor on LeNet's first pool.
 template <class T, bool kPairs>
 __global__ void avg_forward_halving_kernel(const T* x, T* y, Geometry g, unsigned int count,
                                            std::bool_constant<kPairs>) {

@@ -19,9 +19,8 @@ constexpr int kGemmThreads = kTileSize * kRows;
 constexpr int kStaged = kTileSize * kTileSize / kGemmThreads;  // values of a (and b) a thread loads
 constexpr long kMaxOutputs = 1L << 18;
 constexpr int kMaxK = 512;
-// Chunks of 32 k's whose loads are in flight at once. With one, LeNet's five small products
-// took 35.8 us a step on the H200 (f2ba4f4). Four in flight were predicted to save half of
-// that; measured, 38.6 us at a8e33c7: no gain.
+// Chunks of 32 k's whose loads are in flight at once. Four were expected to hide much of the
+// load latency that one leaves exposed; on LeNet's products they measured no faster than one.
 constexpr int kAhead = 4;
 
 // Element (row, column) of a row-major [rows, columns] matrix with `stride` columns; zero past
@@ -94,7 +93,7 @@ __global__ void __launch_bounds__(kGemmThreads)
           acc[q] = fmaf(as[kk][row + kRows * q], value, acc[q]);
       };
       // A whole chunk unrolled, so that its shared-memory loads are in flight together: looped,
-      // each k waited for its loads (LeNet's five products took 9.2 us each on the H100).
+      // each k waited for its loads.
       if (k - k0 >= kTileSize) {
         ALLOY_UNROLL
         for (int kk = 0; kk < kTileSize; ++kk)

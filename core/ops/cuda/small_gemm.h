@@ -1,9 +1,9 @@
 // Alloy's own GEMM for small products, c[m, n] = op(a)[m, k] op(b)[k, n] (+ bias[n]) (+ c), as
-// linear layers with few weights need: LeNet's, a classifier's last layer. There cuBLAS spends
-// 7-55 us a product on a few us of work (H100: a split-k of 264 took 55 us for LeNet's 10x128
-// weight gradient, a ninth of the step; the others ran as two kernels, a split-k GEMM and its
-// reduction). Each output's sum runs over k in order, in fp32, and is rounded once (with the
-// bias and c's old value added in fp32 first): deterministic on any GPU.
+// linear layers with few weights need: LeNet's, a classifier's last layer. There cuBLAS takes
+// many times the work's own time: it splits k (hundreds of ways for LeNet's 10x128 weight
+// gradient, about a ninth of LeNet's step) and runs two kernels, a split-k GEMM and its
+// reduction. Each output's sum runs over k in order, in fp32, and is rounded once (with the bias
+// and c's old value added in fp32 first): deterministic on any GPU.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -20,8 +20,8 @@ struct SmallGemm {
 
 // Whether small_gemm takes the product: at most 2^18 outputs (LeNet's 800x128 weight gradient
 // has 102400; a 1024x4096 layer's is where cuBLAS fills the GPU itself) and k up to 512. Longer
-// sums are cuBLAS's: LeNet's first forward (256 x 128 over 800 inputs) took 23.5 us here, where
-// cuBLAS splits k and takes 10.5-11.2 (H200, a8e33c7, tools/gpu/gemm_algorithms).
+// sums are cuBLAS's: for LeNet's first forward (256 x 128 over 800 inputs) cuBLAS splits k and
+// is about twice as fast as one block a tile summing all of k (tools/gpu/gemm_algorithms).
 bool small_gemm_fits(int m, int n, int k);
 
 // c = op(a) op(b) (+ bias) (+ c when `accumulate`): a, b and bias (may be null) in `dtype`

@@ -1,5 +1,5 @@
-// models::register_model (issue 16): a program's own model joins the zoo by name, so make_model
-// (and with it the Trainer, checkpoints and the command's --model) builds it; names are unique.
+// models::register_model: a program's own model joins the zoo by name, so make_model (and with it
+// the Trainer, checkpoints and the command's --model) builds it; names are unique.
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <memory>
