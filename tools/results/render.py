@@ -201,35 +201,44 @@ def gpu_table(records, link):
 
 
 NAMES = {"pytorch": "PyTorch", "torchvision": "torchvision"}
+LABELS = ("variant", "batch_size", "recompute")  # what tells a run's summaries apart
 RATE = re.compile(r"^(alloy|pytorch|torchvision)_(\w+?)_per_(second|cpu_second)_median$")
 
 
 def rounds_table(records, link):
-    """A CPU benchmark against PyTorch: its latest summary (and the rounds beside it)."""
+    """A CPU benchmark against PyTorch: the summaries of its latest run, one row per figure
+    (and per variant, batch size or recompute setting where the run measured several)."""
     summaries = [r for r in records if r.get("record") == "summary"]
     if not summaries:
         raise Problem(f"{link}: round records without a summary")
-    summary = latest_run(summaries)[-1]
-    rates = {}
-    for key, value in summary.items():
-        match = RATE.match(key)
-        if match and value is not None:
-            rates.setdefault((match.group(2), match.group(3)), {})[match.group(1)] = value
-    lines = header([summary], link)
-    baseline = next((name for (_, _), values in rates.items() for name in values
-                     if name != "alloy"), "pytorch")
-    lines += [f"| figure | {NAMES.get(baseline, baseline)} (median) | Alloy (median) | Alloy / "
-              f"{NAMES.get(baseline, baseline)} | per-round ratios | rounds |",
-              "|---|---:|---:|---:|---|---:|"]
-    for (unit, per), values in sorted(rates.items(), key=lambda item: item[0][1] != "second"):
-        cpu = per == "cpu_second"
-        ratio = summary.get("cpu_ratio_of_medians" if cpu else "ratio_of_medians")
-        low = summary.get("cpu_round_ratio_min" if cpu else "round_ratio_min")
-        high = summary.get("cpu_round_ratio_max" if cpu else "round_ratio_max")
-        count = summary.get("cpu_rounds" if cpu else "rounds")
-        lines.append(f"| {unit} per {'CPU second' if cpu else 'second'} | "
-                     f"{number(values.get(baseline), '')} | {number(values.get('alloy'), '')}"
-                     f" | **{ratio:.2f}x** | {low:.2f}x-{high:.2f}x | {count} |")
+    run = latest_run(summaries)
+    baseline = next((m.group(1) for s in run for m in map(RATE.match, s)
+                     if m and m.group(1) != "alloy"), "pytorch")
+    name = NAMES.get(baseline, baseline)
+    lines = header(run, link)
+    lines += [f"| figure | {name} (median) | Alloy (median) | Alloy / {name} | per-round ratios "
+              "| rounds |", "|---|---:|---:|---:|---|---:|"]
+    for summary in run:
+        setting = ", ".join(f"{key.split('_')[0]} {summary[key]}" for key in LABELS
+                            if summary.get(key) not in (None, "none", "base"))
+        rates = {}
+        for key, value in summary.items():
+            match = RATE.match(key)
+            if match and value is not None:
+                rates.setdefault((match.group(2), match.group(3)), {})[match.group(1)] = value
+        for (unit, per), values in sorted(rates.items(), key=lambda i: i[0][1] != "second"):
+            cpu = per == "cpu_second"
+            prefix = "cpu_" if cpu else ""
+            ratio = summary.get(f"{prefix}ratio_of_medians")
+            low = summary.get(f"{prefix}round_ratio_min")
+            high = summary.get(f"{prefix}round_ratio_max")
+            count = summary.get("cpu_rounds" if cpu else "rounds")
+            lines.append(
+                f"| {unit} per {'CPU second' if cpu else 'second'}"
+                + (f", {cell(setting)}" if setting else "") + " | "
+                f"{number(values.get(baseline), '')} | {number(values.get('alloy'), '')} | "
+                + ("n/a" if ratio is None else f"**{ratio:.2f}x**") + " | "
+                + ("n/a" if low is None else f"{low:.2f}x-{high:.2f}x") + f" | {count} |")
     return lines
 
 
