@@ -46,7 +46,7 @@ MEASUREMENTS = [
 # Text that is history: it lives in git.
 HISTORY = [
     ("commit hash", re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}"
-                               r"(?![\w/.-])")),
+                               r"(?![\w/-]|\.\w)")),
     ("date", re.compile(r"\b20\d\d-\d\d-\d\d\b")),
     ("issue number", re.compile(r"\bissues?\s+#?\d+", re.I)),
     ("DESIGN.md", re.compile(r"DESIGN\.md")),
