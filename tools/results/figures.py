@@ -26,8 +26,7 @@ import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OPEN = re.compile(r"<!-- results:([\w.-]+) -->")
+from render import OPEN, ROOT, Problem  # noqa: E402  (the markers render.py fills)
 
 # Text that looks like a measurement. Settings are written so that they do not match (a
 # timeout as "ALLOY_COLLECTIVE_TIMEOUT, in seconds", a split as "the last tenth").
@@ -52,10 +51,6 @@ HISTORY = [
     ("DESIGN.md", re.compile(r"DESIGN\.md")),
     ("shared/ path", re.compile(r"(?<![\w-])shared/")),
 ]
-
-
-class Problem(Exception):
-    pass
 
 
 def outside_blocks(text):
