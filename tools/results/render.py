@@ -93,7 +93,7 @@ def complete(record):
 def header(run, link, latest=True):
     """The line above a table: where, when and how its records were measured, and their file."""
     dates = sorted({when(r["date"]) for r in run})
-    commits = list(dict.fromkeys(str(r["commit"]) for r in run))
+    commits = list(dict.fromkeys(str(r["commit"]) for r in sorted(run, key=lambda r: r["date"])))
     first = run[-1]
     where = first.get("gpu") or first.get("device") or first.get("machine")
     parts = [f"{dates[-1]} UTC" if latest or len(dates) == 1
@@ -312,10 +312,10 @@ def mem_table(records, link):
         if category == "peak":
             cells = [f"**{c}**" for c in cells]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    speed = [r["images_per_second"] for r in run]
     lines.append("| images/s | " + " | ".join(
-        f"{r['images_per_second']:.0f}" + ("" if r is first else
-                                           f" ({r['images_per_second'] / first['images_per_second']:.2f}x)")
-        for r in run) + " |")
+        f"{v:.0f}" + ("" if i == 0 else f" ({v / speed[0]:.2f}x)") for i, v in enumerate(speed))
+        + " |")
     return lines
 
 
