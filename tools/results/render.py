@@ -95,7 +95,7 @@ def header(run, link, latest=True):
     dates = sorted({when(r["date"]) for r in run})
     commits = list(dict.fromkeys(str(r["commit"]) for r in sorted(run, key=lambda r: r["date"])))
     first = run[-1]
-    where = first.get("gpu") or first.get("device") or first.get("machine")
+    where = first.get("gpu") or first.get("machine") or first.get("device")
     parts = [f"{dates[-1]} UTC" if latest or len(dates) == 1
              else f"{dates[0]} to {dates[-1]} UTC",
              ("commit " if len(commits) == 1 else "commits ") + ", ".join(commits), where]
