@@ -47,8 +47,8 @@ Its validation loss is 1.8964.
 LeNet's small products run at 65% of OpenBLAS's.
 The activations peak at 454.80 MiB.
 ResNet-50 reaches 412 TFLOP/s.
-Measured at commit 3eab802.
-Measured on 2026-11-22.
+Measured at commit abc1234.
+Measured on 2099-01-31.
 As issue 14 asked.
 See DESIGN.md.
 The data is in ../shared/data/tinyshakespeare.txt.
@@ -85,7 +85,7 @@ figures_on "$work/settings.md" || fail "figures.py failed settings: $(python3 "$
   --readme "$work/settings.md" --no-default-history 2>&1)"
 
 # History in a doc other than the README.
-printf 'Measured at 2026-11-22, commit 3eab802.\n' >"$work/history.md"
+printf 'Measured at 2099-01-31, commit abc1234.\n' >"$work/history.md"
 status=0
 figures_on "$work/settings.md" --history "$work/history.md" || status=$?
 ((status == 1)) || fail "figures.py passed history in a doc (exit $status)"
