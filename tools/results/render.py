@@ -80,7 +80,7 @@ def cell(text):
 
 
 def when(date):
-    """A record's date as the tables show it: "2026-01-02T03:04:05Z" -> "2026-01-02 03:04"."""
+    """A record's date as the tables show it: "YYYY-MM-DDTHH:MM:SSZ" -> "YYYY-MM-DD HH:MM"."""
     return str(date).replace("T", " ").rstrip("Z")[:16]
 
 
