@@ -5,7 +5,10 @@
 #  2. on a made-up README and records: rendering fills the table with each row's median and
 #     range and the comparison's ratio; a second run leaves the file byte for byte as it was;
 #     --check passes; a figure edited in the table fails --check (exit 1), as does a record
-#     appended without rendering; an unclosed marker is an error (exit 2).
+#     appended without rendering; an unclosed marker is an error (exit 2);
+#  3. the other kinds of records (paired seeds, validation loss by level and seed, CPU benchmark
+#     summaries, alloy mem) render their tables under a header naming the machine, date,
+#     commit, command and load and linking the record; records without them show no figure.
 #
 #   tests/tools/results_render_test.sh
 set -euo pipefail
@@ -69,6 +72,65 @@ printf '<!-- results:gpu_demo -->\n' >"$work/README.md"
 status=0
 run >/dev/null 2>&1 || status=$?
 ((status == 2)) || fail "an unclosed marker: exit $status"
+
+# 3. The other kinds of records, each in a made-up README: the header names the machine, date,
+#    commit, command and load and links the record; records without a machine, date or commit
+#    show no figure.
+rm -rf "$work/kinds" && mkdir -p "$work/kinds"
+python3 - "$work/kinds" <<'PY'
+import json
+import os
+import sys
+
+out = sys.argv[1]
+stamp = {"machine": "cpu X, 2 cores", "date": "2030-01-02T03:04:05Z", "commit": "abc1234",
+         "load": "1.50 1.00 0.50 1/100 1"}
+
+
+def write(name, records):
+    with open(os.path.join(out, name + ".jsonl"), "w") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+write("seeds", [{"setting": s, "seed": n, "test_acc": a, "command": f"alloy train --seed {n}",
+                 **stamp} for s, n, a in (("O0", 1, 0.80), ("O0", 2, 0.82), ("O3", 1, 0.81),
+                                           ("O3", 2, 0.84))])
+write("runs", [{"record": "run", "level": l, "seed": n, "val_loss": v, "command": "alloy train",
+                **stamp} for l, n, v in (("O0", 1, 1.5), ("O0", 2, 1.7), ("O2", 1, 1.25),
+                                          ("O2", 2, 1.75))])
+write("rounds", [{"record": "summary", "batch_size": b, "rounds": 3, "cpu_rounds": 3,
+                  "pytorch_images_per_second_median": 100.0,
+                  "alloy_images_per_second_median": 100.0 * r, "ratio_of_medians": r,
+                  "round_ratio_min": r - 0.1, "round_ratio_max": r + 0.1,
+                  "command": "bench.sh", **stamp} for b, r in ((64, 1.5), (128, 2.0))])
+mib = 2 ** 20
+write("mem", [{"record": "mem", "opt_level": l, **{f"{c}_bytes": f * mib for c in (
+    "parameters", "master_parameters", "gradients", "optimizer_state", "activations",
+    "workspace", "data", "peak")}, "images_per_second": 100 * f, "command": "alloy mem",
+    **stamp} for l, f in (("O0", 4), ("O2", 2))])
+write("bare", [{"record": "summary", "ratio_of_medians": 9.0}])
+PY
+for kind in seeds runs rounds mem bare; do
+  printf '<!-- results:%s -->\n<!-- /results:%s -->\n' "$kind" "$kind"
+done >"$work/kinds/README.md"
+python3 "$render" --readme "$work/kinds/README.md" --results "$work/kinds" >/dev/null ||
+  fail "rendering the other kinds exited $?"
+expect() {
+  grep -qF -- "$1" "$work/kinds/README.md" || fail "$2: no '$1' in $(cat "$work/kinds/README.md")"
+}
+expect '2030-01-02 03:04 UTC, commit abc1234, cpu X, 2 cores, load average 1.50' "the header"
+expect 'Record: [`seeds.jsonl`](seeds.jsonl).' "the link to the record"
+expect '`alloy train` with each run'"'"'s `--seed` (2 runs)' "the seeds' commands"
+expect '| O3 | 1-2 (2) | 0.8250 | **+0.0150** (2 seeds) | 0.0071 | [-0.0485, +0.0785] |' \
+  "the paired seeds"
+expect '| O2 | 1.2500 | 1.7500 | **1.5000** | -0.1000 |' "validation loss by level and seed"
+expect '| images per second, batch 128 | 100 | 200 | **2.00x** | 1.90x-2.10x | 3 |' \
+  "a summary per batch size"
+expect '| activations | 4.00 | 2.00 (0.50x) |' "alloy mem's categories"
+expect '| **peak_bytes** | **4.00** | **2.00 (0.50x)** |' "alloy mem's peak"
+expect 'names its machine, date and commit: no figure shown' "records without a machine"
+grep -q '9.00x' "$work/kinds/README.md" && fail "a record without a machine gave a figure"
 
 if ((failures)); then
   echo "results_render_test: $failures check(s) failed"

@@ -24,7 +24,8 @@
 # machine's speed hits both alike (see tools/bench/lenet_vs_pytorch.sh). Standard output: one
 # JSON line per round ("record": "round"), then the summary ("record": "summary": medians, the
 # ratio of the medians, the per-round min and max ratios); the same lines go to the results
-# file with the machine, date and commit. Standard error: the figures in words.
+# file with the machine, date, commit, command, load and the data file's name, size and sha256
+# (tools/results/stamp.py). Standard error: the figures in words.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -63,9 +64,8 @@ command -v "$python" >/dev/null || usage_error "--python '$python' is not a comm
 require_alloy
 make_out_dir
 mkdir -p "$(dirname "$results")"
-commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$here" diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
-machine="$(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
+# The command as typed, for the records (tools/results/stamp.py writes the data file's name).
+invocation="tools/bench/gpt_vs_pytorch.sh $data --steps $steps --threads $threads --rounds $rounds"
 torch_threads=(1)
 ((threads == 1)) || torch_threads+=("$threads")
 
@@ -151,15 +151,13 @@ done
 # rounds.sh's summary speaks of images; the records' "images" are tokens here.
 summarize_rounds "" "model threads steps rounds torch" 0 >"$out/summary.jsonl"
 cat "$out/summary.jsonl"
-"$python" - "$out/rounds.jsonl" "$out/summary.jsonl" "$machine" "$commit" >>"$results" <<'EOF'
-import datetime
+"$python" - "$out/rounds.jsonl" "$out/summary.jsonl" <<'EOF' |
 import json
 import sys
 
-date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 for path in sys.argv[1:3]:
     for record in map(json.loads, open(path)):
-        record = {k.replace("images", "tokens"): v for k, v in record.items()}
-        record.update({"machine": sys.argv[3], "date": date, "commit": sys.argv[4]})
-        print(json.dumps(record))
+        print(json.dumps({k.replace("images", "tokens"): v for k, v in record.items()}))
 EOF
+  "$python" "$here/tools/results/stamp.py" --command "$invocation" --data-file "$data" \
+    >>"$results"

@@ -6,7 +6,7 @@
 #
 #   tools/bench/lenet_vs_pytorch.sh [--epochs N] [--threads N] [--rounds R] [--alloy PATH]
 #                                   [--data-dir DIR] [--python PATH] [--keep DIR]
-#                                   [--variants LIST] [--model lenet|ffn]
+#                                   [--variants LIST] [--model lenet|ffn] [--results FILE]
 #
 # Defaults: 2 epochs per run, 3 rounds, every core this process may use, build/bin/alloy,
 # Debian's data set and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
@@ -53,6 +53,10 @@
 # and the accuracies of every round. Standard error: each run's epoch lines and the same figures
 # in words. A CPU-time figure is null (n/a) where the measured CPU time is not positive (clock
 # ticks are 10 ms); medians and ratios of that figure then cover the other rounds.
+#
+# Records: the round and summary lines are also appended to --results FILE (default
+# docs/results/MODEL_cpu_vs_pytorch.jsonl) with the machine, date, commit, command and load
+# (tools/results/stamp.py), for tools/results/render.py's README tables.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -66,10 +70,12 @@ python=/usr/bin/python3
 keep=""
 variants=base
 model=lenet
+results=""
 
 while (($#)); do
   case "$1" in
-    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep | --variants | --model)
+    --epochs | --threads | --rounds | --alloy | --data-dir | --python | --keep | --variants | \
+      --model | --results)
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --epochs) epochs="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
@@ -80,6 +86,7 @@ while (($#)); do
     --keep) keep="$2"; shift 2 ;;
     --variants) variants="$2"; shift 2 ;;
     --model) model="$2"; shift 2 ;;
+    --results) results="$2"; shift 2 ;;
     -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -109,6 +116,9 @@ if ((${#variant_list[@]} > 1)) && [[ ",$variants," != *,base,* ]]; then
 fi
 require_alloy
 make_out_dir
+results="${results:-$here/docs/results/${model}_cpu_vs_pytorch.jsonl}"
+invocation="tools/bench/lenet_vs_pytorch.sh --model $model --epochs $epochs --threads $threads"
+invocation+=" --rounds $rounds --variants $variants"
 # PyTorch's BLAS (Debian: OpenBLAS, pthreads) keeps its own pool of one thread per core beside
 # torch's OpenMP threads, and torch.set_num_threads does not bound it: at --threads 2 the two
 # pools fight over the cores (LeNet 3300 images/s instead of 4800, the FFN 2900 instead of
@@ -261,11 +271,14 @@ EOF
 done
 
 if [[ "$variants" == base ]]; then
-  summarize_rounds "" "model threads epochs rounds torch" 0 test_acc "test accuracy"
-  exit 0
+  summarize_rounds "" "model threads epochs rounds torch" 0 test_acc "test accuracy" |
+    tee "$out/summaries.jsonl"
+else
+  summarize_rounds variant "model variant threads epochs rounds torch" 0 test_acc \
+    "test accuracy" | tee "$out/summaries.jsonl"
 fi
-summarize_rounds variant "model variant threads epochs rounds torch" 0 test_acc "test accuracy" |
-  tee "$out/summaries.jsonl"
+save_records "$results" "$invocation" "$out/rounds.jsonl" "$out/summaries.jsonl"
+[[ "$variants" != base ]] || exit 0
 [[ ",$variants," == *,base,* ]] || exit 0 # a lone variant: no base to compare with
 "$python" - "$out/summaries.jsonl" <<'EOF'
 import json

@@ -11,7 +11,8 @@
 #                                        [--keep DIR]
 #
 # Defaults: 512 training images, 2 threads, 3 rounds, batch 64, 2 timed epochs, records appended
-# to docs/results/loader_cpu.jsonl (one JSON line per framework and round, then a summary line);
+# to docs/results/loader_cpu.jsonl (one JSON line per framework and round, then a summary line,
+# each with the machine, date, commit, command and load: tools/results/stamp.py);
 # the images and per-run outputs in a temporary folder, or in --keep DIR.
 # Needs python3-pil and python3-torchvision. Odd rounds run torchvision first, even ones Alloy, so
 # that drift in the machine's speed hits both alike. Prints the median images/s of each and the
@@ -53,6 +54,9 @@ batch=$(integer_at_least --batch-size "$batch" 1)
 epochs=$(integer_at_least --epochs "$epochs" 1)
 [[ -x "$bench" ]] || { echo "${0##*/}: $bench not found: cmake --build build --target loader_images" >&2; exit 1; }
 make_out_dir
+# The command as typed, for the records (tools/results/stamp.py).
+invocation="tools/bench/loader_vs_torchvision.sh --images $images --threads $threads --rounds"
+invocation+=" $rounds --batch-size $batch --epochs $epochs"
 
 "$python" - "$out/jpegs" "$images" <<'EOF_PY'
 import os
@@ -93,7 +97,7 @@ for ((round = 1; round <= rounds; round++)); do
     echo "$line" | "$python" -c 'import json,sys; r=json.loads(sys.stdin.read()); r.update(record="round", round=int(sys.argv[1]), source_images="500x375 jpeg q90"); print(json.dumps(r))' "$round" | tee -a "$out/rounds.jsonl"
   done
 done
-"$python" - "$out/rounds.jsonl" <<'EOF_PY' | tee -a "$records"
+"$python" - "$out/rounds.jsonl" <<'EOF_PY' |
 import json
 import statistics
 import sys
@@ -108,12 +112,13 @@ for n in sorted({r["round"] for r in rows}):
     pair = {r["framework"]: r["images_per_second"] for r in rows if r["round"] == n}
     ratios.append(pair["alloy"] / pair["torchvision"])
 summary = {"record": "summary", "rounds": len(ratios), "threads": rows[0]["threads"],
-           "alloy_images_per_second": median["alloy"],
-           "torchvision_images_per_second": median["torchvision"],
-           "ratio_alloy_over_torchvision": round(median["alloy"] / median["torchvision"], 3),
-           "round_min": round(min(ratios), 3), "round_max": round(max(ratios), 3)}
+           "alloy_images_per_second_median": median["alloy"],
+           "torchvision_images_per_second_median": median["torchvision"],
+           "ratio_of_medians": round(median["alloy"] / median["torchvision"], 3),
+           "round_ratio_min": round(min(ratios), 3), "round_ratio_max": round(max(ratios), 3)}
 print(json.dumps(summary))
 print(f"Alloy {median['alloy']:.1f} images/s, torchvision {median['torchvision']:.1f} images/s: "
-      f"{summary['ratio_alloy_over_torchvision']:.2f}x (rounds {summary['round_min']:.2f}x-"
-      f"{summary['round_max']:.2f}x)", file=sys.stderr)
+      f"{summary['ratio_of_medians']:.2f}x (rounds {summary['round_ratio_min']:.2f}x-"
+      f"{summary['round_ratio_max']:.2f}x)", file=sys.stderr)
 EOF_PY
+  "$python" "$here/tools/results/stamp.py" --command "$invocation" | tee -a "$records"

@@ -6,7 +6,7 @@
 #
 #   tools/bench/resnet18_vs_pytorch.sh [--batch-sizes 64,128] [--steps N] [--threads N]
 #                                      [--rounds R] [--alloy PATH] [--python PATH] [--keep DIR]
-#                                      [--recompute none|blocks|both]
+#                                      [--recompute none|blocks|both] [--results FILE]
 #
 # Defaults: batch 64 and 128, 5 steps per run, 3 rounds, every core this process may use,
 # build/bin/alloy and /usr/bin/python3 (Debian's python3-torch; `tools/setup.sh --with-torch`
@@ -54,6 +54,10 @@
 # words. A CPU-time figure is null (n/a) where the measured CPU time of the timed steps is not
 # positive (clock ticks are 10 ms: use more steps); medians and ratios of that figure then cover
 # the other rounds.
+#
+# Records: the round and summary lines are also appended to --results FILE (default
+# docs/results/resnet18_cpu_vs_pytorch.jsonl) with the machine, date, commit, command and load
+# (tools/results/stamp.py), for tools/results/render.py's README tables.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -66,10 +70,12 @@ alloy="$here/build/bin/alloy"
 python=/usr/bin/python3
 keep=""
 recompute=none
+results="$here/docs/results/resnet18_cpu_vs_pytorch.jsonl"
 
 while (($#)); do
   case "$1" in
-    --batch-sizes | --steps | --threads | --rounds | --alloy | --python | --keep | --recompute)
+    --batch-sizes | --steps | --threads | --rounds | --alloy | --python | --keep | --recompute | \
+      --results)
       (($# >= 2)) || usage_error "$1 needs a value" ;;&
     --batch-sizes) batch_sizes="$2"; shift 2 ;;
     --steps) steps="$2"; shift 2 ;;
@@ -79,6 +85,7 @@ while (($#)); do
     --python) python="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --recompute) recompute="$2"; shift 2 ;;
+    --results) results="$2"; shift 2 ;;
     -h | --help) print_help; exit 0 ;;
     *) usage_error "unknown argument '$1'" ;;
   esac
@@ -214,7 +221,11 @@ done
 for setting in "${settings[@]}"; do
   [[ "$recompute" != both ]] || echo "recompute $setting:" >&2
   (out=$(records_dir "$setting")
-    summarize_rounds batch_size "threads batch_size rounds steps timed_steps torch recompute" 1)
+    summarize_rounds batch_size "threads batch_size rounds steps timed_steps torch recompute" 1 |
+      tee "$out/summaries.jsonl")
+  save_records "$results" "tools/bench/resnet18_vs_pytorch.sh --batch-sizes $batch_sizes --steps \
+$steps --threads $threads --rounds $rounds --recompute $recompute" \
+    "$(records_dir "$setting")/rounds.jsonl" "$(records_dir "$setting")/summaries.jsonl"
 done
 [[ "$recompute" == both ]] || exit 0
 

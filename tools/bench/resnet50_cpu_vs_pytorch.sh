@@ -13,7 +13,8 @@
 #
 # Records (one JSON line per round, then a summary with the medians, the ratio of the medians,
 # Alloy over PyTorch, and the smallest and largest per-round ratio) go to standard output and are
-# appended to --records, default docs/results/resnet50_cpu.jsonl.
+# appended to --records, default docs/results/resnet50_cpu.jsonl, with the machine, date, commit,
+# command and load (tools/results/stamp.py).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -52,6 +53,9 @@ rounds=$(integer_at_least --rounds "$rounds" 1)
 require_alloy
 make_out_dir
 mkdir -p "$(dirname "$records")"
+# The command as typed, for the records (tools/results/stamp.py).
+invocation="tools/bench/resnet50_cpu_vs_pytorch.sh --batch-size $batch --size $size --steps"
+invocation+=" $steps --threads $threads --rounds $rounds"
 
 echo "resnet50, fp32 SGD steps on the CPU: ${size}x$size, batch $batch, $steps steps per run," \
   "$threads threads, $rounds rounds of PyTorch and Alloy side by side" >&2
@@ -87,7 +91,7 @@ print(f"round {round_}/{rounds}: PyTorch {t:.2f} images/s, Alloy {a:.2f} images/
       f"Alloy/PyTorch {a / t:.2f}x", file=sys.stderr)
 EOF_PY
 done
-"$python" - "$out/rounds.jsonl" <<'EOF_PY' | tee -a "$records"
+"$python" - "$out/rounds.jsonl" <<'EOF_PY' |
 import json
 import statistics
 import sys
@@ -100,10 +104,12 @@ a = statistics.median(r["alloy_images_per_second"] for r in rows)
 ratios = [r["ratio_alloy_over_pytorch"] for r in rows]
 print(json.dumps({"record": "summary", "model": "resnet50", "rounds": len(rows),
                   "threads": rows[0]["threads"], "batch_size": rows[0]["batch_size"],
-                  "image_size": rows[0]["image_size"], "pytorch_images_per_second": t,
-                  "alloy_images_per_second": a, "ratio_alloy_over_pytorch": round(a / t, 3),
-                  "round_min": round(min(ratios), 3), "round_max": round(max(ratios), 3)}))
+                  "image_size": rows[0]["image_size"], "pytorch_images_per_second_median": t,
+                  "alloy_images_per_second_median": a, "ratio_of_medians": round(a / t, 3),
+                  "round_ratio_min": round(min(ratios), 3),
+                  "round_ratio_max": round(max(ratios), 3)}))
 print(f"medians of {len(rows)} rounds: PyTorch {t:.2f} images/s, Alloy {a:.2f} images/s, "
       f"Alloy/PyTorch {a / t:.2f}x (rounds {min(ratios):.2f}x-{max(ratios):.2f}x)",
       file=sys.stderr)
 EOF_PY
+  "$python" "$here/tools/results/stamp.py" --command "$invocation" | tee -a "$records"

@@ -134,3 +134,14 @@ for group, runs in groups.items():
               + ", ".join(f"{value:.4f}" for value in per_round["alloy"]), file=sys.stderr)
 EOF
 }
+
+# Appends the JSON lines of the files $3... to the results file $1 with the machine, date,
+# commit, the command $2 and the load (tools/results/stamp.py): the raw records that
+# tools/results/render.py turns into the README's tables.
+save_records() {
+  local results=$1 command=$2
+  shift 2
+  mkdir -p "$(dirname "$results")"
+  cat "$@" | "$python" "$here/tools/results/stamp.py" --command "$command" >>"$results"
+  echo "${0##*/}: records appended to $results" >&2
+}

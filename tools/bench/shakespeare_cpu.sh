@@ -2,8 +2,9 @@
 # Trains nanoGPT's CPU configuration of its shakespeare_char example (4 layers, 4 heads, 128
 # wide, context 64, batch 12, 2000 steps of AdamW with warmup and cosine decay) with Alloy on
 # the CPU, at each opt level listed and each seed, and appends one JSON record per run to the
-# results file: the machine, the date, the commit, the command, the seed, the validation loss
-# over every token of the held-out split and the training tokens/s.
+# results file: the machine, the date, the commit, the load, the command, the data file's name,
+# size and sha256 (tools/results/stamp.py: never its path), the seed, the validation loss over
+# every token of the held-out split and the training tokens/s.
 #
 #   tools/bench/shakespeare_cpu.sh DATA_FILE [--seeds 1,1337] [--levels O0,O2-bf16,O2-fp16]
 #                                  [--steps N] [--threads N] [--alloy PATH]
@@ -56,9 +57,6 @@ done
 require_alloy
 make_out_dir
 mkdir -p "$(dirname "$results")"
-commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$here" diff --quiet HEAD 2>/dev/null || commit="$commit+dirty"
-machine="$(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores"
 
 recipe=(--model gpt --dataset text --data-file "$data" --bias false --n-layer 4 --n-head 4
   --n-embd 128 --block-size 64 --batch-size 12 --steps "$steps" --dropout 0 --optimizer adamw
@@ -74,20 +72,21 @@ for level in "${level_list[@]}"; do
     command=("$alloy" train "${recipe[@]}" "${flags[@]}" --seed "$seed" --log-json "$log")
     echo "== $level, seed $seed" >&2
     "${command[@]}" >&2
-    "$python" - "$log" "$level" "$seed" "$machine" "$commit" "${command[*]}" >>"$out/runs.jsonl" <<'EOF'
-import datetime
+    # The command as a user types it: alloy's name, not its path, and no log file.
+    shown=(alloy train "${recipe[@]}" "${flags[@]}" --seed "$seed")
+    "$python" - "$log" "$level" "$seed" <<'EOF' |
 import json
 import sys
 
-path, level, seed, machine, commit, command = sys.argv[1:]
+path, level, seed = sys.argv[1:]
 end = next(e for e in map(json.loads, open(path)) if e.get("event") == "end")
 print(json.dumps({
-    "record": "run", "machine": machine,
-    "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    "commit": commit, "command": command, "level": level, "seed": int(seed),
+    "record": "run", "level": level, "seed": int(seed),
     "steps": end["step"], "val_loss": end["val_loss"],
     "tokens_per_second": end["tokens_per_second"], "params_digest": end["params_digest"]}))
 EOF
+      "$python" "$here/tools/results/stamp.py" --command "${shown[*]}" --data-file "$data" \
+        >>"$out/runs.jsonl"
     tail -n 1 "$out/runs.jsonl" | tee -a "$results"
   done
 done

@@ -3,7 +3,8 @@
 
 Runs `alloy train` once per (setting, seed) with the common arguments, the setting's own and
 --seed, and appends one JSON line per run to the record (--record): seed, setting, its
-arguments, test_acc and params_digest from the run's end event, machine, date and commit. A
+arguments, test_acc and params_digest from the run's end event, and what
+tools/results/stamp.py adds: machine (and GPU), date, commit, command and load. A
 (setting, seed) the record already holds is not run again, so an interrupted series resumes;
 with --no-run nothing runs and only the record is read. Then, for each setting other than the
 baseline, over the seeds both have: the paired differences (setting - baseline) of test_acc,
@@ -21,15 +22,17 @@ shares fewer than two seeds with the baseline.
 """
 
 import argparse
-import datetime
 import json
 import math
 import os
-import platform
 import shlex
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "results"))
+import stamp  # noqa: E402  (machine, date, commit, load: what every raw record names)
 
 # Two-sided 95% quantiles of Student's t (the 0.975 quantile) by degrees of freedom; between
 # listed values the next smaller df's (larger, so conservative); past 120 the normal's.
@@ -105,28 +108,6 @@ def read_record(path):
     return runs
 
 
-def commit_of(directory):
-    try:
-        out = subprocess.run(["git", "-C", directory, "describe", "--always", "--dirty"],
-                             capture_output=True, text=True, check=True)
-        return out.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def machine():
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{platform.node()}: {cpu}, {os.cpu_count()} cores"
-
-
 def end_event(log_path):
     """The run's last end event and its start event, from its --log-json file."""
     start = end = None
@@ -140,7 +121,7 @@ def end_event(log_path):
     return start, end
 
 
-def run_one(alloy, common, name, args, seed, commit):
+def run_one(alloy, common, name, args, seed):
     with tempfile.TemporaryDirectory() as work:
         log = os.path.join(work, "log.jsonl")
         command = [alloy] + common + args + ["--seed", str(seed), "--log-json", log]
@@ -154,11 +135,8 @@ def run_one(alloy, common, name, args, seed, commit):
         "seed": seed, "setting": name, "args": args, "test_acc": end["test_acc"],
         "params_digest": end.get("params_digest", ""),
         "opt_level": (start or {}).get("opt_level"),
-        "command": " ".join(shlex.quote(c) for c in [os.path.basename(alloy)] + common + args +
-                            ["--seed", str(seed)]),
-        "machine": machine(),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "commit": commit,
+        **stamp.fields(" ".join(shlex.quote(c) for c in [os.path.basename(alloy)] + common + args
+                                + ["--seed", str(seed)])),
     }
 
 
@@ -188,14 +166,13 @@ def main():
         if not os.access(o.alloy, os.X_OK):
             fail(f"{o.alloy} is not an executable (build it: tools/setup.sh)")
         common = shlex.split(o.common)
-        commit = commit_of(os.path.dirname(os.path.abspath(__file__)))
         done = {(r["setting"], int(r["seed"])) for r in runs}
         os.makedirs(os.path.dirname(os.path.abspath(o.record)), exist_ok=True)
         for seed in seeds:
             for name, args in settings.items():
                 if (name, seed) in done:
                     continue
-                run = run_one(o.alloy, common, name, args, seed, commit)
+                run = run_one(o.alloy, common, name, args, seed)
                 with open(o.record, "a", encoding="utf-8") as f:
                     f.write(json.dumps(run) + "\n")
                 runs.append(run)
