@@ -121,7 +121,7 @@ BOOST_AUTO_TEST_CASE(a_model_without_blocks_is_a_usage_error) {
     BOOST_FAIL("no error");
   } catch (const UsageError& error) {
     const std::string message = error.what();
-    BOOST_TEST(message.find("--recompute blocks") != std::string::npos, message);
+    BOOST_TEST(message.find("recompute blocks") != std::string::npos, message);
     BOOST_TEST(message.find("lenet") != std::string::npos, message);
   }
 }
