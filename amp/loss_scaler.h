@@ -1,8 +1,8 @@
 // The loss scaler: dynamic or static, its state in device memory (see amp/ops/update_scale.h).
 // The host reads the scale and the skip count only to log them, never to decide a step.
 // Every field of the state is a view of one small device buffer, so that the host reads all of
-// them in one download (the overflow monitor's poll, apps/train/overflow_monitor.h) and a checkpoint
-// restores them in one upload.
+// them in one download (the overflow monitor's poll, apps/train/overflow_monitor.h) and a
+// checkpoint restores them in one upload.
 #pragma once
 
 #include <cstdint>

@@ -83,14 +83,14 @@ AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) 
     }
     if (!half_model) {
       setting_fail("{keep_batchnorm_fp32} needs a half model (O2 or O3); ", name,
-                 " keeps the model in fp32");
+                   " keeps the model in fp32");
     }
     p.keep_batchnorm_fp32 = *overrides.keep_batchnorm_fp32;
   }
   if (overrides.master_weights) {
     if (*overrides.master_weights && !half_model) {
       setting_fail("{master_weights} true needs a half model (O2 or O3): at ", name,
-                 " the fp32 weights already are the masters");
+                   " the fp32 weights already are the masters");
     }
     p.master_weights = *overrides.master_weights;
   }
@@ -125,16 +125,16 @@ AmpProperties resolve_properties(OptLevel level, const AmpOverrides& overrides) 
       overrides.init_scale || overrides.min_scale || overrides.max_scale || overrides.window;
   if (tunes_dynamic && !scale.dynamic) {
     setting_fail("{init_loss_scale}, {scale_window}, {min_loss_scale} and {max_loss_scale} tune ",
-               "the dynamic loss scaler, but ", name, " uses a static scale here; add ",
-               "{loss_scale} dynamic");
+                 "the dynamic loss scaler, but ", name, " uses a static scale here; add ",
+                 "{loss_scale} dynamic");
   }
   if (scale.min_scale > scale.max_scale) {
     setting_fail("{min_loss_scale} (", scale.min_scale, ") is above {max_loss_scale} (",
-               scale.max_scale, ")");
+                 scale.max_scale, ")");
   }
   if (scale.dynamic && (scale.init_scale < scale.min_scale || scale.init_scale > scale.max_scale)) {
     setting_fail("{init_loss_scale} ", scale.init_scale, " is outside [", scale.min_scale, ", ",
-               scale.max_scale, "] ({min_loss_scale}, {max_loss_scale})");
+                 scale.max_scale, "] ({min_loss_scale}, {max_loss_scale})");
   }
   return p;
 }

@@ -1,8 +1,8 @@
 // A download whose host wait is left to its reader, for host code that reads device state
 // between training steps without stopping the host (the overflow monitor's poll,
-// apps/train/overflow_monitor.h). queue() starts copying a tensor's bytes into host memory held here
-// and returns; arrived() says, without waiting, whether they are there; read() hands them over,
-// waiting only if they are not. One copy at a time.
+// apps/train/overflow_monitor.h). queue() starts copying a tensor's bytes into host memory held
+// here and returns; arrived() says, without waiting, whether they are there; read() hands them
+// over, waiting only if they are not. One copy at a time.
 //
 // On CUDA the copy goes into pinned memory (cuda::download_async) on the device's stream, so it
 // reads what the work queued before it writes and nothing queued after it, and an event

@@ -29,7 +29,8 @@ std::string render_settings(const std::string& text,
       continue;
     }
     std::size_t end = i + 1;
-    while (end < text.size() && is_name_char(text[end])) ++end;
+    while (end < text.size() && is_name_char(text[end]))
+      ++end;
     if (end < text.size() && text[end] == '}' && end > i + 1) {
       out += spell(text.substr(i + 1, end - i - 1));
       i = end;

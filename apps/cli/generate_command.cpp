@@ -11,8 +11,8 @@
 
 #include "apps/cli/cli.h"
 #include "apps/cli/commands.h"
-#include "apps/train/device_choice.h"
 #include "apps/cli/exit_codes.h"
+#include "apps/train/device_choice.h"
 #include "apps/train/lm_trainer.h"
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/error.h"

@@ -149,7 +149,7 @@ void run_elastic_launcher(const TrainOptions& o, const parallel::Rendezvous& pla
     }
     if (generation >= o.max_restarts) {
       setting_failure(job, " after ", o.max_restarts, " restart", o.max_restarts == 1 ? "" : "s",
-           " ({max_restarts} ", o.max_restarts, "): ", verdict.cause);
+                      " ({max_restarts} ", o.max_restarts, "): ", verdict.cause);
     }
     cause = verdict.cause;
   }

@@ -8,11 +8,11 @@
 #include <optional>
 #include <sstream>
 
+#include "apps/cli/exit_codes.h"
+#include "apps/cli/json_log.h"
+#include "apps/cli/launcher.h"
 #include "apps/train/data_parallel.h"
 #include "apps/train/device_choice.h"
-#include "apps/cli/exit_codes.h"
-#include "apps/cli/launcher.h"
-#include "apps/cli/json_log.h"
 #include "apps/train/lm_trainer.h"
 #include "apps/train/stop_signals.h"
 #include "apps/train/training_state.h"

@@ -5,11 +5,11 @@
 
 #include "apps/cli/cli.h"
 #include "apps/cli/commands.h"
-#include "apps/train/device_choice.h"
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/json_log.h"
-#include "apps/train/max_batch.h"
 #include "apps/cli/memory_report.h"
+#include "apps/train/device_choice.h"
+#include "apps/train/max_batch.h"
 #include "core/error.h"
 #include "core/ops/allow_tf32.h"
 #include "core/thread_pool.h"

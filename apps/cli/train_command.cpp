@@ -4,18 +4,18 @@
 #include <memory>
 #include <optional>
 
-#include "apps/train/checkpointer.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/exit_codes.h"
+#include "apps/cli/launcher.h"
+#include "apps/cli/train_options.h"
+#include "apps/cli/train_report.h"
+#include "apps/train/checkpointer.h"
 #include "apps/train/data_parallel.h"
 #include "apps/train/device_choice.h"
 #include "apps/train/elastic.h"
-#include "apps/cli/exit_codes.h"
-#include "apps/cli/launcher.h"
 #include "apps/train/lm_trainer.h"
 #include "apps/train/micro_batches.h"
 #include "apps/train/stop_signals.h"
-#include "apps/cli/train_options.h"
-#include "apps/cli/train_report.h"
 #include "apps/train/trainer.h"
 #include "apps/train/training_state.h"
 #include "core/error.h"

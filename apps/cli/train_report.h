@@ -8,8 +8,8 @@
 #include <string>
 
 #include "apps/cli/json_log.h"
-#include "apps/cli/train_options.h"
 #include "apps/cli/progress.h"
+#include "apps/cli/train_options.h"
 #include "apps/train/trainer.h"
 
 namespace alloy::app {

@@ -5,12 +5,12 @@
 // takes a snapshot of the state and hands it to a writer thread, which serializes, writes,
 // fsyncs, renames and prunes while the next steps run. On the CPU the snapshot is a copy of
 // every tensor; on a GPU it is a copy of each into pinned memory queued on the device's stream
-// with one event after them (apps/train/training_state.h): the training thread queues the next steps
-// at once, and the writer thread waits for the event before it reads the copies. One save is in
-// flight at most: the next save, a stop and the end of training wait for it. A file is
-// reported (the JSON log's checkpoint event) only once it is durable, and a failed write is an
-// error naming the file at the next poll() (every step) or finish(), with the earlier
-// checkpoints intact (the write goes to a temporary file that is removed on failure).
+// with one event after them (apps/train/training_state.h): the training thread queues the next
+// steps at once, and the writer thread waits for the event before it reads the copies. One save is
+// in flight at most: the next save, a stop and the end of training wait for it. A file is reported
+// (the JSON log's checkpoint event) only once it is durable, and a failed write is an error naming
+// the file at the next poll() (every step) or finish(), with the earlier checkpoints intact (the
+// write goes to a temporary file that is removed on failure).
 #pragma once
 
 #include <condition_variable>

@@ -34,14 +34,13 @@ void check_distributed_options(const TrainConfig& options, const parallel::Rende
   parallel::local_batch_size(options.batch_size, placement.world_size);
   // A named device (cuda:N) is every local rank's; cuda and auto give each its own.
   const bool named_device = options.device.rfind("cuda:", 0) == 0;
-  const bool nccl =
-      options.is_set("dist_backend") ? options.dist_backend == "nccl" : named_device;
+  const bool nccl = options.is_set("dist_backend") ? options.dist_backend == "nccl" : named_device;
   if (nccl && named_device && placement.local_world_size > 1) {
     setting_fail("NCCL does not support two ranks on one device (", options.device, "): {device} ",
-               options.device, " puts all ", placement.local_world_size,
-               " ranks of this node on it",
-               options.is_set("dist_backend") ? "" : " and nccl is the default backend on a GPU",
-               "; use {dist_backend} gloo to share it, or {device} cuda for one GPU per rank");
+                 options.device, " puts all ", placement.local_world_size,
+                 " ranks of this node on it",
+                 options.is_set("dist_backend") ? "" : " and nccl is the default backend on a GPU",
+                 "; use {dist_backend} gloo to share it, or {device} cuda for one GPU per rank");
   }
 }
 
@@ -49,7 +48,7 @@ std::string dist_backend(const TrainConfig& options, const DeviceChoice& device)
   if (!options.is_set("dist_backend")) return device.device.is_cuda() ? "nccl" : "gloo";
   if (options.dist_backend == "nccl" && device.device.is_cpu()) {
     setting_failure("{dist_backend} nccl reduces GPU tensors, but this run is on the CPU (",
-         device.explanation, "); use {dist_backend} gloo");
+                    device.explanation, "); use {dist_backend} gloo");
   }
   return options.dist_backend;
 }
@@ -78,9 +77,10 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
                                                       placement.master_addr, placement.master_port,
                                                       device, group_options);
 #else
-  setting_failure("rank ", placement.rank, " of ", placement.world_size, ": {dist_backend} nccl on ",
-       device.str(), " needs NCCL, and this build has no CUDA backend (configure with ",
-       "-DALLOY_CUDA=ON); use {dist_backend} gloo");
+  setting_failure("rank ", placement.rank, " of ", placement.world_size,
+                  ": {dist_backend} nccl on ", device.str(),
+                  " needs NCCL, and this build has no CUDA backend (configure with ",
+                  "-DALLOY_CUDA=ON); use {dist_backend} gloo");
 #endif
 }
 

@@ -32,10 +32,11 @@ std::string devices(int count) {
 // The GPU of the local rank, checked against the machine's count.
 Device local_rank_device(const parallel::Rendezvous& placement, const CudaDevices& cuda) {
   if (placement.local_rank >= cuda.count) {
-    setting_failure("local rank ", placement.local_rank, " needs cuda:", placement.local_rank,
-         ", but this machine has ", devices(cuda.count), " (local rank from ", placement.source,
-         "); start at most ", cuda.count, " rank", cuda.count == 1 ? "" : "s",
-         " per node, or name one device for all of them with {device} cuda:0 {dist_backend} gloo");
+    setting_failure(
+        "local rank ", placement.local_rank, " needs cuda:", placement.local_rank,
+        ", but this machine has ", devices(cuda.count), " (local rank from ", placement.source,
+        "); start at most ", cuda.count, " rank", cuda.count == 1 ? "" : "s",
+        " per node, or name one device for all of them with {device} cuda:0 {dist_backend} gloo");
   }
   return Device::cuda(placement.local_rank);
 }
@@ -79,7 +80,7 @@ DeviceChoice choose_device(const std::string& flag, const parallel::Rendezvous& 
   }
   if (index >= cuda.count) {
     setting_failure("{device} ", flag, ": this machine has ", devices(cuda.count),
-         " (cuda:0..cuda:", cuda.count - 1, ")");
+                    " (cuda:0..cuda:", cuda.count - 1, ")");
   }
   return {Device::cuda(index), "device " + flag};
 }

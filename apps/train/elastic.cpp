@@ -41,7 +41,7 @@ WorkerRestart worker_restart_from_environment() {
 void check_elastic_options(const TrainConfig& o, const parallel::Rendezvous& placement) {
   if (o.max_restarts > 0 && o.checkpoint_dir.empty()) {
     setting_fail("{max_restarts} ", o.max_restarts,
-               " needs {checkpoint_dir}: restarted workers resume from its newest checkpoint");
+                 " needs {checkpoint_dir}: restarted workers resume from its newest checkpoint");
   }
   if (o.resume == "auto" && o.checkpoint_dir.empty()) {
     setting_fail("{resume} auto needs {checkpoint_dir} (the directory to resume from)");
@@ -102,10 +102,10 @@ void check_ranks_agree(parallel::ProcessGroup& group, const WorkerRestart& resta
   const std::vector<std::string> all = group.allgather_bytes(mine);
   for (std::size_t rank = 1; rank < all.size(); ++rank) {
     if (all[rank] != all[0]) {
-      setting_failure("the ranks of this job disagree: rank 0 is at ", all[0], ", rank ", rank, " at ",
-           all[rank],
-           " (a worker of another generation, or a {checkpoint_dir} that the nodes do "
-           "not share)");
+      setting_failure("the ranks of this job disagree: rank 0 is at ", all[0], ", rank ", rank,
+                      " at ", all[rank],
+                      " (a worker of another generation, or a {checkpoint_dir} that the nodes do "
+                      "not share)");
     }
   }
 }

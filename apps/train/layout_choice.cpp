@@ -18,8 +18,8 @@ Layout choose_layout(const std::string& flag, const std::string& model_name,
   if (flag == "nhwc") {
     if (!region) {
       setting_fail("{layout} nhwc: model '", model_name,
-                 "' has no layout region (nn::EnterLayout ... nn::LeaveLayout) and runs NCHW "
-                 "only");
+                   "' has no layout region (nn::EnterLayout ... nn::LeaveLayout) and runs NCHW "
+                   "only");
     }
     return Layout::nhwc;
   }

@@ -1,7 +1,7 @@
 // Training of sequence models (`alloy train --model gpt...`): steps over random windows of a
 // token stream (core/data/token_data.h), each forward -> tied head and loss in row chunks ->
-// backward -> the amp layer's step (apps/train/train_step.h's order, with the GPT's loss in place of
-// the classifier's), estimates of the validation loss every --eval-every steps, and the whole
+// backward -> the amp layer's step (apps/train/train_step.h's order, with the GPT's loss in place
+// of the classifier's), estimates of the validation loss every --eval-every steps, and the whole
 // validation split's loss at the end. A step depends on (seed, step) only: its windows, its
 // dropout masks (the optimizer's step count) and its learning rate, so a run resumed from a
 // checkpoint continues bit for bit on the CPU.
@@ -109,9 +109,10 @@ class LmTrainer {
 models::GptConfig gpt_config_of(const checkpoint::CheckpointState& state, const std::string& path);
 std::string vocabulary_of(const checkpoint::CheckpointState& state);
 
-// alloy mem's steps of a sequence model (apps/train/memory_report.h's measure_level): builds the GPT of
-// config.gpt and the amp layer, calls steady_state() once they and a batch of config.batch_size
-// random windows are in place, then runs config.steps lm_train_steps, and frees everything.
+// alloy mem's steps of a sequence model (apps/train/memory_report.h's measure_level): builds the
+// GPT of config.gpt and the amp layer, calls steady_state() once they and a batch of
+// config.batch_size random windows are in place, then runs config.steps lm_train_steps, and frees
+// everything.
 struct GptMeasurement {
   std::int64_t parameter_count = 0;
   double timed_seconds = 0;  // the steps after the first (the only one when steps == 1)

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "amp/opt_level.h"
-#include "core/models/gpt.h"
 #include "core/device.h"
 #include "core/memory.h"
+#include "core/models/gpt.h"
 #include "core/optim/optimizer.h"
 
 namespace alloy::app {
@@ -39,7 +39,8 @@ struct MeasureConfig {
   int num_classes = 10;
   std::string normalize = "auto";
   std::int64_t steps = 3;
-  // Each step's batch in this many micro-batches, as evenly as possible (apps/train/micro_batches.h).
+  // Each step's batch in this many micro-batches, as evenly as possible
+  // (apps/train/micro_batches.h).
   std::int64_t accumulation_steps = 1;
   float clip_grad_norm = 0;        // > 0: the step clips the gradient norm, as --clip-grad-norm
   std::string recompute = "none";  // activation recomputation, as --recompute

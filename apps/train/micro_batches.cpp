@@ -28,12 +28,12 @@ std::int64_t micro_batch_size(std::int64_t global_batch, int world,
   if (share % accumulation_steps != 0) {
     if (world == 1) {
       setting_fail("{batch_size} ", global_batch, " does not split into ", accumulation_steps,
-                 " equal micro-batches ({accumulation_steps} ", accumulation_steps,
-                 " must divide it)");
+                   " equal micro-batches ({accumulation_steps} ", accumulation_steps,
+                   " must divide it)");
     }
     setting_fail("{batch_size} ", global_batch, " over ", world, " ranks is ", share,
-               " examples per rank, which {accumulation_steps} ", accumulation_steps,
-               " does not divide");
+                 " examples per rank, which {accumulation_steps} ", accumulation_steps,
+                 " does not divide");
   }
   return share / accumulation_steps;
 }

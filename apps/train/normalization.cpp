@@ -4,9 +4,9 @@
 #include <cstdlib>
 
 #include "core/error.h"
-#include "core/setting_error.h"
 #include "core/ops/elementwise.h"
 #include "core/ops/normalize_channels.h"
+#include "core/setting_error.h"
 
 namespace alloy::app {
 
@@ -25,8 +25,8 @@ std::vector<float> parse_floats(const std::string& text, const std::string& whol
     const float value = std::strtof(word.c_str(), &end);
     if (word.empty() || end != word.c_str() + word.size() || !std::isfinite(value)) {
       setting_fail("{normalize} '", whole,
-                 "' is not one of auto, none, imagenet or MEAN,../STD,.. ('", word,
-                 "' is not a number)");
+                   "' is not one of auto, none, imagenet or MEAN,../STD,.. ('", word,
+                   "' is not a number)");
     }
     values.push_back(value);
     if (comma == std::string::npos) return values;
@@ -43,7 +43,7 @@ Normalization parse_statistics(const std::string& text) {
                               parse_floats(text.substr(slash + 1), text)};
   if (normalization.mean.size() != normalization.std.size()) {
     setting_fail("{normalize} '", text, "' has ", normalization.mean.size(), " means and ",
-               normalization.std.size(), " standard deviations");
+                 normalization.std.size(), " standard deviations");
   }
   for (const float s : normalization.std) {
     if (!(s > 0.0f)) setting_fail("{normalize} '", text, "': standard deviations must be positive");
@@ -65,7 +65,7 @@ Normalization parse_normalization(const std::string& text, int channels) {
                                     : parse_statistics(text);
   if (static_cast<int>(normalization.mean.size()) != channels) {
     setting_fail("{normalize} ", text, " has ", normalization.mean.size(),
-               " value(s) per statistic, but the images have ", channels, " channel(s)");
+                 " value(s) per statistic, but the images have ", channels, " channel(s)");
   }
   return normalization;
 }

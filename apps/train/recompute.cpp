@@ -25,8 +25,8 @@ void apply_recompute(nn::Module& model, const std::string& model_name,
   const bool blocks = recompute == "blocks";
   if (model.recompute_blocks(blocks) == 0 && blocks) {
     setting_fail("{recompute} blocks: model '", model_name,
-               "' has no blocks to recompute (a block is an nn::Module whose is_block() is true, "
-               "such as resnet18's residual blocks, held by an nn::Sequential)");
+                 "' has no blocks to recompute (a block is an nn::Module whose is_block() is true, "
+                 "such as resnet18's residual blocks, held by an nn::Sequential)");
   }
 }
 

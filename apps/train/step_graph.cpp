@@ -30,7 +30,7 @@ CudaGraphPlan plan_cuda_graph(CudaGraphMode mode, const CudaGraphSetting& settin
   if (reason.empty()) return {true, ""};
   if (mode == CudaGraphMode::on) {
     setting_fail("{cuda_graph} on: the training step cannot be captured: ", reason,
-               " (use {cuda_graph} auto or off)");
+                 " (use {cuda_graph} auto or off)");
   }
   return {false, reason};
 }
@@ -70,7 +70,8 @@ bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
     // The device ran none of the captured work, and the step keeps no host state: the
     // caller runs it again eagerly as if nothing had happened.
     if (required_) {
-      setting_failure("{cuda_graph} on: the training step cannot be captured as a CUDA graph: ", error.what());
+      setting_failure("{cuda_graph} on: the training step cannot be captured as a CUDA graph: ",
+                      error.what());
     }
     given_up_ = true;
     images_ = Tensor();

@@ -51,8 +51,8 @@ data::DatasetPair load_training_data(const TrainConfig& o) {
                       "resized)");
     }
     if (o.num_classes > 0 && set->classes != o.num_classes) {
-      setting_failure(set->name, where, " has ", set->classes, " classes, not the ",
-                      o.num_classes, " of {num_classes}");
+      setting_failure(set->name, where, " has ", set->classes, " classes, not the ", o.num_classes,
+                      " of {num_classes}");
     }
   }
   // A clear error before any training for lenet at 32x32, say.

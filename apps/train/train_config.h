@@ -38,7 +38,8 @@ struct TrainConfig {
   std::string cuda_graph = "auto";  // auto | on | off (apps/train/step_graph.h)
   // none | blocks: activation recomputation (apps/train/recompute.h).
   std::string recompute = "none";
-  std::string layout = "auto";  // auto | nchw | nhwc: the activations' order (apps/train/layout_choice.h)
+  std::string layout =
+      "auto";  // auto | nchw | nhwc: the activations' order (apps/train/layout_choice.h)
   // heuristic | measured: how conv2d picks cuDNN's algorithms on a GPU (apps/train/trainer.cpp sets
   // the process-wide choice, core/ops/conv2d_algorithm_db.h).
   std::string conv_algorithms = "measured";

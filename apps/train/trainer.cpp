@@ -13,7 +13,6 @@
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
-#include "core/setting_error.h"
 #include "core/ops/allow_tf32.h"
 #include "core/ops/clip_grad_norm.h"
 #include "core/ops/conv2d_algorithm_db.h"
@@ -21,6 +20,7 @@
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
+#include "core/setting_error.h"
 
 namespace alloy::app {
 
@@ -146,9 +146,9 @@ bool Trainer::cuda_graph() {
     const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
     // A group of one rank (--dist-backend at world size 1) is data parallelism too. Gloo is
     // the default backend only on the CPU, where nothing is captured.
-    const CudaGraphPlan plan = plan_cuda_graph(
-        mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
-               options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
+    const CudaGraphPlan plan =
+        plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
+                               options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
     if (plan.capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
     } else {

@@ -167,7 +167,8 @@ class Trainer {
 
  private:
   void step(const data::Batch& batch);  // a batch on the training device
-  // The step's device work, eager or under capture: apps/train/train_step.h, which `alloy mem` runs.
+  // The step's device work, eager or under capture: apps/train/train_step.h, which `alloy mem`
+  // runs.
   void device_step(const Tensor& images, const Tensor& labels);
   Tensor forward(const Tensor& images);  // evaluation's
 
@@ -182,7 +183,8 @@ class Trainer {
   data::DatasetPair data_;
   std::unique_ptr<nn::Module> model_;
   std::unique_ptr<amp::MixedPrecision> precision_;
-  Tensor normalization_;  // --normalize's table on device_, or undefined (apps/train/normalization.h)
+  Tensor
+      normalization_;  // --normalize's table on device_, or undefined (apps/train/normalization.h)
   OverflowMonitor overflow_;
   data::Sampler sampler_;
   std::int64_t steps_ = 0;

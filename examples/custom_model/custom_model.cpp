@@ -218,8 +218,8 @@ int train(const Args& args) {
         std::cout << "memory " << alloy::amp::opt_level_name(level) << " recompute " << recompute
                   << "  peak_bytes " << report.peak_bytes << "  master_parameters_bytes "
                   << report.bytes(alloy::MemoryCategory::master_parameters)
-                  << "  activations_bytes "
-                  << report.bytes(alloy::MemoryCategory::activations) << std::endl;
+                  << "  activations_bytes " << report.bytes(alloy::MemoryCategory::activations)
+                  << std::endl;
       }
     }
   }

@@ -8,8 +8,8 @@
 #include <boost/test/unit_test.hpp>
 #include <string>
 
-#include "apps/train/data_parallel.h"
 #include "apps/cli/train_options.h"
+#include "apps/train/data_parallel.h"
 #include "core/error.h"
 
 using namespace alloy;

@@ -1,5 +1,5 @@
-// How gradient accumulation splits a step's batch (apps/train/micro_batches.h): the sizes of an even
-// and an uneven batch, the usage errors of batches that do not split, and micro-batches as
+// How gradient accumulation splits a step's batch (apps/train/micro_batches.h): the sizes of an
+// even and an uneven batch, the usage errors of batches that do not split, and micro-batches as
 // views of the batch's storage.
 #include "apps/train/micro_batches.h"
 
@@ -66,8 +66,7 @@ BOOST_AUTO_TEST_CASE(a_share_that_does_not_split_evenly_is_a_usage_error_naming_
   BOOST_TEST(single.find("accumulation_steps 3") != std::string::npos, single);
   BOOST_TEST(single.find("batch_size 100") != std::string::npos, single);
   const std::string zero = usage_error([] { micro_batch_size(256, 1, 0); });
-  BOOST_TEST(zero.find("accumulation_steps must be at least 1, got 0") != std::string::npos,
-             zero);
+  BOOST_TEST(zero.find("accumulation_steps must be at least 1, got 0") != std::string::npos, zero);
   // The ranks' share is checked first, as without accumulation.
   const std::string ranks = usage_error([] { micro_batch_size(255, 2, 1); });
   BOOST_TEST(ranks.find("must divide evenly among the 2 ranks") != std::string::npos, ranks);

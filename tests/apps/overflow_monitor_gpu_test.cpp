@@ -1,5 +1,5 @@
-// The overflow monitor on a CUDA scaler (apps/train/overflow_monitor.h): a poll queues its download and
-// the step loop never waits for it; the monitor reads it once it has arrived, with the counters
+// The overflow monitor on a CUDA scaler (apps/train/overflow_monitor.h): a poll queues its download
+// and the step loop never waits for it; the monitor reads it once it has arrived, with the counters
 // of the step it was queued at, and the epoch's end waits for a poll still in flight. A host
 // function holds the device's stream, so that a poll is still in flight when the host asks, on a
 // GPU as on the emulator (whose deferred stream would otherwise run at the first query).

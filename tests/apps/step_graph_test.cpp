@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "apps/train/step_graph.h"
 #include "apps/cli/train_options.h"
+#include "apps/train/step_graph.h"
 #include "apps/train/trainer.h"
 #include "core/data/dataset.h"
 
@@ -138,10 +138,10 @@ BOOST_AUTO_TEST_CASE(the_plan_over_every_mode_device_and_world) {
             // The first obstacle is the one named.
             const std::string why = !cuda ? "CPU" : "over Gloo";
             if (mode == CudaGraphMode::on) {
-              BOOST_CHECK_EXCEPTION(
-                  plan_cuda_graph(mode, setting), UsageError, [&](const UsageError& e) {
-                    return message_has(e, "cuda_graph on") && message_has(e, why);
-                  });
+              BOOST_CHECK_EXCEPTION(plan_cuda_graph(mode, setting), UsageError,
+                                    [&](const UsageError& e) {
+                                      return message_has(e, "cuda_graph on") && message_has(e, why);
+                                    });
             } else {
               const CudaGraphPlan plan = plan_cuda_graph(mode, setting);
               BOOST_TEST(!plan.capture);

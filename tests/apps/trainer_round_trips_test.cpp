@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "apps/train/overflow_monitor.h"
 #include "apps/cli/train_report.h"
+#include "apps/train/overflow_monitor.h"
 #include "tests/apps/step_round_trips.h"
 #include "tests/support/process.h"
 

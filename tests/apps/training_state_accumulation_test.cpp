@@ -1,6 +1,6 @@
-// --accumulation-steps in checkpoints (apps/train/training_state.h): a resume takes the checkpoint's
-// value when the flag is not given, a file written before the key existed resumes with 1, the
-// flag given wins, and a corrupt value fails naming the checkpoint.
+// --accumulation-steps in checkpoints (apps/train/training_state.h): a resume takes the
+// checkpoint's value when the flag is not given, a file written before the key existed resumes with
+// 1, the flag given wins, and a corrupt value fails naming the checkpoint.
 #include <boost/test/unit_test.hpp>
 #include <string>
 

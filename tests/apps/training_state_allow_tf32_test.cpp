@@ -1,6 +1,6 @@
-// --allow-tf32 in checkpoints (apps/train/training_state.h): a resume takes the checkpoint's setting
-// when the flag is not given, a file written before the key existed resumes with it off (as it
-// was trained), the flag given wins, and a corrupt value fails naming the checkpoint.
+// --allow-tf32 in checkpoints (apps/train/training_state.h): a resume takes the checkpoint's
+// setting when the flag is not given, a file written before the key existed resumes with it off (as
+// it was trained), the flag given wins, and a corrupt value fails naming the checkpoint.
 #include <boost/test/unit_test.hpp>
 #include <string>
 

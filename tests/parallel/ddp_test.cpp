@@ -9,8 +9,8 @@
 #include <cmath>
 #include <set>
 
-#include "apps/train/data_parallel.h"
 #include "apps/cli/train_options.h"
+#include "apps/train/data_parallel.h"
 #include "core/error.h"
 #include "core/models/models.h"
 #include "core/random.h"
