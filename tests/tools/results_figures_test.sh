@@ -5,7 +5,7 @@
 #     measurement-looking text stands outside them, and the docs hold no history (figures.py).
 #  2. A copy of the README with a figure pasted by hand - outside the blocks (each kind: ratio,
 #     time, rate, accuracy, percentage, size, FLOP rate), or inside one - fails; so do a commit
-#     hash, a date, an issue number, DESIGN.md and a shared/ path in the docs; settings written
+#     hash and a date in the docs; settings written
 #     as the README writes them (3x3, 28x28x1, --ema-decay 0.999, 25 MiB, 2^16) pass.
 #
 #   tests/tools/results_figures_test.sh
@@ -49,9 +49,6 @@ The activations peak at 454.80 MiB.
 ResNet-50 reaches 412 TFLOP/s.
 Measured at commit abc1234.
 Measured on 2099-01-31.
-As issue 14 asked.
-See DESIGN.md.
-The data is in ../shared/data/tinyshakespeare.txt.
 LINES
 
 # Inside a generated block a figure must come from the records: render.py --check catches it.

@@ -11,9 +11,8 @@ generated blocks, no line of the README may hold measurement-looking text (a rat
 percentage, a size in MiB with decimals, a FLOP rate). It also checks the README and each
 --history file (by default docs/PERFORMANCE.md, docs/architecture.md, docs/command_line.md
 and every record in docs/results/) for what belongs to git's history, not to the docs: commit
-hashes, dates, issue numbers, DESIGN.md, and paths into a shared/ folder of the machine the
-records were taken on (the records themselves may hold their own commit and date, not those
-paths).
+hashes and dates (the records themselves may hold their own commit and date).
+tests/tools/source_hygiene_test.sh checks the whole project for the other kinds of history.
 
 Exit status: 0 when nothing is found; 1, naming each file, line and match, when something is;
 2 on a usage error or an unclosed marker.
@@ -47,9 +46,6 @@ HISTORY = [
     ("commit hash", re.compile(r"(?<![\w/.-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}"
                                r"(?![\w/-]|\.\w)")),
     ("date", re.compile(r"\b20\d\d-\d\d-\d\d\b")),
-    ("issue number", re.compile(r"\bissues?\s+#?\d+", re.I)),
-    ("DESIGN.md", re.compile(r"DESIGN\.md")),
-    ("shared/ path", re.compile(r"(?<![\w-])shared/")),
 ]
 
 
