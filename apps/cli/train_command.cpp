@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 
+#include "apps/cli/cli.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/launcher.h"
@@ -141,11 +142,11 @@ int run_train(const std::vector<std::string>& args) {
     checkpointer->finish();
     // The poll that saw the streak may have been read a few steps after its own.
     const std::string good = checkpointer->newest_at_or_before(diverged.step() - diverged.streak());
+    const std::string message = command_message(diverged);
     if (good.empty()) {
-      fail(diverged.what(), "; no checkpoint from before the overflows is left in ",
-           checkpointer->dir());
+      fail(message, "; no checkpoint from before the overflows is left in ", checkpointer->dir());
     }
-    fail(diverged.what(), "; the last checkpoint before the overflows began is ", good,
+    fail(message, "; the last checkpoint before the overflows began is ", good,
          ": continue from it with --resume ", good);
   }
   if (checkpointer) checkpointer->finish();  // the last save is durable and logged

@@ -67,7 +67,7 @@ void OverflowMonitor::check(const amp::LossScaler::Poll& read, std::int64_t step
   const amp::ScalerSnapshot& state = read.state;
   const std::int32_t first = read.unreported_overflow;
   const std::string where = first >= 0 ? " (first in " + name_of_(first) + ")" : "";
-  const std::string advice = "; lower --lr, or check the data and the model";
+  const std::string advice = "; lower {lr}, or check the data and the model";
   if (!max_consecutive_skips_ && state.at_min_streak >= kMaxStepsAtMinimum) {
     throw TrainingDiverged(
         detail::concat("training diverged: the last ", state.at_min_streak,
@@ -79,7 +79,7 @@ void OverflowMonitor::check(const amp::LossScaler::Poll& read, std::int64_t step
       state.overflow_streak >= *max_consecutive_skips_) {
     throw TrainingDiverged(
         detail::concat("training diverged: the last ", state.overflow_streak,
-                       " steps all overflowed (--max-consecutive-skips ", *max_consecutive_skips_,
+                       " steps all overflowed ({max_consecutive_skips} ", *max_consecutive_skips_,
                        "; loss scale now ", state.scale, ")", where, advice),
         state.overflow_streak, step);
   }

@@ -19,6 +19,7 @@
 
 #include "amp/loss_scaler.h"
 #include "core/error.h"
+#include "core/setting_error.h"
 
 namespace alloy::app {
 
@@ -26,10 +27,11 @@ namespace alloy::app {
 // which checkpoint to resume from. `streak` is the number of overflowing steps in a row up to
 // `step`, the global step count of the poll that read it (training may have gone on a few
 // steps while the read was in flight): the overflows began after step - streak.
-class TrainingDiverged : public Error {
+class TrainingDiverged : public SettingFailure {
  public:
+  // `message` names settings as {name} (core/setting_error.h).
   TrainingDiverged(const std::string& message, std::int64_t streak, std::int64_t step)
-      : Error(message), streak_(streak), step_(step) {}
+      : SettingFailure(message), streak_(streak), step_(step) {}
   std::int64_t streak() const { return streak_; }
   std::int64_t step() const { return step_; }
 

@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(max_consecutive_skips_stops_at_any_scale) {
       BOOST_TEST(error.step() == step);  // on the CPU a poll is read at its own step
       const std::string message = error.what();
       BOOST_TEST(message.find("training diverged: the last ") == 0u, message);
-      BOOST_TEST(message.find("--max-consecutive-skips 8") != std::string::npos, message);
+      BOOST_TEST(message.find("max_consecutive_skips 8") != std::string::npos, message);
       BOOST_TEST(message.find("layer2.weight") != std::string::npos, message);
     }
   }
