@@ -67,8 +67,8 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_keeps_the_measured_algorithms_and_a_resume_use
   Trainer trainer(lenet_options(), Device::cuda(0), data);
   checkpoint::CheckpointState state;
   train_to(trainer, 4, [&] { state = capture_training_state(trainer); });
-  const auto saved = state.extra.find("conv_algorithms");
-  BOOST_TEST_REQUIRE((saved != state.extra.end()));
+  const std::optional<std::string> saved = state.run.conv_algorithms;
+  BOOST_TEST_REQUIRE(saved.has_value());
   BOOST_TEST_MESSAGE("conv_algorithms:\n" << saved->second);
   // Exactly what this run measured into its (fresh) db: both LeNet convolutions, forward and
   // filter gradient at least.
@@ -91,7 +91,7 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_keeps_the_measured_algorithms_and_a_resume_use
   BOOST_TEST(cuda::conv_algorithms_in_use() == saved->second);
   train_to(resumed, 4);
   BOOST_TEST(resumed.params_digest() == trainer.params_digest());
-  BOOST_TEST(capture_training_state(resumed).extra.at("conv_algorithms") == saved->second);
+  BOOST_TEST((capture_training_state(resumed).run.conv_algorithms == saved));
   BOOST_TEST(!std::filesystem::exists(second_machine.file("conv_algorithms.txt")));
 
   cuda::reset_conv_algorithms();
