@@ -5,6 +5,9 @@
 // as the run's options, the trainers take their state, and a capture of the resumed trainer
 // is the file's state again.
 #include <boost/test/unit_test.hpp>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +22,13 @@ namespace ckpt = alloy::checkpoint;
 namespace {
 
 const std::string kCorpus = std::string(ALLOY_SOURCE_DIR) + "/tests/data/checkpoint_corpus/";
+
+// The payload of the file at `path`: its bytes after the header.
+std::string payload_of(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return bytes.substr(ckpt::kHeaderBytes);
+}
 
 }  // namespace
 
@@ -64,10 +74,10 @@ BOOST_AUTO_TEST_CASE(a_lenet_o2_checkpoint_from_before_typed_records_resumes) {
   BOOST_TEST(progress.clip.finite_steps == 3);
   BOOST_TEST(progress.clip.clipped_steps == 0);
 
-  // Saved again where it stands, it is the same file.
+  // Saved again where it stands, it is the same file, byte for byte.
   ckpt::CheckpointState captured = capture_training_state(trainer);
   captured.alloy_version = state.alloy_version;
-  BOOST_TEST((ckpt::serialize_state(captured) == ckpt::serialize_state(state)));
+  BOOST_TEST((ckpt::serialize_state(captured) == payload_of(path)));
 }
 
 BOOST_AUTO_TEST_CASE(a_tiny_gpt_checkpoint_from_before_typed_records_resumes) {
@@ -93,7 +103,7 @@ BOOST_AUTO_TEST_CASE(a_tiny_gpt_checkpoint_from_before_typed_records_resumes) {
 
   ckpt::CheckpointState captured = trainer.capture();
   captured.alloy_version = state.alloy_version;
-  BOOST_TEST((ckpt::serialize_state(captured) == ckpt::serialize_state(state)));
+  BOOST_TEST((ckpt::serialize_state(captured) == payload_of(path)));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
