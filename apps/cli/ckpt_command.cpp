@@ -93,7 +93,7 @@ void print_info_json(const std::string& path, const ckpt::CheckpointHeader& head
       .add("optimizer_state_tensors", static_cast<std::int64_t>(s.optimizer_state.size()))
       .add("rng_states", static_cast<std::int64_t>(s.rng_states.size()))
       .add("params_digest", s.params_digest);
-  for (const auto& [key, value] : s.extra)
+  for (const auto& [key, value] : ckpt::extra_entries(s))
     o.add("extra." + key, value);
   o.add("model_description", s.model_description);
   std::cout << o.str() << std::endl;
@@ -124,7 +124,7 @@ void print_info(const std::string& path, const ckpt::CheckpointHeader& header,
   for (const auto& rng : s.rng_states)
     std::cout << " " << rng.name;
   std::cout << "\n";
-  for (const auto& [key, value] : s.extra)
+  for (const auto& [key, value] : ckpt::extra_entries(s))
     std::cout << "  " << key << ": " << value << "\n";
   std::cout << "  params_digest " << s.params_digest << "\n  model:\n";
   std::string line;

@@ -109,10 +109,9 @@ int run_eval(const std::vector<std::string>& args) {
   // The training run's thread count, so the accuracy is the one its epoch event reported.
   const unsigned cores = std::thread::hardware_concurrency();
   train.threads = cores == 0 ? 1 : static_cast<int>(cores);
-  const auto threads = state.extra.find("threads");
-  if (threads != state.extra.end()) {
-    const int saved = std::atoi(threads->second.c_str());
-    if (saved >= 1 && saved <= 1024) train.threads = saved;
+  if (const std::optional<std::int64_t> saved = state.run.threads;
+      saved && *saved >= 1 && *saved <= 1024) {
+    train.threads = static_cast<int>(*saved);
   }
   set_cpu_threads(train.threads);
   const DeviceChoice device = choose_device(train.device);

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "apps/train/memory_report.h"
@@ -26,10 +27,6 @@ constexpr std::int64_t kSyntheticTrainTokens = 1 << 16;
 constexpr std::int64_t kSyntheticValTokens = 1 << 13;
 // The periodic estimates read windows keyed by steps no training step has: -1, -2, ...
 constexpr std::int64_t kFirstEvalKey = -1;
-
-// Checkpoint keys of the sequence model's own state.
-constexpr const char* kGptConfig = "gpt.config";
-constexpr const char* kVocabulary = "gpt.vocabulary";
 
 }  // namespace
 
@@ -128,14 +125,14 @@ GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProp
 }
 
 models::GptConfig gpt_config_of(const ckpt::CheckpointState& state, const std::string& path) {
-  const auto text = state.extra.find(kGptConfig);
-  ALLOY_CHECK(models::is_gpt_model(state.model) && text != state.extra.end(), "checkpoint ", path,
-              " holds model ", state.model, ", not a GPT");
+  const std::optional<std::string>& text = state.gpt.config;
+  ALLOY_CHECK(models::is_gpt_model(state.model) && text, "checkpoint ", path, " holds model ",
+              state.model, ", not a GPT");
   models::GptConfig c;
   int bias = 0;
-  std::istringstream in(text->second);
+  std::istringstream in(*text);
   in >> c.n_layer >> c.n_head >> c.n_embd >> c.block_size >> c.vocab_size >> c.dropout >> bias;
-  ALLOY_CHECK(!in.fail(), "checkpoint ", path, ": corrupt GPT shape '", text->second, "'");
+  ALLOY_CHECK(!in.fail(), "checkpoint ", path, ": corrupt GPT shape '", *text, "'");
   c.bias = bias != 0;
   try {
     models::check_gpt_config(c);
@@ -146,8 +143,7 @@ models::GptConfig gpt_config_of(const ckpt::CheckpointState& state, const std::s
 }
 
 std::string vocabulary_of(const ckpt::CheckpointState& state) {
-  const auto vocabulary = state.extra.find(kVocabulary);
-  return vocabulary == state.extra.end() ? std::string() : vocabulary->second;
+  return state.gpt.vocabulary.value_or(std::string());
 }
 
 data::TokenCorpus load_token_corpus(const TrainConfig& o) {
@@ -353,8 +349,8 @@ ckpt::CheckpointState LmTrainer::capture() {
   for (const nn::Parameter* param : precision_->canonical_parameters())
     state.parameters.push_back(ckpt::make_named_tensor(param->name, param->value));
   state.params_digest = params_digest();
-  state.extra[kGptConfig] = config_text(config());
-  state.extra[kVocabulary] = corpus_.vocabulary;
+  state.gpt.config = config_text(config());
+  state.gpt.vocabulary = corpus_.vocabulary;
   return state;
 }
 
@@ -364,14 +360,12 @@ void LmTrainer::restore(const ckpt::CheckpointState& state, const std::string& p
   for (const nn::Parameter* param : params)
     specs.push_back({param->name, param->value.shape()});
   ckpt::check_compatible(path, state, options_.model, specs, {});
-  const auto config = state.extra.find(kGptConfig);
-  ALLOY_CHECK(config != state.extra.end() && config->second == config_text(this->config()),
-              "checkpoint ", path, " holds a GPT of another shape (",
-              config == state.extra.end() ? std::string("none recorded") : config->second,
+  const std::optional<std::string>& config = state.gpt.config;
+  ALLOY_CHECK(config == config_text(this->config()), "checkpoint ", path,
+              " holds a GPT of another shape (", config.value_or("none recorded"),
               ") than this run's (", config_text(this->config()), ")");
-  const auto vocabulary = state.extra.find(kVocabulary);
-  ALLOY_CHECK(vocabulary != state.extra.end() && vocabulary->second == corpus_.vocabulary,
-              "checkpoint ", path, " was trained on another vocabulary than ", corpus_.train.name);
+  ALLOY_CHECK(state.gpt.vocabulary == corpus_.vocabulary, "checkpoint ", path,
+              " was trained on another vocabulary than ", corpus_.train.name);
   for (nn::Parameter* param : params) {
     const ckpt::NamedTensor* saved = ckpt::find_tensor(state.parameters, param->name);
     ALLOY_CHECK(saved != nullptr, "checkpoint ", path, " has no parameter ", param->name);

@@ -1,23 +1,22 @@
 #include "apps/train/training_state.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
-#include <type_traits>
+#include <optional>
 #include <utility>
 
 #include "apps/train/recompute.h"
 #include "core/digest.h"
 #include "core/error.h"
-#include "core/setting_error.h"
 #include "core/half.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/lr_schedule.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
+#include "core/setting_error.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
@@ -30,52 +29,6 @@ namespace alloy::app {
 namespace {
 
 namespace ckpt = alloy::checkpoint;
-
-// Keys of CheckpointState::extra written by `alloy train`.
-constexpr const char* kDataset = "dataset";
-constexpr const char* kDataDir = "data_dir";
-constexpr const char* kThreads = "threads";
-constexpr const char* kEpochImages = "epoch_images";
-constexpr const char* kEpochCorrect = "epoch_correct";
-constexpr const char* kEpochLossSum = "epoch_loss_sum_bits";  // the double's bits, exact
-// With --clip-grad-norm, the epoch's clip figures so far (core/ops/clip_grad_norm.h), so that a
-// run resumed mid-epoch reports the epoch's grad_norm and clipped_steps of the run never stopped.
-constexpr const char* kEpochClipNormSum = "epoch_clip_norm_sum_bits";
-constexpr const char* kEpochClipFiniteSteps = "epoch_clip_finite_steps";
-constexpr const char* kEpochClipClippedSteps = "epoch_clip_clipped_steps";
-// The scaler's overflowing steps in a row (--max-consecutive-skips); in `extra`, so the format
-// version stays and older files (without it) resume with 0.
-constexpr const char* kScalerOverflowStreak = "scaler_overflow_streak";
-// The learning-rate schedule's flags; older files (without them) resume with a fixed rate.
-constexpr const char* kLrSchedule = "lr_schedule";
-constexpr const char* kWarmupSteps = "warmup_steps";
-constexpr const char* kMinLr = "min_lr";  // exact_decimal: the double round-trips exactly
-// --accumulation-steps; older files (without it) resume with 1. Checkpoints are written between
-// optimizer steps only, so no partly accumulated gradient is ever saved.
-constexpr const char* kAccumulationSteps = "accumulation_steps";
-// --clip-grad-norm, the shortest decimal that reads back as the same double; older files
-// (without it) resume with clipping off.
-constexpr const char* kClipGradNorm = "clip_grad_norm";
-constexpr const char* kRecompute = "recompute";
-constexpr const char* kEmaDecay = "ema_decay";
-constexpr const char* kEmaWarmup = "ema_warmup";
-constexpr const char* kLabelSmoothing = "label_smoothing";
-// The data's shape flags (0: the data's own) and --normalize; older files (without them) resume
-// with the defaults, which is what they were trained with.
-constexpr const char* kImageSize = "image_size";
-constexpr const char* kChannels = "channels";
-constexpr const char* kNumClasses = "num_classes";
-constexpr const char* kSyntheticSize = "synthetic_size";
-constexpr const char* kNormalize = "normalize";
-// --allow-tf32; older files (without it) resume with it off, as they were trained.
-constexpr const char* kAllowTf32 = "allow_tf32";
-// --stochastic-rounding; older files (without it) resume with it off.
-constexpr const char* kStochasticRounding = "stochastic_rounding";
-constexpr const char* kAugment = "augment";
-// On a GPU, the cuDNN algorithms the run's convolutions used (core/ops/conv2d_algorithm_db.h
-// lines): a resumed run uses them again, so it continues bit-exactly even where the algorithm
-// db is empty or holds others. Older files (without it) resume with the db's or new choices.
-constexpr const char* kConvAlgorithms = "conv_algorithms";
 
 // `count` floating values of type `dtype` at `bytes` (host memory, any alignment) as fp32;
 // widening a half value is exact.
@@ -193,59 +146,6 @@ amp::AmpProperties amp_properties(const ckpt::AmpFields& f, const std::string& w
   return p;
 }
 
-std::string extra_or(const ckpt::CheckpointState& state, const char* key,
-                     const std::string& fallback) {
-  const auto it = state.extra.find(key);
-  return it == state.extra.end() ? fallback : it->second;
-}
-
-// A non-negative integer from `extra` (0 when absent).
-std::uint64_t extra_u64(const ckpt::CheckpointState& state, const char* key,
-                        const std::string& path) {
-  const auto it = state.extra.find(key);
-  if (it == state.extra.end()) return 0;
-  const std::string& text = it->second;
-  std::uint64_t value = 0;
-  bool ok = !text.empty() && text.size() <= 20;
-  for (const char c : text) {
-    if (c < '0' || c > '9') ok = false;
-    if (!ok) break;
-    const std::uint64_t digit = static_cast<std::uint64_t>(c - '0');
-    if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) ok = false;
-    value = value * 10 + digit;
-  }
-  ALLOY_CHECK(ok, "checkpoint ", path, ": corrupt field ", key, " '", text, "'");
-  return value;
-}
-
-std::int64_t extra_i64(const ckpt::CheckpointState& state, const char* key,
-                       const std::string& path) {
-  const std::uint64_t value = extra_u64(state, key, path);
-  ALLOY_CHECK(value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
-              "checkpoint ", path, ": field ", key, " is out of range");
-  return static_cast<std::int64_t>(value);
-}
-
-std::string exact_decimal(double value) {
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof text, value);
-  return std::string(text, result.ptr);
-}
-
-// A finite, non-negative number from `extra` (`fallback` when absent).
-double extra_double(const ckpt::CheckpointState& state, const char* key, const std::string& path,
-                    double fallback) {
-  const auto it = state.extra.find(key);
-  if (it == state.extra.end()) return fallback;
-  const std::string& text = it->second;
-  double value = 0;
-  const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  ALLOY_CHECK(result.ec == std::errc() && result.ptr == text.data() + text.size() &&
-                  std::isfinite(value) && value >= 0,
-              "checkpoint ", path, ": corrupt field ", key, " '", text, "'");
-  return value;
-}
-
 bool any_set(const TrainConfig& o, std::initializer_list<const char*> settings) {
   for (const char* setting : settings) {
     if (o.is_set(setting)) return true;
@@ -285,49 +185,48 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.optimizer.beta2 = config.beta2;
   state.optimizer.eps = config.eps;
 
-  state.extra[kDataset] = o.dataset;
-  state.extra[kDataDir] = o.data_dir;
-  state.extra[kThreads] = std::to_string(o.threads);
-  state.extra[kEpochImages] = std::to_string(progress.images);
-  state.extra[kLrSchedule] = o.lr_schedule;
-  state.extra[kWarmupSteps] = std::to_string(o.warmup_steps);
-  state.extra[kMinLr] = exact_decimal(o.min_lr);
-  state.extra[kAccumulationSteps] = std::to_string(o.accumulation_steps);
-  state.extra[kClipGradNorm] = exact_decimal(o.clip_grad_norm);
-  state.extra[kRecompute] = o.recompute;
-  state.extra[kEmaDecay] = exact_decimal(o.ema_decay);
-  state.extra[kEmaWarmup] = o.ema_warmup ? "true" : "false";
-  state.extra[kAllowTf32] = o.allow_tf32 ? "true" : "false";
-  state.extra[kStochasticRounding] = o.stochastic_rounding ? "true" : "false";
-  state.extra[kLabelSmoothing] = exact_decimal(o.label_smoothing);
-  state.extra[kImageSize] = std::to_string(o.image_size);
-  state.extra[kChannels] = std::to_string(o.channels);
-  state.extra[kNumClasses] = std::to_string(o.num_classes);
-  state.extra[kSyntheticSize] = std::to_string(o.synthetic_size);
-  state.extra[kNormalize] = o.normalize;
-  state.extra[kAugment] = o.augment;
+  ckpt::RunRecord& run = state.run;
+  run.dataset = o.dataset;
+  run.data_dir = o.data_dir;
+  run.threads = o.threads;
+  run.lr_schedule = o.lr_schedule;
+  run.warmup_steps = o.warmup_steps;
+  run.min_lr = o.min_lr;
+  run.accumulation_steps = o.accumulation_steps;
+  run.clip_grad_norm = o.clip_grad_norm;
+  run.recompute = o.recompute;
+  run.ema_decay = o.ema_decay;
+  run.ema_warmup = o.ema_warmup;
+  run.allow_tf32 = o.allow_tf32;
+  run.stochastic_rounding = o.stochastic_rounding;
+  run.label_smoothing = o.label_smoothing;
+  run.image_size = o.image_size;
+  run.channels = o.channels;
+  run.num_classes = o.num_classes;
+  run.synthetic_size = static_cast<int>(o.synthetic_size);
+  run.normalize = o.normalize;
+  run.augment = o.augment;
   if (trainer.device().is_cuda()) {
-    const std::string algorithms = cuda::conv_algorithms_in_use();
-    if (!algorithms.empty()) state.extra[kConvAlgorithms] = algorithms;
+    // A resumed run uses them again, so it continues bit-exactly even where the algorithm db is
+    // empty or holds others.
+    std::string algorithms = cuda::conv_algorithms_in_use();
+    if (!algorithms.empty()) run.conv_algorithms = std::move(algorithms);
   }
+  state.epoch_sums.images = progress.images;
   return state;
 }
 
 void set_epoch_sums(ckpt::CheckpointState& state, std::int64_t correct, double loss_sum) {
-  state.extra[kEpochCorrect] = std::to_string(correct);
-  std::uint64_t bits = 0;
-  static_assert(sizeof bits == sizeof loss_sum);
-  std::memcpy(&bits, &loss_sum, sizeof bits);
-  state.extra[kEpochLossSum] = std::to_string(bits);
+  state.epoch_sums.correct = correct;
+  state.epoch_sums.loss_sum = loss_sum;
 }
 
+// With --clip-grad-norm, the epoch's clip figures so far, so that a run resumed mid-epoch
+// reports the epoch's grad_norm and clipped_steps of the run never stopped.
 void set_epoch_clip(ckpt::CheckpointState& state, const ClipTally& clip) {
-  std::uint64_t bits = 0;
-  static_assert(sizeof bits == sizeof clip.norm_sum);
-  std::memcpy(&bits, &clip.norm_sum, sizeof bits);
-  state.extra[kEpochClipNormSum] = std::to_string(bits);
-  state.extra[kEpochClipFiniteSteps] = std::to_string(clip.finite_steps);
-  state.extra[kEpochClipClippedSteps] = std::to_string(clip.clipped_steps);
+  state.epoch_sums.clip_norm_sum = clip.norm_sum;
+  state.epoch_sums.clip_finite_steps = clip.finite_steps;
+  state.epoch_sums.clip_clipped_steps = clip.clipped_steps;
 }
 
 }  // namespace
@@ -344,7 +243,7 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.scaler.clean_steps = scaler.clean_steps;
   state.scaler.skipped_steps = scaler.skipped_steps;
   state.scaler.at_min_streak = scaler.at_min_streak;
-  state.extra[kScalerOverflowStreak] = std::to_string(scaler.overflow_streak);
+  state.scaler_record.overflow_streak = scaler.overflow_streak;
 
   optim::Optimizer& optimizer = precision.optimizer();
   state.optimizer.steps = optimizer.steps();
@@ -507,9 +406,8 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   const std::vector<nn::Parameter*> params = precision.canonical_parameters();
   const std::vector<nn::Buffer*> buffers = trainer.model().buffers();
   ckpt::check_compatible(path, state, o.model, specs_of(params), specs_of(buffers));
-  if (const auto algorithms = state.extra.find(kConvAlgorithms);
-      algorithms != state.extra.end() && trainer.device().is_cuda()) {
-    cuda::load_conv_algorithms(algorithms->second, "checkpoint " + path);
+  if (state.run.conv_algorithms && trainer.device().is_cuda()) {
+    cuda::load_conv_algorithms(*state.run.conv_algorithms, "checkpoint " + path);
   }
 
   // Weights: into the canonical copies, then rounded into the half model where there is one.
@@ -581,22 +479,22 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     snapshot.clean_steps = state.scaler.clean_steps;
     snapshot.skipped_steps = state.scaler.skipped_steps;
     snapshot.at_min_streak = state.scaler.at_min_streak;
+    // Absent from files written before --max-consecutive-skips: no streak.
     snapshot.overflow_streak = static_cast<std::int32_t>(std::min<std::int64_t>(
-        extra_i64(state, kScalerOverflowStreak, path), std::numeric_limits<std::int32_t>::max()));
+        state.scaler_record.overflow_streak.value_or(0), std::numeric_limits<std::int32_t>::max()));
     scaler.restore(snapshot);
   }
 
   EpochProgress progress;
   progress.batches = state.step_in_epoch;
-  progress.images = extra_i64(state, kEpochImages, path);
-  progress.correct = extra_i64(state, kEpochCorrect, path);
-  const std::uint64_t bits = extra_u64(state, kEpochLossSum, path);
-  std::memcpy(&progress.loss_sum, &bits, sizeof bits);
+  const ckpt::EpochRecord& sums = state.epoch_sums;
+  progress.images = sums.images.value_or(0);
+  progress.correct = sums.correct.value_or(0);
+  progress.loss_sum = sums.loss_sum.value_or(0.0);
   // Absent (clipping off, or a file from before these keys): the epoch's clip figures start at 0.
-  const std::uint64_t clip_bits = extra_u64(state, kEpochClipNormSum, path);
-  std::memcpy(&progress.clip.norm_sum, &clip_bits, sizeof clip_bits);
-  const std::int64_t finite = extra_i64(state, kEpochClipFiniteSteps, path);
-  const std::int64_t clipped = extra_i64(state, kEpochClipClippedSteps, path);
+  progress.clip.norm_sum = sums.clip_norm_sum.value_or(0.0);
+  const std::int64_t finite = sums.clip_finite_steps.value_or(0);
+  const std::int64_t clipped = sums.clip_clipped_steps.value_or(0);
   ALLOY_CHECK(finite <= state.step_in_epoch && clipped <= finite &&
                   std::isfinite(progress.clip.norm_sum) && progress.clip.norm_sum >= 0,
               "checkpoint ", path, ": corrupt clip figures (", finite, " finite and ", clipped,
@@ -617,10 +515,11 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
          std::to_string(state.batch_size) + "; the rest of the epoch runs with " +
          std::to_string(o.batch_size));
   }
-  const std::string threads = extra_or(state, kThreads, "");
-  if (!threads.empty() && threads != std::to_string(o.threads) && warn) {
-    warn("checkpoint " + path + " was saved by a run with " + threads + " threads, this one has " +
-         std::to_string(o.threads) + ": the continuation is exact only with the same thread count");
+  if (const std::optional<std::int64_t> threads = state.run.threads;
+      threads && *threads != o.threads && warn) {
+    warn("checkpoint " + path + " was saved by a run with " + std::to_string(*threads) +
+         " threads, this one has " + std::to_string(o.threads) +
+         ": the continuation is exact only with the same thread count");
   }
   try {
     trainer.set_position(state.epoch, state.step, progress);
@@ -639,77 +538,49 @@ checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_d
 }
 
 void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainConfig& o) {
-  if (!o.is_set("model")) o.model = state.model;
-  if (!o.is_set("dataset")) o.dataset = extra_or(state, kDataset, o.dataset);
-  if (!o.is_set("data_dir")) o.data_dir = extra_or(state, kDataDir, o.data_dir);
-  const auto shape_setting = [&](const char* setting, const char* key, auto& value) {
-    if (o.is_set(setting) || !state.extra.count(key)) return;
-    const std::int64_t saved = extra_i64(state, key, o.resume);
-    ALLOY_CHECK(saved >= 0 && saved <= std::numeric_limits<int>::max(), "checkpoint ", o.resume,
-                ": corrupt field ", key, " '", saved, "'");
-    value = static_cast<std::remove_reference_t<decltype(value)>>(saved);
+  // A field the file lacks (written before its key existed, or by a GPT run) leaves the run's own
+  // value, or takes the one older runs were trained with.
+  const ckpt::RunRecord& run = state.run;
+  const auto take = [&](const char* setting, const auto& saved, auto& value) {
+    if (!o.is_set(setting) && saved) value = *saved;
   };
-  shape_setting("image_size", kImageSize, o.image_size);
-  shape_setting("channels", kChannels, o.channels);
-  shape_setting("num_classes", kNumClasses, o.num_classes);
-  shape_setting("synthetic_size", kSyntheticSize, o.synthetic_size);
-  if (!o.is_set("normalize")) o.normalize = extra_or(state, kNormalize, o.normalize);
-  if (!o.is_set("augment")) o.augment = extra_or(state, kAugment, o.augment);
+  if (!o.is_set("model")) o.model = state.model;
+  take("dataset", run.dataset, o.dataset);
+  take("data_dir", run.data_dir, o.data_dir);
+  take("image_size", run.image_size, o.image_size);
+  take("channels", run.channels, o.channels);
+  take("num_classes", run.num_classes, o.num_classes);
+  take("synthetic_size", run.synthetic_size, o.synthetic_size);
+  take("normalize", run.normalize, o.normalize);
+  take("augment", run.augment, o.augment);
   if (!o.is_set("seed")) o.seed = static_cast<std::int64_t>(state.seed);
   if (!o.is_set("batch_size") && state.batch_size > 0) o.batch_size = state.batch_size;
-  if (!o.is_set("accumulation_steps")) {
-    o.accumulation_steps =
-        state.extra.count(kAccumulationSteps) ? extra_i64(state, kAccumulationSteps, o.resume) : 1;
-    ALLOY_CHECK(o.accumulation_steps >= 1, "checkpoint ", o.resume, ": corrupt field ",
-                kAccumulationSteps, " '", o.accumulation_steps, "'");
-  }
+  if (!o.is_set("accumulation_steps")) o.accumulation_steps = run.accumulation_steps.value_or(1);
   if (!o.is_set("optimizer")) o.optimizer = state.optimizer.kind;
   if (!o.is_set("lr")) o.lr = state.optimizer.lr;
   if (!o.is_set("momentum")) o.momentum = state.optimizer.momentum;
   if (!o.is_set("weight_decay")) o.weight_decay = state.optimizer.weight_decay;
   if (!o.is_set("lr_schedule")) {
-    o.lr_schedule = extra_or(state, kLrSchedule, "constant");
+    o.lr_schedule = run.lr_schedule.value_or("constant");
     ALLOY_CHECK(lr_decay_named(o.lr_schedule), "checkpoint ", o.resume, ": corrupt field ",
-                kLrSchedule, " '", o.lr_schedule, "'");
+                ckpt::record_keys::kLrSchedule, " '", o.lr_schedule, "'");
   }
-  if (!o.is_set("warmup_steps")) o.warmup_steps = extra_i64(state, kWarmupSteps, o.resume);
-  if (!o.is_set("min_lr")) o.min_lr = extra_double(state, kMinLr, o.resume, 0.0);
-  if (!o.is_set("clip_grad_norm")) {
-    o.clip_grad_norm = extra_double(state, kClipGradNorm, o.resume, 0.0);
-  }
-  if (!o.is_set("label_smoothing")) {
-    o.label_smoothing = extra_double(state, kLabelSmoothing, o.resume, 0.0);
-    ALLOY_CHECK(o.label_smoothing >= 0.0 && o.label_smoothing < 1.0, "checkpoint ", o.resume,
-                ": corrupt field ", kLabelSmoothing, " '", o.label_smoothing, "'");
-  }
-  if (!o.is_set("ema_decay")) {
-    o.ema_decay = extra_double(state, kEmaDecay, o.resume, 0.0);
-    ALLOY_CHECK(o.ema_decay >= 0.0 && o.ema_decay < 1.0, "checkpoint ", o.resume,
-                ": corrupt field ", kEmaDecay, " '", o.ema_decay, "'");
-  }
-  if (!o.is_set("ema_warmup")) {
-    const std::string warmup = extra_or(state, kEmaWarmup, "false");
-    ALLOY_CHECK(warmup == "true" || warmup == "false", "checkpoint ", o.resume, ": corrupt field ",
-                kEmaWarmup, " '", warmup, "'");
-    o.ema_warmup = warmup == "true";
-  }
-  if (!o.is_set("allow_tf32")) {
-    const std::string allow = extra_or(state, kAllowTf32, "false");
-    ALLOY_CHECK(allow == "true" || allow == "false", "checkpoint ", o.resume, ": corrupt field ",
-                kAllowTf32, " '", allow, "'");
-    o.allow_tf32 = allow == "true";
-  }
+  if (!o.is_set("warmup_steps")) o.warmup_steps = run.warmup_steps.value_or(0);
+  if (!o.is_set("min_lr")) o.min_lr = run.min_lr.value_or(0.0);
+  if (!o.is_set("clip_grad_norm")) o.clip_grad_norm = run.clip_grad_norm.value_or(0.0);
+  if (!o.is_set("label_smoothing")) o.label_smoothing = run.label_smoothing.value_or(0.0);
+  if (!o.is_set("ema_decay")) o.ema_decay = run.ema_decay.value_or(0.0);
+  if (!o.is_set("ema_warmup")) o.ema_warmup = run.ema_warmup.value_or(false);
+  if (!o.is_set("allow_tf32")) o.allow_tf32 = run.allow_tf32.value_or(false);
   if (!o.is_set("stochastic_rounding")) {
-    const std::string rounding = extra_or(state, kStochasticRounding, "false");
-    ALLOY_CHECK(rounding == "true" || rounding == "false", "checkpoint ", o.resume,
-                ": corrupt field ", kStochasticRounding, " '", rounding, "'");
-    o.stochastic_rounding = rounding == "true";
+    o.stochastic_rounding = run.stochastic_rounding.value_or(false);
   }
   if (!o.is_set("recompute")) {
-    o.recompute = extra_or(state, kRecompute, "none");
+    o.recompute = run.recompute.value_or("none");
     const auto& choices = recompute_choices();
     ALLOY_CHECK(std::find(choices.begin(), choices.end(), o.recompute) != choices.end(),
-                "checkpoint ", o.resume, ": corrupt field ", kRecompute, " '", o.recompute, "'");
+                "checkpoint ", o.resume, ": corrupt field ", ckpt::record_keys::kRecompute, " '",
+                o.recompute, "'");
   }
   if (!any_set(o, {"opt_level", "half_dtype", "loss_scale", "init_loss_scale", "scale_window",
                    "min_loss_scale", "max_loss_scale", "keep_batchnorm_fp32", "master_weights"})) {
@@ -721,7 +592,8 @@ ckpt::CheckpointState with_weight_averages(const ckpt::CheckpointState& state,
                                            const std::string& path) {
   if (std::none_of(state.optimizer_state.begin(), state.optimizer_state.end(),
                    [](const ckpt::NamedTensor& t) { return t.name.rfind("ema.", 0) == 0; })) {
-    setting_failure("checkpoint ", path, " holds no weight averages (it was trained without {ema_decay})");
+    setting_failure("checkpoint ", path,
+                    " holds no weight averages (it was trained without {ema_decay})");
   }
   ckpt::CheckpointState averaged = state;
   const auto replace = [&](std::vector<ckpt::NamedTensor>& tensors) {
@@ -793,7 +665,7 @@ checkpoint::CheckpointState StateSnapshot::take() {
           state_.scaler.at_min_streak = i32(bytes);
           break;
         case Role::overflow_streak:
-          state_.extra[kScalerOverflowStreak] = std::to_string(i32(bytes));
+          state_.scaler_record.overflow_streak = i32(bytes);
           break;
         case Role::optimizer_steps:
           state_.optimizer.steps = i32(bytes);

@@ -329,7 +329,12 @@ void serialize(Archive& archive, CheckpointState& state, unsigned /*version*/) {
   field(archive, state.buffers);
   field(archive, state.optimizer_state);
   field(archive, state.params_digest);
-  field(archive, state.extra);
+  if constexpr (Archive::is_saving::value) {
+    std::map<std::string, std::string> entries = extra_entries(state);
+    field(archive, entries);
+  } else {
+    field(archive, state.extra);  // read_records takes the records out once the load is done
+  }
 }
 
 }  // namespace boost::serialization
@@ -365,6 +370,7 @@ CheckpointState deserialize_state(std::string_view payload) {
   validate(state.parameters, "parameters");
   validate(state.buffers, "buffers");
   validate(state.optimizer_state, "optimizer_state");
+  read_records(state);
   return state;
 }
 

@@ -1,5 +1,5 @@
 // --conv-algorithms measured through a checkpoint (apps/train/training_state.cpp): a checkpoint
-// keeps the cuDNN algorithms the run measured (extra["conv_algorithms"], the algorithm db's
+// keeps the cuDNN algorithms the run measured (RunRecord::conv_algorithms, the algorithm db's
 // lines), and a resume loads them before its first step, on a machine whose db is empty too,
 // and continues bit-exactly.
 #include <boost/test/unit_test.hpp>
@@ -67,14 +67,14 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_keeps_the_measured_algorithms_and_a_resume_use
   Trainer trainer(lenet_options(), Device::cuda(0), data);
   checkpoint::CheckpointState state;
   train_to(trainer, 4, [&] { state = capture_training_state(trainer); });
-  const auto saved = state.extra.find("conv_algorithms");
-  BOOST_TEST_REQUIRE((saved != state.extra.end()));
-  BOOST_TEST_MESSAGE("conv_algorithms:\n" << saved->second);
+  const std::optional<std::string> saved = state.run.conv_algorithms;
+  BOOST_TEST_REQUIRE(saved.has_value());
+  BOOST_TEST_MESSAGE("conv_algorithms:\n" << *saved);
   // Exactly what this run measured into its (fresh) db: both LeNet convolutions, forward and
   // filter gradient at least.
   const cuda::ConvAlgorithmTable measured =
       cuda::parse_conv_algorithms(read_file(first_machine.file("conv_algorithms.txt")));
-  BOOST_TEST(cuda::parse_conv_algorithms(saved->second) == measured);
+  BOOST_TEST(cuda::parse_conv_algorithms(*saved) == measured);
   int forwards = 0, filters = 0;
   for (const auto& [key, choice] : measured) {
     forwards += key.find("\tforward") != std::string::npos;
@@ -88,10 +88,10 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_keeps_the_measured_algorithms_and_a_resume_use
   cuda::reset_conv_algorithms();
   Trainer resumed(lenet_options(), Device::cuda(0), data);
   restore_training_state(resumed, state, "step2.ckpt", {});
-  BOOST_TEST(cuda::conv_algorithms_in_use() == saved->second);
+  BOOST_TEST(cuda::conv_algorithms_in_use() == *saved);
   train_to(resumed, 4);
   BOOST_TEST(resumed.params_digest() == trainer.params_digest());
-  BOOST_TEST(capture_training_state(resumed).extra.at("conv_algorithms") == saved->second);
+  BOOST_TEST((capture_training_state(resumed).run.conv_algorithms == saved));
   BOOST_TEST(!std::filesystem::exists(second_machine.file("conv_algorithms.txt")));
 
   cuda::reset_conv_algorithms();

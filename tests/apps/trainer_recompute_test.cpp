@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(checkpoints_keep_it_and_a_resume_takes_it_unless_given) {
   app::Trainer trainer(options(amp::OptLevel::O0, "blocks"), Device::cpu(),
                        test::small_synthetic_data());
   const checkpoint::CheckpointState state = app::capture_training_state(trainer);
-  BOOST_TEST(state.extra.at("recompute") == "blocks");
+  BOOST_TEST((state.run.recompute == std::optional<std::string>("blocks")));
 
   app::TrainConfig resumed;
   resumed.resume = "run.ckpt";
@@ -102,13 +102,13 @@ BOOST_AUTO_TEST_CASE(checkpoints_keep_it_and_a_resume_takes_it_unless_given) {
   BOOST_TEST(overridden.recompute == "none");
 
   checkpoint::CheckpointState older = state;  // written before --recompute existed
-  older.extra.erase("recompute");
+  older.run.recompute.reset();
   app::TrainConfig from_older;
   app::apply_checkpoint_defaults(older, from_older);
   BOOST_TEST(from_older.recompute == "none");
 
   checkpoint::CheckpointState corrupt = state;
-  corrupt.extra["recompute"] = "sometimes";
+  corrupt.run.recompute = "sometimes";
   app::TrainConfig from_corrupt;
   BOOST_CHECK_THROW(app::apply_checkpoint_defaults(corrupt, from_corrupt), Error);
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 #include <string>
 #include <typeinfo>
 
@@ -94,6 +95,69 @@ BOOST_AUTO_TEST_CASE(every_corpus_file_loads_or_fails_cleanly) {
   for (const auto& missing : reasons) {
     BOOST_ERROR("the corpus lacks " << missing.first << "; run tools/fuzz/make_corpus.sh");
   }
+}
+
+// The valid files hold the records their writers gave them (the LeNet and GPT files were
+// written by `alloy train` before the records were typed, see
+// tests/apps/corpus_checkpoints_test.cpp), and each re-serializes to its own payload, byte for
+// byte.
+BOOST_AUTO_TEST_CASE(valid_files_hold_their_records_and_reserialize_to_their_bytes) {
+  for (const std::string& path : corpus_files()) {
+    const std::string name = std::filesystem::path(path).filename().string();
+    if (name.rfind("valid-", 0) != 0) continue;
+    BOOST_TEST_CONTEXT("corpus file " << name) {
+      const CheckpointState state = read_checkpoint(path);
+      BOOST_TEST((serialize_state(state) == read_bytes(path).substr(kHeaderBytes)));
+      BOOST_TEST(state.extra.empty());
+    }
+  }
+
+  const CheckpointState small = read_checkpoint(kCorpus + "/valid-small.ckpt");
+  BOOST_TEST(extra_entries(small).empty());
+
+  const CheckpointState lenet = read_checkpoint(kCorpus + "/valid-lenet-o2-extras.ckpt");
+  const RunRecord& run = lenet.run;
+  BOOST_TEST((run.dataset == std::optional<std::string>("synthetic")));
+  BOOST_TEST((run.data_dir == std::optional<std::string>("/usr/share/datasets/fashion-mnist")));
+  BOOST_TEST((run.threads == std::optional<std::int64_t>(2)));
+  BOOST_TEST((run.lr_schedule == std::optional<std::string>("cosine")));
+  BOOST_TEST((run.warmup_steps == std::optional<std::int64_t>(1)));
+  BOOST_TEST((run.min_lr == std::optional<double>(0.0)));
+  BOOST_TEST((run.accumulation_steps == std::optional<std::int64_t>(1)));
+  BOOST_TEST((run.clip_grad_norm == std::optional<double>(1.0)));
+  BOOST_TEST((run.recompute == std::optional<std::string>("none")));
+  BOOST_TEST((run.ema_decay == std::optional<double>(0.0)));
+  BOOST_TEST((run.ema_warmup == std::optional<bool>(false)));
+  BOOST_TEST((run.allow_tf32 == std::optional<bool>(false)));
+  BOOST_TEST((run.stochastic_rounding == std::optional<bool>(false)));
+  BOOST_TEST((run.label_smoothing == std::optional<double>(0.1)));
+  BOOST_TEST((run.image_size == std::optional<int>(0)));
+  BOOST_TEST((run.channels == std::optional<int>(0)));
+  BOOST_TEST((run.num_classes == std::optional<int>(0)));
+  BOOST_TEST((run.synthetic_size == std::optional<int>(512)));
+  BOOST_TEST((run.normalize == std::optional<std::string>("auto")));
+  BOOST_TEST((run.augment == std::optional<std::string>("default")));
+  BOOST_TEST(!run.conv_algorithms.has_value());  // a CPU run
+  const EpochRecord& epoch = lenet.epoch_sums;
+  BOOST_TEST((epoch.images == std::optional<std::int64_t>(192)));
+  BOOST_TEST((epoch.correct == std::optional<std::int64_t>(19)));
+  BOOST_TEST_REQUIRE(epoch.loss_sum.has_value());
+  BOOST_TEST(*epoch.loss_sum > 0.0);
+  BOOST_TEST_REQUIRE(epoch.clip_norm_sum.has_value());
+  BOOST_TEST(*epoch.clip_norm_sum > 0.0);
+  BOOST_TEST((epoch.clip_finite_steps == std::optional<std::int64_t>(3)));
+  BOOST_TEST((epoch.clip_clipped_steps == std::optional<std::int64_t>(0)));
+  BOOST_TEST((lenet.scaler_record.overflow_streak == std::optional<std::int64_t>(0)));
+  BOOST_TEST(!lenet.gpt.config.has_value());
+  BOOST_TEST(!lenet.gpt.vocabulary.has_value());
+
+  const CheckpointState gpt = read_checkpoint(kCorpus + "/valid-gpt-tiny.ckpt");
+  BOOST_TEST((gpt.gpt.config == std::optional<std::string>("1 2 32 16 64 0 1")));
+  BOOST_TEST((gpt.gpt.vocabulary == std::optional<std::string>("")));
+  BOOST_TEST(!gpt.run.dataset.has_value());
+  BOOST_TEST(!gpt.epoch_sums.images.has_value());
+  BOOST_TEST(!gpt.scaler_record.overflow_streak.has_value());
+  BOOST_TEST(extra_entries(gpt).size() == 2u);
 }
 
 // Writes the corpus from damaged_files.h (tools/fuzz/make_corpus.sh runs it); disabled so

@@ -76,6 +76,18 @@ inline std::string with_byte(std::string bytes, std::size_t offset, char value) 
   return bytes;
 }
 
+// The payload of `state` with `key` = `value` in its `extra` map as a file may hold it, whatever
+// the records allow (serialize_state refuses a record's key there): a stand-in key of the
+// same length is written and renamed in place.
+inline std::string payload_with_entry(CheckpointState state, const std::string& key,
+                                      const std::string& value) {
+  const std::string stand_in(key.size(), '~');
+  state.extra[stand_in] = value;
+  std::string payload = serialize_state(state);
+  payload.replace(end_of(payload, stand_in) - key.size(), key.size(), key);
+  return payload;
+}
+
 inline std::vector<DamagedFile> damaged_files() {
   const std::string payload = serialize_state(marker_state());
   const std::string good = framed(payload);
@@ -149,6 +161,9 @@ inline std::vector<DamagedFile> damaged_files() {
       {"garbage-payload.ckpt", framed(garbage), "corrupt: "},
       {"damaged-archive-signature.ckpt", framed(bad_signature),
        "corrupt: invalid archive signature"},
+      {"corrupt-record-value.ckpt",
+       framed(payload_with_entry(marker_state(), "accumulation_steps", "4x")),
+       "corrupt field accumulation_steps '4x'"},
   };
 }
 
