@@ -8,10 +8,10 @@
 
 #include "apps/cli/cli.h"
 #include "apps/cli/commands.h"
-#include "apps/train/device_choice.h"
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/json_log.h"
 #include "apps/cli/train_options.h"
+#include "apps/train/device_choice.h"
 #include "apps/train/trainer.h"
 #include "apps/train/training_state.h"
 #include "core/checkpoint/checkpoint_file.h"

@@ -70,7 +70,7 @@ models::GptConfig resolved_config(const TrainConfig& o, const data::TokenCorpus&
       config.vocab_size = static_cast<int>(corpus.vocab_size);
     } else if (config.vocab_size < corpus.vocab_size) {
       setting_fail("{vocab_size} ", config.vocab_size, " is smaller than the ", corpus.vocab_size,
-                 " distinct bytes of ", o.text.data_file);
+                   " distinct bytes of ", o.text.data_file);
     }
   }
   return config;
