@@ -5,6 +5,7 @@
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "apps/cli/cli.h"
 #include "apps/cli/commands.h"
@@ -119,7 +120,10 @@ int run_eval(const std::vector<std::string>& args) {
 
   Trainer trainer(train, device.device, load_training_data(train));
   restore_training_state(trainer, state, path, warn);
-  state = {};  // the weights are in the model now
+  // The weights are in the model now: the checkpoint's copies go.
+  for (auto* tensors : {&state.parameters, &state.buffers, &state.optimizer_state}) {
+    std::vector<checkpoint::NamedTensor>().swap(*tensors);
+  }
   const data::Dataset& test = trainer.data().test;
   const double accuracy = trainer.evaluate(test);
   // A checkpoint of a run with --ema-decay holds weight averages: their accuracy too.
