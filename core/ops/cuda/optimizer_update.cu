@@ -210,23 +210,22 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
 // The call's launches; the last one advances the step count, after every earlier one has read
 // it.
 std::vector<ListLaunch<List>> update_lists(const std::vector<UpdateBuffers>& tensors) {
-  return split_tensor_lists<List>(tensors.size(), kMaxBlocksPerTensor, false,
-                                  [&](List& list, int k, std::size_t i) {
-                                    const UpdateBuffers& t = tensors[i];
-                                    list.data[kParam][k] = t.param;
-                                    // The kernels only read the gradient; the list's slots are
-                                    // untyped.
-                                    list.data[kGrad][k] = const_cast<void*>(t.grad);
-                                    list.data[kState0][k] = t.state[0];
-                                    list.data[kState1][k] = t.state[1];
-                                    list.data[kCopy][k] = t.copy;
-                                    list.dtype[kParam][k] = t.param_dtype;
-                                    list.dtype[kGrad][k] = t.grad_dtype;
-                                    list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
-                                    list.dtype[kCopy][k] = t.copy_dtype;
-                                    list.index[k] = t.index;
-                                    return t.count;
-                                  });
+  const auto fill = [&](List& list, int k, std::size_t i) {
+    const UpdateBuffers& t = tensors[i];
+    list.data[kParam][k] = t.param;
+    // The kernels only read the gradient; the list's slots are untyped.
+    list.data[kGrad][k] = const_cast<void*>(t.grad);
+    list.data[kState0][k] = t.state[0];
+    list.data[kState1][k] = t.state[1];
+    list.data[kCopy][k] = t.copy;
+    list.dtype[kParam][k] = t.param_dtype;
+    list.dtype[kGrad][k] = t.grad_dtype;
+    list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
+    list.dtype[kCopy][k] = t.copy_dtype;
+    list.index[k] = t.index;
+    return t.count;
+  };
+  return split_tensor_lists<List>(tensors.size(), kMaxBlocksPerTensor, false, fill);
 }
 
 }  // namespace
