@@ -11,8 +11,8 @@ namespace {
 
 using List = TensorList<1>;
 
-// A large tensor's blocks stride over it (tensor_list.cuh), so the partials stay few enough for
-// the last block to sum quickly.
+// A large tensor's blocks stride over it (list_blocks_for, multi_tensor.h), so the partials stay
+// few enough for the last block to sum quickly.
 constexpr std::int64_t kMaxBlocksPerTensor = 256;
 
 // What the call's last block does with the partials.

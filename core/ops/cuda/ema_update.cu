@@ -12,8 +12,8 @@ namespace {
 using List = TensorList<2>;
 constexpr int kAverage = 0, kValue = 1;
 
-// Tensors larger than this many blocks are strided over (tensor_list.cuh), as the optimizer
-// updates do.
+// Tensors larger than this many blocks are strided over (list_blocks_for, multi_tensor.h), as the
+// optimizer updates do.
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 
 // cpu::ema_update's arithmetic: the product rounded on its own (__fmul_rn is never contracted

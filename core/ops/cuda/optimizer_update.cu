@@ -15,7 +15,7 @@ namespace {
 using List = TensorList<5>;
 constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3, kCopy = 4;
 
-// Tensors larger than this many blocks are strided over (tensor_list.cuh).
+// Tensors larger than this many blocks are strided over (list_blocks_for, multi_tensor.h).
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 
 __device__ __forceinline__ bool skip(const float* found_inf) {
