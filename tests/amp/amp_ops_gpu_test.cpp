@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(unscale_and_check_matches_the_cpu) {
   Generator generator(101);
   for (const int bad : {-1, 0, 70, 99}) {
     std::vector<Tensor> grads, outputs_cpu, outputs_gpu, grads_gpu;
-    for (int i = 0; i < 100; ++i) {  // more than the 48 tensors of one launch
+    for (int i = 0; i < 100; ++i) {  // more than the 64 tensors of one launch
       const DType dtype = kFloatTypes[i % 3];
       Tensor grad = random_tensor({1 + (i * 37) % 3000}, dtype, generator, -6e4f, 6e4f);
       if (i == bad || (bad >= 0 && i == 99)) {
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
 BOOST_AUTO_TEST_CASE(master_copy_rounds_like_the_cpu) {
   Generator generator(102);
   std::vector<Tensor> masters, model_cpu, model_gpu, masters_gpu;
-  for (int i = 0; i < 60; ++i) {
+  for (int i = 0; i < 70; ++i) {  // two launches, of 64 and 6
     masters.push_back(random_tensor({1 + (i * 53) % 2000}, DType::f32, generator, -7e4f, 7e4f));
     masters_gpu.push_back(to_cuda(masters.back()));
     model_cpu.push_back(Tensor::zeros(masters.back().shape(), kFloatTypes[i % 3]));

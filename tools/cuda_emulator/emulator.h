@@ -1,6 +1,7 @@
-// The CUDA emulator's internal interface: how kernel launches and the emulated libraries
-// (cuBLAS, cuBLASLt, cuDNN, NCCL) hand work to the emulated streams, and how they check the
-// pointers they are given. Nothing outside tools/cuda_emulator includes it.
+// The CUDA emulator's internal interface: how the emulated libraries (cuBLAS, cuBLASLt, cuDNN,
+// NCCL) hand work to the emulated streams, and how they check the pointers they are given.
+// Nothing outside tools/cuda_emulator includes it; kernel launches come in through the seam
+// that core declares (core/cuda/emulated_launch.h).
 //
 // The emulator replaces the CUDA runtime and those libraries with host code, so that the
 // project's CUDA backend (every .cu file, compiled as C++ with prelude.h) and every gpu test run
@@ -42,12 +43,6 @@ struct Work {
 // `stream` is capturing. Returns the error a runtime call would report (an invalid stream, a
 // sticky fault, an invalidated capture).
 cudaError_t enqueue(cudaStream_t stream, Work work);
-
-// A kernel launch: checks the configuration as a GPU does (cudaErrorInvalidConfiguration,
-// recorded as the calling thread's last error), then queues a run of the grid in which every
-// CUDA thread calls `thread_body` once.
-cudaError_t launch_kernel(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_shared,
-                          cudaStream_t stream, std::function<void()> thread_body);
 
 // Whether [pointer, pointer + bytes) lies inside one live device allocation of the current
 // device (bytes 0: whether pointer is inside one or one past its end).

@@ -3,13 +3,15 @@
 #include <string>
 #include <utility>
 
+#include "core/cuda/emulated_launch.h"
 #include "tools/cuda_emulator/kernel.h"
 #include "tools/cuda_emulator/runtime.h"
 
-namespace alloy::emulator {
-
-cudaError_t launch_kernel(const char* kernel, dim3 grid, dim3 block, std::size_t dynamic_shared,
-                          cudaStream_t handle, std::function<void()> thread_body) {
+// The emulator's side of the seam that ALLOY_LAUNCH calls (core/cuda/emulated_launch.h).
+cudaError_t alloy::cuda::emulated_launch(const char* kernel, dim3 grid, dim3 block,
+                                         std::size_t dynamic_shared, cudaStream_t handle,
+                                         std::function<void()> thread_body) {
+  using namespace alloy::emulator;
   const auto lock = lock_runtime();
   if (const cudaError_t sticky = device_error(this_thread().device)) return fail(sticky);
   if (const cudaError_t invalid = check_launch_configuration(grid, block, dynamic_shared)) {
@@ -25,5 +27,3 @@ cudaError_t launch_kernel(const char* kernel, dim3 grid, dim3 block, std::size_t
             }};
   return fail(enqueue_item(*stream, Item{std::move(work), WorkKind::device}));
 }
-
-}  // namespace alloy::emulator

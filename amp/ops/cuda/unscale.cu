@@ -2,20 +2,24 @@
 #include "amp/ops/cuda/unscale.h"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/last_block.h"
-#include "core/ops/cuda/multi_tensor.h"
+#include "core/ops/cuda/tensor_list.cuh"
 
 namespace alloy::amp::cuda {
 
 using alloy::cuda::ArrivalSlot;
-using alloy::cuda::TensorPairList;
 
 namespace {
+
+// Per tensor: the gradient and where its unscaled values go (it may be the gradient); index is
+// the item's position, which the overflow mark reports.
+using List = alloy::cuda::TensorList<2>;
+constexpr int kGrad = 0, kOutput = 1;
 
 // The overflow mark: 0 for none, else kNoMark - (the smallest overflowing item index), so that
 // atomicMax keeps the first one and zero (the state between calls) means none.
 constexpr unsigned int kNoMark = 0x7fffffffu;
 
-constexpr unsigned int kMaxBlocksPerTensor = 1024;
+constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 
 // Where the pass leaves its verdict, and what its last block does with it.
 struct Verdict {
@@ -28,54 +32,26 @@ struct Verdict {
   ScalerStep step;
 };
 
-// A compact grid: tensor t owns blocks [first_block[t], first_block[t + 1]), as many as its
-// size needs (up to a cap), so a model's small tensors (biases) do not each get as many
-// blocks as its largest, all of which would take an arrival ticket for nothing.
-struct BlockMap {
-  int first_block[TensorPairList::kMaxTensors + 1];
-};
-
-// The tensor owning block `block`: the last t with first_block[t] <= block (binary search).
-__device__ int owner_of(const BlockMap& map, int tensors, int block) {
-  int low = 0, high = tensors - 1;
-  while (low < high) {
-    const int middle = (low + high + 1) / 2;
-    if (map.first_block[middle] <= block) {
-      low = middle;
-    } else {
-      high = middle - 1;
-    }
-  }
-  return low;
-}
-
 // Each block strides over its tensor's elements with that tensor's other blocks. The inverse
 // is formed as the CPU forms it: 1.0f / scale, then one multiply per element. Every block
 // reads the scale before it takes its arrival ticket, so the last block may then change it.
-__global__ void unscale_kernel(TensorPairList list, BlockMap map, const float* scale,
-                               Verdict verdict) {
-  const int block = static_cast<int>(blockIdx.x);
-  const int t = list.size > 0 ? owner_of(map, list.size, block) : 0;
+__global__ void unscale_kernel(List list, const float* scale, Verdict verdict) {
+  const alloy::cuda::ListSlice s = alloy::cuda::slice_of_block(list);
   const float inverse = 1.0f / *scale;
-  const std::int64_t count = list.size > 0 ? list.count[t] : 0;  // size 0: the verdict only
   bool bad = false;
-  if (count > 0) {
-    const void* in = list.input[t];
-    void* out = list.output[t];
-    const DType in_dtype = list.input_dtype[t];
-    const DType out_dtype = list.output_dtype[t];
-    const std::int64_t stride =
-        static_cast<std::int64_t>(map.first_block[t + 1] - map.first_block[t]) * blockDim.x;
-    for (std::int64_t i =
-             static_cast<std::int64_t>(block - map.first_block[t]) * blockDim.x + threadIdx.x;
-         i < count; i += stride) {
+  if (s.count > 0) {
+    const void* in = list.data[kGrad][s.tensor];
+    void* out = list.data[kOutput][s.tensor];
+    const DType in_dtype = list.dtype[kGrad][s.tensor];
+    const DType out_dtype = list.dtype[kOutput][s.tensor];
+    for (std::int64_t i = s.first; i < s.count; i += s.stride) {
       const float value = alloy::cuda::load_any(in, in_dtype, i);
       bad |= !isfinite(value);
       alloy::cuda::store_any(out, out_dtype, i, value * inverse);
     }
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) {
-    atomicMax(verdict.mark, kNoMark - static_cast<unsigned int>(list.index[t]));
+    atomicMax(verdict.mark, kNoMark - list.index[s.tensor]);
   }
   if (!alloy::cuda::arrive_last(verdict.arrivals) || !verdict.finish || threadIdx.x != 0) return;
   const unsigned int mark = atomicExch(verdict.mark, 0u);  // read, and reset for the next call
@@ -91,31 +67,16 @@ __global__ void unscale_kernel(TensorPairList list, BlockMap map, const float* s
 void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale, float* found_inf,
                        std::int32_t* first_overflow, const ScalerStep* update,
                        cudaStream_t stream) {
-  // The lists of the launches: 48 non-empty items each, and at least one launch (with no
-  // tensors if need be), whose last block writes the verdict.
-  std::vector<TensorPairList> lists(1, TensorPairList{});
-  std::vector<BlockMap> maps(1, BlockMap{});
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const UnscaleItem& item = items[i];
-    if (item.count == 0) continue;
-    if (lists.back().size == TensorPairList::kMaxTensors) {
-      lists.push_back(TensorPairList{});
-      maps.push_back(BlockMap{});
-    }
-    TensorPairList& list = lists.back();
-    BlockMap& map = maps.back();
-    // Blocks to fill the device for a large tensor, one for a bias.
-    map.first_block[list.size + 1] =
-        map.first_block[list.size] +
-        static_cast<int>(std::min(alloy::cuda::grid_for(item.count), kMaxBlocksPerTensor));
-    list.input[list.size] = item.grad;
-    list.output[list.size] = item.output;
-    list.count[list.size] = item.count;
-    list.index[list.size] = static_cast<std::int32_t>(i);
-    list.input_dtype[list.size] = item.grad_dtype;
-    list.output_dtype[list.size] = item.output_dtype;
-    ++list.size;
-  }
+  // At least one launch (with no tensors if need be), whose last block writes the verdict.
+  const auto launches = alloy::cuda::split_tensor_lists<List>(
+      items.size(), kMaxBlocksPerTensor, true, [&](List& list, int k, std::size_t i) {
+        // The kernel only reads the gradient; the list's slots are untyped.
+        list.data[kGrad][k] = const_cast<void*>(items[i].grad);
+        list.data[kOutput][k] = items[i].output;
+        list.dtype[kGrad][k] = items[i].grad_dtype;
+        list.dtype[kOutput][k] = items[i].output_dtype;
+        return items[i].count;
+      });
   Verdict verdict{};
   verdict.found_inf = found_inf;
   verdict.first_overflow = first_overflow;
@@ -125,13 +86,12 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
     verdict.update = true;
     verdict.step = *update;
   }
-  for (std::size_t l = 0; l < lists.size(); ++l) {
-    verdict.finish = l + 1 == lists.size();
-    const auto blocks = static_cast<unsigned int>(std::max(maps[l].first_block[lists[l].size], 1));
-    ALLOY_LAUNCH(unscale_kernel, blocks, alloy::cuda::kThreads, 0, stream)
-    (lists[l], maps[l], scale, verdict);
-    ALLOY_CUDA_CHECK_LAUNCH("unscale_kernel on ", lists[l].size, " gradients (launch ", l + 1,
-                            " of ", lists.size(), ")");
+  for (std::size_t l = 0; l < launches.size(); ++l) {
+    verdict.finish = launches[l].last;
+    ALLOY_LAUNCH(unscale_kernel, launches[l].blocks, alloy::cuda::kThreads, 0, stream)
+    (launches[l].list, scale, verdict);
+    ALLOY_CUDA_CHECK_LAUNCH("unscale_kernel on ", launches[l].list.size, " gradients (launch ",
+                            l + 1, " of ", launches.size(), ")");
   }
 }
 

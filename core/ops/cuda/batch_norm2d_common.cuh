@@ -105,4 +105,20 @@ __device__ __forceinline__ void load_grads(const D* dy, ReluMask mask, const std
   }
 }
 
+// The evaluation forward of either layout: the running statistics' scale and shift into
+// scratch, then the layout's affine map, affine(T{}, x, y, g, scale, shift, relu, stream) with T
+// the storage type.
+template <class Affine>
+void batch_norm_eval_forward(const void* x, DType dtype, const BatchNormGeometry& g,
+                             ChannelData weight, ChannelData bias, ChannelData running_mean,
+                             ChannelData running_var, const BatchNormParams& params, float* scratch,
+                             void* y, cudaStream_t stream, Affine&& affine) {
+  float* scale = scratch;
+  float* shift = scratch + g.channels;
+  batch_norm2d_eval_coefficients(g.channels, weight, bias, running_mean, running_var, params.eps,
+                                 scale, shift, stream);
+  dispatch_floating(dtype, "batch_norm2d_eval_forward",
+                    [&](auto type) { affine(type, x, y, g, scale, shift, params.relu, stream); });
+}
+
 }  // namespace alloy::cuda

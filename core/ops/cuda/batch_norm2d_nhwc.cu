@@ -341,14 +341,9 @@ void batch_norm2d_nhwc_eval_forward(const void* x, DType dtype, const BatchNormG
                                     ChannelData weight, ChannelData bias, ChannelData running_mean,
                                     ChannelData running_var, const BatchNormParams& params,
                                     float* scratch, void* y, cudaStream_t stream) {
-  float* scale = scratch;
-  float* shift = scratch + g.channels;
-  batch_norm2d_eval_coefficients(g.channels, weight, bias, running_mean, running_var, params.eps,
-                                 scale, shift, stream);
-  dispatch_floating(dtype, "batch_norm2d_eval_forward", [&](auto type) {
-    using T = decltype(type);
-    launch_affine<T>(x, y, g, scale, shift, params.relu, stream);
-  });
+  batch_norm_eval_forward(
+      x, dtype, g, weight, bias, running_mean, running_var, params, scratch, y, stream,
+      [](auto type, auto&&... args) { launch_affine<decltype(type)>(args...); });
 }
 
 void batch_norm2d_nhwc_backward(const void* x, DType dtype, const void* dy, DType dy_dtype,

@@ -11,8 +11,8 @@ namespace {
 
 using List = TensorList<1>;
 
-// A large tensor's blocks stride over it (tensor_list.cuh), so the partials stay few enough for
-// the last block to sum quickly.
+// A large tensor's blocks stride over it (list_blocks_for, multi_tensor.h), so the partials stay
+// few enough for the last block to sum quickly.
 constexpr std::int64_t kMaxBlocksPerTensor = 256;
 
 // What the call's last block does with the partials.
@@ -45,22 +45,20 @@ __device__ double thread_squares(const void* data, std::int64_t first, std::int6
 __global__ void norm_kernel(List list, double* partials, std::int32_t partial_offset,
                             Finish finish) {
   const auto block = static_cast<std::int32_t>(blockIdx.x);
+  // A list with no elements (a call with none) runs one block, for the results only.
+  const ListSlice s = slice_of_block(list);
+  const void* data = list.data[0][s.tensor];
   double sum = 0.0;
-  if (list.size > 0) {  // size 0: a call with no elements, run for its results only
-    const ListSlice s = slice_of_block(list);
-    const int t = s.tensor;
-    const void* data = list.data[0][t];
-    switch (list.dtype[0][t]) {
-      case DType::f16:
-        sum = thread_squares<__half>(data, s.first, s.stride, s.count);
-        break;
-      case DType::bf16:
-        sum = thread_squares<__nv_bfloat16>(data, s.first, s.stride, s.count);
-        break;
-      default:
-        sum = thread_squares<float>(data, s.first, s.stride, s.count);
-        break;
-    }
+  switch (list.dtype[0][s.tensor]) {
+    case DType::f16:
+      sum = thread_squares<__half>(data, s.first, s.stride, s.count);
+      break;
+    case DType::bf16:
+      sum = thread_squares<__nv_bfloat16>(data, s.first, s.stride, s.count);
+      break;
+    default:
+      sum = thread_squares<float>(data, s.first, s.stride, s.count);
+      break;
   }
   sum = block_sum(sum);
   if (threadIdx.x == 0) partials[partial_offset + block] = sum;
@@ -80,31 +78,16 @@ __global__ void norm_kernel(List list, double* partials, std::int32_t partial_of
 
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
                     float* coefficient, ClipTally* tally, cudaStream_t stream) {
-  // The launches' lists of up to 64 tensors; at least one launch (with no tensors if need be),
-  // whose last block writes the results.
-  std::vector<List> lists(1, List{});
-  std::vector<std::int32_t> blocks(1, 0);
-  for (const NormItem& item : items) {
-    if (lists.back().size == List::kMaxTensors) {
-      lists.back().block_start[lists.back().size] = blocks.back();
-      lists.push_back(List{});
-      blocks.push_back(0);
-    }
-    List& list = lists.back();
-    const int k = list.size++;
-    // The kernel only reads the gradient; the list's slots are untyped.
-    list.data[0][k] = const_cast<void*>(item.data);
-    list.dtype[0][k] = item.dtype;
-    list.count[k] = item.count;
-    list.block_start[k] = blocks.back();
-    blocks.back() += list_blocks_for(item.count, kMaxBlocksPerTensor);
-  }
-  lists.back().block_start[lists.back().size] = blocks.back();
-  for (std::int32_t& count : blocks)
-    count = std::max(count, std::int32_t{1});
-  std::int32_t partials = 0;
-  for (const std::int32_t count : blocks)
-    partials += count;
+  // At least one launch (with no tensors if need be), whose last block writes the results.
+  const auto launches = split_tensor_lists<List>(
+      items.size(), kMaxBlocksPerTensor, true, [&](List& list, int k, std::size_t i) {
+        // The kernel only reads the gradient; the list's slots are untyped.
+        list.data[0][k] = const_cast<void*>(items[i].data);
+        list.dtype[0][k] = items[i].dtype;
+        return items[i].count;
+      });
+  // One partial per block of the call, every launch's.
+  const std::int32_t partials = launches.back().first_block + launches.back().blocks;
   // Released when the launches are queued: the next user of the memory runs after them on the
   // same stream.
   const DeviceBuffer workspace = reduction_workspace(sizeof(double) * partials);
@@ -115,14 +98,12 @@ void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* n
                 norm,
                 coefficient,
                 tally};
-  std::int32_t offset = 0;
-  for (std::size_t l = 0; l < lists.size(); ++l) {
-    finish.last_launch = l + 1 == lists.size();
-    ALLOY_LAUNCH(norm_kernel, static_cast<unsigned int>(blocks[l]), kThreads, 0, stream)
-    (lists[l], workspace.as<double>(), offset, finish);
-    ALLOY_CUDA_CHECK_LAUNCH("norm_kernel on ", lists[l].size, " gradients (launch ", l + 1, " of ",
-                            lists.size(), ")");
-    offset += blocks[l];
+  for (std::size_t l = 0; l < launches.size(); ++l) {
+    finish.last_launch = launches[l].last;
+    ALLOY_LAUNCH(norm_kernel, launches[l].blocks, kThreads, 0, stream)
+    (launches[l].list, workspace.as<double>(), launches[l].first_block, finish);
+    ALLOY_CUDA_CHECK_LAUNCH("norm_kernel on ", launches[l].list.size, " gradients (launch ", l + 1,
+                            " of ", launches.size(), ")");
   }
 }
 

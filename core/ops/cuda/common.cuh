@@ -16,12 +16,12 @@
 
 // ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream)(args...) is
 // kernel<<<grid, block, shared_bytes, stream>>>(args...), in a form that an emulated build
-// (ALLOY_CUDA=EMULATED, tools/cuda_emulator) can run on the host as well.
+// (ALLOY_CUDA=EMULATED) can run on the host as well, through the seam of emulated_launch.h.
 #ifdef ALLOY_CUDA_EMULATOR
-#include "tools/cuda_emulator/launcher.h"
-#define ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream)           \
-  ::alloy::emulator::Launcher(#kernel, grid, block, shared_bytes, stream, \
-                              [](auto... arguments) { kernel(arguments...); })
+#include "core/cuda/emulated_launch.h"
+#define ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream)             \
+  ::alloy::cuda::EmulatedLaunch(#kernel, grid, block, shared_bytes, stream, \
+                                [](auto... arguments) { kernel(arguments...); })
 #else
 #define ALLOY_LAUNCH(kernel, grid, block, shared_bytes, stream) \
   kernel<<<grid, block, shared_bytes, stream>>>

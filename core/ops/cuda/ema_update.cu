@@ -12,8 +12,8 @@ namespace {
 using List = TensorList<2>;
 constexpr int kAverage = 0, kValue = 1;
 
-// Tensors larger than this many blocks are strided over (tensor_list.cuh), as the optimizer
-// updates do.
+// Tensors larger than this many blocks are strided over (list_blocks_for, multi_tensor.h), as the
+// optimizer updates do.
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 
 // cpu::ema_update's arithmetic: the product rounded on its own (__fmul_rn is never contracted
@@ -57,26 +57,20 @@ void ema_update(const std::vector<EmaBuffers>& tensors, float decay, const float
                 const std::int32_t* updates, cudaStream_t stream) {
   // Rounded once on the host, as cpu::ema_update does.
   const float one_minus_decay = 1.0f - decay;
-  for (std::size_t begin = 0; begin < tensors.size(); begin += List::kMaxTensors) {
-    const std::size_t end = std::min(tensors.size(), begin + List::kMaxTensors);
-    List list{};
-    std::int32_t blocks = 0;
-    for (std::size_t i = begin; i < end; ++i) {
-      const EmaBuffers& t = tensors[i];
-      const int k = list.size++;
-      list.data[kAverage][k] = t.average;
-      // The kernel only reads the value; the list's slots are untyped.
-      list.data[kValue][k] = const_cast<void*>(t.value);
-      list.dtype[kAverage][k] = DType::f32;
-      list.dtype[kValue][k] = t.value_dtype;
-      list.count[k] = t.count;
-      list.block_start[k] = blocks;
-      blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
-    }
-    list.block_start[list.size] = blocks;
-    ALLOY_LAUNCH(ema_kernel, blocks, kThreads, 0, stream)
-    (list, decay, one_minus_decay, skip, updates);
-    ALLOY_CUDA_CHECK_LAUNCH("ema_kernel on ", list.size, " tensors (", blocks, " blocks)");
+  const auto launches = split_tensor_lists<List>(
+      tensors.size(), kMaxBlocksPerTensor, false, [&](List& list, int k, std::size_t i) {
+        list.data[kAverage][k] = tensors[i].average;
+        // The kernel only reads the value; the list's slots are untyped.
+        list.data[kValue][k] = const_cast<void*>(tensors[i].value);
+        list.dtype[kAverage][k] = DType::f32;
+        list.dtype[kValue][k] = tensors[i].value_dtype;
+        return tensors[i].count;
+      });
+  for (const ListLaunch<List>& launch : launches) {
+    ALLOY_LAUNCH(ema_kernel, launch.blocks, kThreads, 0, stream)
+    (launch.list, decay, one_minus_decay, skip, updates);
+    ALLOY_CUDA_CHECK_LAUNCH("ema_kernel on ", launch.list.size, " tensors (", launch.blocks,
+                            " blocks)");
   }
 }
 

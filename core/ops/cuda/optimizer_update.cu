@@ -10,15 +10,12 @@ namespace alloy::cuda {
 
 namespace {
 
-// Per tensor: the parameter, its gradient, up to two f32 state buffers and the model copy; and
-// its UpdateBuffers::index, for stochastic rounding's words.
-struct List : TensorList<5> {
-  std::uint32_t index[kMaxTensors];
-};
+// Per tensor: the parameter, its gradient, up to two f32 state buffers and the model copy;
+// index is its UpdateBuffers::index, for stochastic rounding's words.
+using List = TensorList<5>;
 constexpr int kParam = 0, kGrad = 1, kState0 = 2, kState1 = 3, kCopy = 4;
-static_assert(sizeof(List) <= 4096, "kernel arguments are limited to 4 KiB");
 
-// Tensors larger than this many blocks are strided over (tensor_list.cuh).
+// Tensors larger than this many blocks are strided over (list_blocks_for, multi_tensor.h).
 constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 
 __device__ __forceinline__ bool skip(const float* found_inf) {
@@ -210,36 +207,25 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
   finish_block(step, advance);
 }
 
-// Calls launch(list, blocks, last) for consecutive lists of up to List::kMaxTensors tensors
-// (each with count > 0, so each has a block); `last` marks the launch that advances the step
-// count, after every earlier one has read it.
-template <class Launch>
-void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& launch) {
-  for (std::size_t begin = 0; begin < tensors.size(); begin += List::kMaxTensors) {
-    const std::size_t end = std::min(tensors.size(), begin + List::kMaxTensors);
-    List list{};
-    std::int32_t blocks = 0;
-    for (std::size_t i = begin; i < end; ++i) {
-      const UpdateBuffers& t = tensors[i];
-      const int k = list.size++;
-      list.data[kParam][k] = t.param;
-      // The kernels only read the gradient; the list's slots are untyped.
-      list.data[kGrad][k] = const_cast<void*>(t.grad);
-      list.data[kState0][k] = t.state[0];
-      list.data[kState1][k] = t.state[1];
-      list.data[kCopy][k] = t.copy;
-      list.dtype[kParam][k] = t.param_dtype;
-      list.dtype[kGrad][k] = t.grad_dtype;
-      list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
-      list.dtype[kCopy][k] = t.copy_dtype;
-      list.count[k] = t.count;
-      list.index[k] = t.index;
-      list.block_start[k] = blocks;
-      blocks += list_blocks_for(t.count, kMaxBlocksPerTensor);
-    }
-    list.block_start[list.size] = blocks;
-    launch(list, blocks, end == tensors.size());
-  }
+// The call's launches; the last one advances the step count, after every earlier one has read
+// it.
+std::vector<ListLaunch<List>> update_lists(const std::vector<UpdateBuffers>& tensors) {
+  const auto fill = [&](List& list, int k, std::size_t i) {
+    const UpdateBuffers& t = tensors[i];
+    list.data[kParam][k] = t.param;
+    // The kernels only read the gradient; the list's slots are untyped.
+    list.data[kGrad][k] = const_cast<void*>(t.grad);
+    list.data[kState0][k] = t.state[0];
+    list.data[kState1][k] = t.state[1];
+    list.data[kCopy][k] = t.copy;
+    list.dtype[kParam][k] = t.param_dtype;
+    list.dtype[kGrad][k] = t.grad_dtype;
+    list.dtype[kState0][k] = list.dtype[kState1][k] = DType::f32;
+    list.dtype[kCopy][k] = t.copy_dtype;
+    list.index[k] = t.index;
+    return t.count;
+  };
+  return split_tensor_lists<List>(tensors.size(), kMaxBlocksPerTensor, false, fill);
 }
 
 }  // namespace
@@ -247,21 +233,23 @@ void for_each_list(const std::vector<UpdateBuffers>& tensors, const Launch& laun
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
                 std::int32_t* step, const float* found_inf, const float* grad_factor,
                 cudaStream_t stream) {
-  for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    ALLOY_LAUNCH(sgd_kernel, blocks, kThreads, 0, stream)
-    (list, hyper, lr, step, found_inf, grad_factor, last);
-    ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", list.size, " tensors (", blocks, " blocks)");
-  });
+  for (const ListLaunch<List>& launch : update_lists(tensors)) {
+    ALLOY_LAUNCH(sgd_kernel, launch.blocks, kThreads, 0, stream)
+    (launch.list, hyper, lr, step, found_inf, grad_factor, launch.last);
+    ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", launch.list.size, " tensors (", launch.blocks,
+                            " blocks)");
+  }
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper,
                   const float* lr, std::int32_t* step, const float* found_inf,
                   const float* grad_factor, cudaStream_t stream) {
-  for_each_list(tensors, [&](const List& list, std::int32_t blocks, bool last) {
-    ALLOY_LAUNCH(adamw_kernel, blocks, kThreads, 0, stream)
-    (list, hyper, lr, step, found_inf, grad_factor, last);
-    ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", list.size, " tensors (", blocks, " blocks)");
-  });
+  for (const ListLaunch<List>& launch : update_lists(tensors)) {
+    ALLOY_LAUNCH(adamw_kernel, launch.blocks, kThreads, 0, stream)
+    (launch.list, hyper, lr, step, found_inf, grad_factor, launch.last);
+    ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", launch.list.size, " tensors (", launch.blocks,
+                            " blocks)");
+  }
 }
 
 }  // namespace alloy::cuda

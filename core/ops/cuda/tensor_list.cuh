@@ -1,8 +1,7 @@
-// Device-side helpers of the multi-tensor launches over a TensorList (multi_tensor.h): how many
-// blocks a tensor gets, and which tensor and elements a block's thread works on.
+// Device-side helpers of the multi-tensor launches over a TensorList (multi_tensor.h): which
+// tensor and elements a block's thread works on.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/ops/cuda/common.cuh"
@@ -10,16 +9,7 @@
 
 namespace alloy::cuda {
 
-// About four elements per thread.
-constexpr std::int64_t kListElementsPerBlock = 4 * kThreads;
-
-// The blocks a tensor of `count` elements gets: enough for four elements per thread, at most
-// `max_blocks` (a larger tensor's blocks stride over it, so the grid stays within gridDim.x's
-// limit and per-block partials or tickets stay few).
-inline std::int32_t list_blocks_for(std::int64_t count, std::int64_t max_blocks) {
-  return static_cast<std::int32_t>(
-      std::min((count + kListElementsPerBlock - 1) / kListElementsPerBlock, max_blocks));
-}
+static_assert(kListElementsPerBlock == 4 * kThreads, "four elements per thread");
 
 // This thread's elements of its block's tensor: first, first + stride, ... below count.
 struct ListSlice {
@@ -27,9 +17,11 @@ struct ListSlice {
   std::int64_t first, stride, count;
 };
 
-// Tensor t owns blocks [block_start[t], block_start[t + 1]); the list must not be empty.
+// Tensor t owns blocks [block_start[t], block_start[t + 1]). The one block of a list with no
+// elements (no tensors, or only empty ones) gets no elements.
 template <int Depth>
 __device__ __forceinline__ ListSlice slice_of_block(const TensorList<Depth>& list) {
+  if (list.size == 0) return {0, 0, 0, 0};
   const auto block = static_cast<std::int32_t>(blockIdx.x);
   int t = 0;
   while (t + 1 < list.size && list.block_start[t + 1] <= block)

@@ -1,66 +1,58 @@
 #include "core/ops/cuda/common.cuh"
-#include "core/ops/cuda/multi_tensor.h"
+#include "core/ops/cuda/tensor_list.cuh"
 #include "parallel/ops/cuda/bucket.h"
 
 namespace alloy::parallel::cuda {
 
-using alloy::cuda::TensorPairList;
-
 namespace {
 
-__global__ void scaled_copy_kernel(TensorPairList list, float factor) {
-  const int t = blockIdx.y;
-  const void* in = list.input[t];
-  void* out = list.output[t];
-  const DType from = list.input_dtype[t];
-  const DType to = list.output_dtype[t];
-  const std::int64_t count = list.count[t];
+// Per tensor: where it is read from (null: zeros) and where it is written.
+using List = alloy::cuda::TensorList<2>;
+constexpr int kFrom = 0, kTo = 1;
+
+constexpr std::int64_t kMaxBlocksPerTensor = 1024;
+
+__global__ void scaled_copy_kernel(List list, float factor) {
+  const alloy::cuda::ListSlice s = alloy::cuda::slice_of_block(list);
+  const void* in = list.data[kFrom][s.tensor];
+  void* out = list.data[kTo][s.tensor];
+  const DType from = list.dtype[kFrom][s.tensor];
+  const DType to = list.dtype[kTo][s.tensor];
   if (in == nullptr) {
-    ALLOY_GRID_STRIDE(i, count) {
+    for (std::int64_t i = s.first; i < s.count; i += s.stride)
       alloy::cuda::store_any(out, to, i, 0.0f);
-    }
   } else if (factor == 1.0f && from == to) {
     // Bits, as the CPU's memcpy: a NaN's payload survives too.
     if (from == DType::f32) {
-      ALLOY_GRID_STRIDE(i, count) {
+      for (std::int64_t i = s.first; i < s.count; i += s.stride)
         static_cast<std::uint32_t*>(out)[i] = static_cast<const std::uint32_t*>(in)[i];
-      }
     } else {
-      ALLOY_GRID_STRIDE(i, count) {
+      for (std::int64_t i = s.first; i < s.count; i += s.stride)
         static_cast<std::uint16_t*>(out)[i] = static_cast<const std::uint16_t*>(in)[i];
-      }
     }
   } else {
-    ALLOY_GRID_STRIDE(i, count) {
+    for (std::int64_t i = s.first; i < s.count; i += s.stride)
       alloy::cuda::store_any(out, to, i, __fmul_rn(alloy::cuda::load_any(in, from, i), factor));
-    }
   }
 }
 
 }  // namespace
 
 void scaled_copy(const std::vector<ScaledCopyItem>& items, float factor, cudaStream_t stream) {
-  for (std::size_t begin = 0; begin < items.size(); begin += TensorPairList::kMaxTensors) {
-    TensorPairList list{};
-    std::int64_t largest = 0;
-    for (std::size_t i = begin; i < std::min(items.size(), begin + TensorPairList::kMaxTensors);
-         ++i) {
-      if (items[i].count == 0) continue;
-      list.input[list.size] = items[i].from;
-      list.output[list.size] = items[i].to;
-      list.count[list.size] = items[i].count;
-      list.index[list.size] = static_cast<std::int32_t>(i);
-      list.input_dtype[list.size] = items[i].from_dtype;
-      list.output_dtype[list.size] = items[i].to_dtype;
-      largest = std::max(largest, items[i].count);
-      ++list.size;
-    }
-    if (list.size == 0) continue;
-    const dim3 grid(std::min(alloy::cuda::grid_for(largest), 1024u),
-                    static_cast<unsigned int>(list.size));
-    ALLOY_LAUNCH(scaled_copy_kernel, grid, alloy::cuda::kThreads, 0, stream)(list, factor);
-    ALLOY_CUDA_CHECK_LAUNCH("scaled_copy_kernel (data-parallel bucket copy) on ", list.size,
-                            " tensors from #", begin);
+  const auto launches = alloy::cuda::split_tensor_lists<List>(
+      items.size(), kMaxBlocksPerTensor, false, [&](List& list, int k, std::size_t i) {
+        // The kernel only reads `from`; the list's slots are untyped.
+        list.data[kFrom][k] = const_cast<void*>(items[i].from);
+        list.data[kTo][k] = items[i].to;
+        list.dtype[kFrom][k] = items[i].from_dtype;
+        list.dtype[kTo][k] = items[i].to_dtype;
+        return items[i].count;
+      });
+  for (const auto& launch : launches) {
+    ALLOY_LAUNCH(scaled_copy_kernel, launch.blocks, alloy::cuda::kThreads, 0, stream)
+    (launch.list, factor);
+    ALLOY_CUDA_CHECK_LAUNCH("scaled_copy_kernel (data-parallel bucket copy) on ", launch.list.size,
+                            " tensors (", launch.blocks, " blocks)");
   }
 }
 
