@@ -119,7 +119,7 @@ BOOST_AUTO_TEST_CASE(max_consecutive_skips_stops_at_the_read_of_the_poll) {
   }
   BOOST_TEST(stopped_at > 8);
   BOOST_TEST(message.find("training diverged: the last 8 steps all overflowed "
-                          "(--max-consecutive-skips 8; loss scale now 3.90625e+27) (first in "
+                          "(max_consecutive_skips 8; loss scale now 3.90625e+27) (first in "
                           "layer2.weight)") == 0u,
              message);
   BOOST_TEST((round_trips() - before).host_waits == 0u);
