@@ -9,7 +9,8 @@ keys added (a key a record already has is left as it is):
   machine    the CPU's model name, the architecture and the core count
   gpu        the first GPU's name and `driver` its driver version, where `nvidia-smi` answers
   date       UTC, "YYYY-MM-DDTHH:MM:SSZ", the same for every line of one call
-  commit     `git describe --always --dirty` of this tree
+  commit     `git describe --always` of this tree, -dirty when a tracked file other than a
+             record under docs/results differs from it
   command    the command that measured the records (--command)
   load       /proc/loadavg when the records were written: the machine may be shared, and a
              loaded machine's figures say less
@@ -55,9 +56,16 @@ def gpu():
 
 
 def commit():
+    """The tree's commit, with -dirty when a tracked file other than a record differs from it:
+    the records a run appends to do not change what was measured."""
     try:
-        return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"],
-                              capture_output=True, text=True, check=True).stdout.strip()
+        def git(*args):
+            return subprocess.run(["git", "-C", ROOT, *args], capture_output=True, text=True,
+                                  check=True).stdout.strip()
+        name = git("describe", "--always")
+        changed = git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                      ":(exclude)docs/results")
+        return name + ("-dirty" if changed else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
