@@ -5,8 +5,9 @@
 #     measurement-looking text stands outside them, and the docs hold no history (figures.py).
 #  2. A copy of the README with a figure pasted by hand - outside the blocks (each kind: ratio,
 #     time, rate, accuracy, percentage, size, FLOP rate), or inside one - fails; so do a commit
-#     hash and a date in the docs; settings written
-#     as the README writes them (3x3, 28x28x1, --ema-decay 0.999, 25 MiB, 2^16) pass.
+#     hash and a date in the docs; settings written as the README writes them (3x3, 28x28x1,
+#     --ema-decay 0.999, 25 MiB, 2^16) pass.
+#  3. The README stays a manual (at most 450 lines) and PERFORMANCE.md an analysis (700).
 #
 #   tests/tools/results_figures_test.sh
 set -euo pipefail
@@ -90,6 +91,13 @@ printf '<!-- results:x -->\n' >"$work/unclosed.md"
 status=0
 figures_on "$work/unclosed.md" || status=$?
 ((status == 2)) || fail "an unclosed marker: exit $status"
+
+# 3. The documents' lengths.
+for limit in "README.md 450" "docs/PERFORMANCE.md 700"; do
+  read -r doc most <<<"$limit"
+  lines=$(wc -l <"$root/$doc")
+  ((lines <= most)) || fail "$doc has $lines lines, more than $most"
+done
 
 if ((failures)); then
   echo "results_figures_test: $failures check(s) failed"
