@@ -1,6 +1,9 @@
 #include "apps/cli/cli.h"
 
+#include <sched.h>
+
 #include <iostream>
+#include <thread>
 
 #include "core/error.h"
 #include "core/setting_error.h"
@@ -12,6 +15,25 @@ constexpr unsigned kLineLength = 100;
 constexpr unsigned kDescriptionColumn = 50;
 constexpr const char* kStrayKey = "stray-argument";
 }  // namespace
+
+std::string join(const std::vector<std::string>& words) {
+  std::string out;
+  for (std::size_t i = 0; i < words.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == words.size() ? " or " : ", ";
+    out += words[i];
+  }
+  return out;
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int count = CPU_COUNT(&set);
+    if (count > 0) return count;
+  }
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores == 0 ? 1 : static_cast<int>(cores);
+}
 
 std::string setting_of_flag(const std::string& flag) {
   if (flag == "nproc-per-node") return "gpus";

@@ -40,6 +40,13 @@ std::string flag_of_setting(const std::string& setting);
 // (core/setting_error.h) as the flags that set them.
 std::string command_message(const std::exception& error);
 
+// "a, b or c", for the choices a message lists.
+std::string join(const std::vector<std::string>& words);
+
+// The cores this process may run on (its affinity mask, which containers and taskset narrow),
+// not every core of the machine: the default of --threads.
+int available_cores();
+
 // Options descriptions formatted for a 100-column terminal.
 po::options_description make_group(const std::string& title);
 

@@ -1,6 +1,5 @@
 #include "apps/cli/memory_report.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,7 +8,6 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "amp/mixed_precision.h"
 #include "apps/cli/cli.h"
@@ -39,25 +37,6 @@ namespace {
 
 constexpr int kMaxThreads = 1024;
 constexpr double kMiB = 1024.0 * 1024.0;
-
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == words.size() ? " or " : ", ";
-    out += words[i];
-  }
-  return out;
-}
-
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return count;
-  }
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores == 0 ? 1 : static_cast<int>(cores);
-}
 
 std::vector<amp::OptLevel> parse_levels(const std::string& text) {
   std::vector<amp::OptLevel> levels;

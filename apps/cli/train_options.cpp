@@ -1,10 +1,7 @@
 #include "apps/cli/train_options.h"
 
-#include <sched.h>
-
 #include <cmath>
 #include <iostream>
-#include <thread>
 
 #include "apps/cli/cli.h"
 #include "apps/cli/config_file.h"
@@ -32,33 +29,12 @@ const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
 const std::vector<std::string> kConvAlgorithms = {"heuristic", "measured"};
 constexpr int kMaxThreads = 1024;
 
-std::string join(const std::vector<std::string>& words) {
-  std::string out;
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == words.size() ? " or " : ", ";
-    out += words[i];
-  }
-  return out;
-}
-
 void check_choice(const char* flag, const std::string& value,
                   const std::vector<std::string>& choices) {
   for (const auto& choice : choices) {
     if (value == choice) return;
   }
   usage_fail(flag, " '", value, "' is not one of ", join(choices));
-}
-
-// The cores this process may run on (its affinity mask, which containers and taskset narrow),
-// not every core of the machine.
-int available_cores() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return count;
-  }
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores == 0 ? 1 : static_cast<int>(cores);
 }
 
 bool parse_bool(const char* flag, const std::string& text) {
