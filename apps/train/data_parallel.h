@@ -2,9 +2,10 @@
 //
 // Where this process stands: a launcher of local workers (--gpus G > 1), one rank of a job
 // (a worker, --nodes N with --nr, or the torchrun/mpirun/srun environment), or a single
-// process. A launcher starts the workers and waits; a rank joins the process group and wraps
-// its Trainer in a DataParallel, which the trainer consults at its seams: the per-rank batch
-// and shard, the gradient reduction after backward, and the sums behind reduced figures.
+// process. A launcher (the command's, apps/cli/launcher.h) starts the workers and waits; a rank
+// joins the process group and wraps its Trainer in a DataParallel, which the trainer consults at
+// its seams: the per-rank batch and shard, the gradient reduction after backward, and the sums
+// behind reduced figures.
 #pragma once
 
 #include <chrono>
