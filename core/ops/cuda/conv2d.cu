@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <memory>
@@ -668,6 +669,24 @@ std::string conv2d_algorithm_report(Device device) {
     report += "\n";
   }
   return report;
+}
+
+ConvCandidates conv2d_candidates(Device device, DType dtype, const Conv2dGeometry& g,
+                                 const std::string& direction) {
+  ALLOY_CHECK(direction == "forward" || direction == "data" || direction == "filter",
+              "conv2d_candidates: direction '", direction, "' is not forward, data or filter");
+  const Plan plan(context(device).cudnn.get(), dtype, g, dtype == DType::f32 && allow_tf32());
+  const Direction& chosen = direction == "forward" ? plan.forward
+                            : direction == "data"  ? plan.data
+                                                   : plan.filter;
+  return {algorithm_key(plan, direction.c_str(), device), chosen.candidates};
+}
+
+void conv2d_forget_plans(Device device) {
+  PlanCache& cache = plan_cache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  for (auto it = cache.plans.begin(); it != cache.plans.end();)
+    it = std::get<0>(it->first) == device.index ? cache.plans.erase(it) : std::next(it);
 }
 
 void conv2d_forward(Device device, const Conv2dGeometry& g, DType dtype, const void* x,

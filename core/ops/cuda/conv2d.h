@@ -11,16 +11,22 @@
 // come from the caching allocator, so steady state calls neither cudaMalloc nor cuDNN's heuristics.
 // Accumulation is fp32: half data with CUDNN_DATA_FLOAT compute (tensor cores allowed), fp32
 // data with FMA math only (no TF32) unless --allow-tf32 (core/ops/allow_tf32.h) allows
-// tensor-op math for it too. The bias is the project's own kernel after the convolution.
+// tensor-op math for it too. The bias is the project's own kernel after the convolution, so a
+// half output of a cuDNN algorithm is rounded twice (the convolution's, then the sum's) where
+// the CPU and Alloy's kernels round once: within an ulp of theirs (docs/PERFORMANCE.md, "O3 on
+// the GPU").
 // Channels-last (g.layout == nhwc): NHWC tensor descriptors and KRSC filters, cuDNN's native
 // tensor-core format. w and dw stay KCRS: the forward and the input gradient read a KRSC copy of
 // w made in a workspace, and cuDNN's KRSC filter gradient is added into dw by a transposing add.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "core/ops/conv2d.h"
+#include "core/ops/conv2d_algorithm_db.h"
+#include "core/ops/cuda/conv2d_algorithms.h"
 
 namespace alloy::cuda {
 
@@ -43,5 +49,19 @@ int conv2d_plan_count(Device device);
 // --allow-tf32), and per direction the cuDNN algorithm its first execution chose, with its math
 // type (for a GPU session's log: which algorithms ran).
 std::string conv2d_algorithm_report(Device device);
+
+// What a plan of (dtype, g) on `device` would try in `direction` (forward, data or filter): the
+// algorithm db's key of that direction and its candidates in order, Alloy's kernels last. With
+// conv2d_forget_plans and, under the measured setting, a choice loaded by load_conv_algorithms,
+// a test runs a convolution with each of them.
+struct ConvCandidates {
+  ConvAlgorithmKey key;
+  std::vector<AlgorithmOffer> offers;
+};
+ConvCandidates conv2d_candidates(Device device, DType dtype, const Conv2dGeometry& g,
+                                 const std::string& direction);
+
+// Forgets `device`'s plans: each shape's next convolution plans and chooses its algorithms again.
+void conv2d_forget_plans(Device device);
 
 }  // namespace alloy::cuda
