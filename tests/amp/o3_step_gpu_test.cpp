@@ -97,7 +97,8 @@ void compare_step(const data::Dataset& set, std::int64_t step) {
 
   std::ostringstream table;
   table << std::left << std::setw(18) << "op" << std::right << std::setw(8) << "elements"
-        << "  chained: max|d|  ulp  differ  own: max|d|  ulp  differ   lost  fp16 0  would move\n";
+        << "  chained: max|d|  ulp  differ  own: max|d|  ulp  differ   lost  fp16 0  would move  "
+           "vs fp32\n";
   for (const TraceEntry& entry : c.entries) {
     const std::string& name = entry.name;
     if (ends_with(name, " before")) continue;
@@ -112,7 +113,11 @@ void compare_step(const data::Dataset& set, std::int64_t step) {
       const Underflow flushed = underflow(entry.value, r.at(name), w, kRecipeLr);
       table << std::setw(7) << std::setprecision(2)
             << (lost.nonzero ? double(lost.lost) / double(lost.nonzero) : 0.0) << std::setw(8)
-            << flushed.flushed << std::setw(12) << flushed.would_move;
+            << flushed.flushed << std::setw(12) << flushed.would_move << std::setw(10)
+            << relative_error(entry.value, r.at(name));
+    } else if (ends_with(name, " dx") || name == "dlogits") {
+      table << std::setw(15) << underflow(entry.value, r.at(name), Tensor(), 0.0f).flushed
+            << std::setw(22) << relative_error(entry.value, r.at(name));
     }
     table << "\n";
 

@@ -227,12 +227,23 @@ std::int64_t count_apart(const Tensor& a, const Tensor& b, std::int64_t ulps, do
   return apart;
 }
 
+double relative_error(const Tensor& half, const Tensor& reference) {
+  double error = 0.0, norm = 0.0;
+  for (std::int64_t i = 0; i < half.numel(); ++i) {
+    const double exact = value_at(reference, i);
+    error += (value_at(half, i) - exact) * (value_at(half, i) - exact);
+    norm += exact * exact;
+  }
+  return norm > 0.0 ? std::sqrt(error / norm) : std::sqrt(error);
+}
+
 Underflow underflow(const Tensor& half, const Tensor& reference, const Tensor& w, float lr) {
   Underflow counts;
   for (std::int64_t i = 0; i < half.numel(); ++i) {
     const float exact = value_at(reference, i);
     if (value_at(half, i) != 0.0f || exact == 0.0f) continue;
     ++counts.flushed;
+    if (!w.defined()) continue;
     const float weight = value_at(w, i);
     counts.would_move += round_to_half(weight - lr * exact) != weight;
   }

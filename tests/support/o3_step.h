@@ -80,9 +80,13 @@ TensorDiff diff_tensors(const Tensor& a, const Tensor& b);
 // Elements more than `ulps` ulp and more than `atol` apart.
 std::int64_t count_apart(const Tensor& a, const Tensor& b, std::int64_t ulps, double atol);
 
+// |half - reference| / |reference| over the whole tensors (L2 norms; host tensors).
+double relative_error(const Tensor& half, const Tensor& reference);
+
 // Elements of the half gradient `half` that are zero where the fp32 reference `reference` is
 // not (host tensors): gradients lost to underflow at loss scale 1; and how many of those the
-// reference's update would have moved (w - lr * reference, rounded to w's fp16, is not w).
+// reference's update would have moved (w - lr * reference, rounded to w's fp16, is not w;
+// none counted when w is undefined: an activation's gradient).
 struct Underflow {
   std::int64_t flushed = 0;
   std::int64_t would_move = 0;
