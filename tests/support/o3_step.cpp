@@ -57,7 +57,8 @@ std::int64_t ordered_at(const Tensor& t, std::int64_t i) {
 
 }  // namespace
 
-RecipeModel make_recipe_lenet(amp::OptLevel level, Device device, std::uint64_t seed) {
+RecipeModel make_recipe_lenet(amp::OptLevel level, Device device, std::uint64_t seed,
+                              const amp::AmpOverrides& overrides) {
   Generator generator(seed);
   RecipeModel recipe;
   recipe.model = models::make_model("lenet", generator, 10, models::image_shape_of({1, 28, 28}));
@@ -69,8 +70,8 @@ RecipeModel make_recipe_lenet(amp::OptLevel level, Device device, std::uint64_t 
   optim::OptimizerConfig config;
   config.lr = kRecipeLr;
   config.rounding_key = seed;
-  recipe.precision = std::make_unique<amp::MixedPrecision>(amp::resolve_properties(level, {}),
-                                                           *recipe.model, config);
+  recipe.precision = std::make_unique<amp::MixedPrecision>(
+      amp::resolve_properties(level, overrides), *recipe.model, config);
   return recipe;
 }
 
@@ -227,11 +228,12 @@ std::int64_t count_apart(const Tensor& a, const Tensor& b, std::int64_t ulps, do
   return apart;
 }
 
-double relative_error(const Tensor& half, const Tensor& reference) {
+double relative_error(const Tensor& half, const Tensor& reference, double scale) {
   double error = 0.0, norm = 0.0;
   for (std::int64_t i = 0; i < half.numel(); ++i) {
     const double exact = value_at(reference, i);
-    error += (value_at(half, i) - exact) * (value_at(half, i) - exact);
+    const double value = value_at(half, i) / scale;
+    error += (value - exact) * (value - exact);
     norm += exact * exact;
   }
   return norm > 0.0 ? std::sqrt(error / norm) : std::sqrt(error);

@@ -22,13 +22,15 @@ namespace alloy::test {
 constexpr std::int64_t kRecipeBatch = 256;
 constexpr float kRecipeLr = 0.2f;
 
-// The recipe's LeNet at `level` on `device`, its weights from `seed` as `alloy train` draws them.
+// The recipe's LeNet at `level` (with `overrides`: --loss-scale's) on `device`, its weights from
+// `seed` as `alloy train` draws them.
 struct RecipeModel {
   std::unique_ptr<nn::Module> model;
   std::unique_ptr<amp::MixedPrecision> precision;
   nn::Sequential& net() const { return static_cast<nn::Sequential&>(*model); }
 };
-RecipeModel make_recipe_lenet(amp::OptLevel level, Device device, std::uint64_t seed = 1);
+RecipeModel make_recipe_lenet(amp::OptLevel level, Device device, std::uint64_t seed = 1,
+                              const amp::AmpOverrides& overrides = {});
 
 // Fashion-MNIST's training set from the test data directory; the synthetic set of its shape
 // (said on stderr) when it is not installed.
@@ -80,8 +82,9 @@ TensorDiff diff_tensors(const Tensor& a, const Tensor& b);
 // Elements more than `ulps` ulp and more than `atol` apart.
 std::int64_t count_apart(const Tensor& a, const Tensor& b, std::int64_t ulps, double atol);
 
-// |half - reference| / |reference| over the whole tensors (L2 norms; host tensors).
-double relative_error(const Tensor& half, const Tensor& reference);
+// |half / scale - reference| / |reference| over the whole tensors (L2 norms; host tensors):
+// a gradient of a step at loss scale `scale` against the fp32 step's.
+double relative_error(const Tensor& half, const Tensor& reference, double scale = 1.0);
 
 // Elements of the half gradient `half` that are zero where the fp32 reference `reference` is
 // not (host tensors): gradients lost to underflow at loss scale 1; and how many of those the
