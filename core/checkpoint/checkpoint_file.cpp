@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/checkpoint/posix_file.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 #include "core/error.h"
 
 namespace alloy::checkpoint {
@@ -35,17 +36,6 @@ std::uint64_t get_le(std::string_view in, std::size_t offset, int bytes) {
   return value;
 }
 
-std::uint32_t crc_of(std::string_view bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  // zlib takes 32-bit lengths.
-  while (!bytes.empty()) {
-    const std::size_t chunk = std::min<std::size_t>(bytes.size(), 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(chunk));
-    bytes.remove_prefix(chunk);
-  }
-  return static_cast<std::uint32_t>(crc);
-}
-
 template <class... Parts>
 [[noreturn]] void fail_file(const std::string& name, Parts&&... parts) {
   fail("checkpoint ", name, ": ", std::forward<Parts>(parts)...);
@@ -53,6 +43,8 @@ template <class... Parts>
 
 // Checks the header against the real file size, before anything is allocated for the
 // payload. `prefix` holds the file's first min(file_bytes, kHeaderBytes) bytes.
+}  // namespace
+
 CheckpointHeader check_header(std::string_view prefix, std::uint64_t file_bytes,
                               const std::string& name) {
   if (file_bytes == 0) fail_file(name, "empty file");
@@ -83,9 +75,11 @@ CheckpointHeader check_header(std::string_view prefix, std::uint64_t file_bytes,
   return header;
 }
 
+namespace {
+
 CheckpointState check_payload(std::string_view payload, const CheckpointHeader& header,
                               const std::string& name) {
-  const std::uint32_t crc = crc_of(payload);
+  const std::uint32_t crc = crc32_of(payload);
   if (crc != header.payload_crc) fail_file(name, "corrupt: CRC mismatch");
   try {
     return deserialize_state(payload);
@@ -94,10 +88,9 @@ CheckpointState check_payload(std::string_view payload, const CheckpointHeader& 
   }
 }
 
-// "step-<digits>.ckpt" -> the step, or -1 for any other name.
-std::int64_t step_of(const std::string& filename) {
+// "step-<digits><suffix>" -> the step, or -1 for any other name.
+std::int64_t step_of(const std::string& filename, std::string_view suffix) {
   constexpr std::string_view prefix = "step-";
-  constexpr std::string_view suffix = ".ckpt";
   if (filename.size() <= prefix.size() + suffix.size()) return -1;
   if (filename.compare(0, prefix.size(), prefix) != 0) return -1;
   if (filename.compare(filename.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
@@ -114,12 +107,27 @@ std::int64_t step_of(const std::string& filename) {
 
 }  // namespace
 
-std::string encode_header(std::string_view payload) {
+std::uint32_t crc32_of(std::string_view bytes, std::uint32_t crc) {
+  uLong value = crc;
+  // zlib takes 32-bit lengths.
+  while (!bytes.empty()) {
+    const std::size_t chunk = std::min<std::size_t>(bytes.size(), 1u << 30);
+    value = crc32(value, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(chunk));
+    bytes.remove_prefix(chunk);
+  }
+  return static_cast<std::uint32_t>(value);
+}
+
+std::string encode_header(std::uint64_t payload_bytes, std::uint32_t payload_crc) {
   std::string header(kMagic, sizeof kMagic);
   put_le(header, kFormatVersion, 4);
-  put_le(header, payload.size(), 8);
-  put_le(header, crc_of(payload), 4);
+  put_le(header, payload_bytes, 8);
+  put_le(header, payload_crc, 4);
   return header;
+}
+
+std::string encode_header(std::string_view payload) {
+  return encode_header(payload.size(), crc32_of(payload));
 }
 
 void write_checkpoint(const std::string& path, const CheckpointState& state) {
@@ -176,22 +184,61 @@ std::string checkpoint_path(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / name).string();
 }
 
-std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+namespace {
+
+// The checkpoint files and complete step directories of `dir` (`complete`), or its step
+// directories without a manifest, unsorted.
+std::vector<CheckpointEntry> scan(const std::string& dir, bool complete) {
   std::error_code error;
   const fs::file_status status = fs::status(dir, error);
   if (!fs::exists(status)) fail("checkpoint directory ", dir, " does not exist");
   if (!fs::is_directory(status)) fail("checkpoint directory ", dir, " is not a directory");
-
   std::vector<CheckpointEntry> entries;
   fs::directory_iterator it(dir, error);
   for (; !error && it != fs::directory_iterator(); it.increment(error)) {
-    const std::int64_t step = step_of(it->path().filename().string());
-    if (step >= 0) entries.push_back({it->path().string(), step});
+    const std::string name = it->path().filename().string();
+    if (const std::int64_t step = step_of(name, ".ckpt"); step >= 0 && complete) {
+      entries.push_back({it->path().string(), step, false});
+      continue;
+    }
+    const std::int64_t step = step_of(name, "");
+    std::error_code ignored;
+    if (step < 0 || !it->is_directory(ignored)) continue;
+    const bool has_manifest = fs::exists(it->path() / kManifestName, ignored);
+    if (has_manifest == complete) entries.push_back({it->path().string(), step, true});
   }
   if (error) fail("cannot list checkpoint directory ", dir, ": ", error.message());
+  return entries;
+}
+
+}  // namespace
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointEntry> entries = scan(dir, true);
   std::sort(entries.begin(), entries.end(),
             [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
   return entries;
+}
+
+std::vector<CheckpointEntry> list_incomplete_sharded(const std::string& dir) {
+  std::vector<CheckpointEntry> entries = scan(dir, false);
+  std::sort(entries.begin(), entries.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
+  return entries;
+}
+
+void remove_checkpoint(const CheckpointEntry& entry) {
+  std::error_code error;
+  fs::remove_all(entry.path, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    fail("cannot remove old checkpoint ", entry.path, ": ", error.message());
+  }
+}
+
+CheckpointState read_any_checkpoint(const std::string& path) {
+  if (!is_sharded_checkpoint(path)) return read_checkpoint(path);
+  const std::string step_dir = step_dir_of(path);
+  return gather_sharded_state(read_manifest(path), step_dir);
 }
 
 LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn) {
@@ -199,7 +246,7 @@ LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& wa
   if (entries.empty()) fail("no checkpoints in ", dir);
   for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
     try {
-      return {entry->path, read_checkpoint(entry->path)};
+      return {entry->path, read_any_checkpoint(entry->path)};
     } catch (const Error& error) {
       if (warn) warn(std::string(error.what()) + "; skipping it");
     }
@@ -216,9 +263,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
                                  : 0;
   for (std::size_t i = 0; i < excess; ++i) {
     // Another process pruning the same directory may have removed it first.
-    if (::unlink(entries[i].path.c_str()) != 0 && errno != ENOENT) {
-      fail("cannot remove old checkpoint ", entries[i].path, ": ", std::strerror(errno));
-    }
+    remove_checkpoint(entries[i]);
     removed.push_back(entries[i].path);
   }
   return removed;

@@ -79,6 +79,22 @@ std::size_t FileDescriptor::read_up_to(void* data, std::size_t size) const {
   return done;
 }
 
+std::size_t FileDescriptor::read_up_to_at(void* data, std::size_t size,
+                                          std::uint64_t offset) const {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t got = ::pread(fd_, static_cast<char*>(data) + done, size - done,
+                                static_cast<off_t>(offset + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("read", path_);
+    }
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
+  }
+  return done;
+}
+
 void FileDescriptor::sync() const {
   while (::fsync(fd_) != 0) {
     if (errno != EINTR) fail_errno("fsync", path_);
