@@ -58,10 +58,11 @@ void Checkpointer::write(const std::string& path, std::int64_t step,
     if (entry.step <= step) ours.push_back(entry);
   }
   const std::size_t keep = static_cast<std::size_t>(keep_);
-  for (std::size_t i = 0; i + keep < ours.size(); ++i) {
-    std::error_code error;
-    std::filesystem::remove(ours[i].path, error);
-    if (error) fail("cannot remove old checkpoint ", ours[i].path, ": ", error.message());
+  for (std::size_t i = 0; i + keep < ours.size(); ++i)
+    ckpt::remove_checkpoint(ours[i]);
+  // Sharded saves that never completed (a rank died while writing): no reader sees them.
+  for (const auto& entry : ckpt::list_incomplete_sharded(dir_)) {
+    if (entry.step < step) ckpt::remove_checkpoint(entry);
   }
 }
 

@@ -76,7 +76,7 @@ std::optional<ckpt::LoadedCheckpoint> newest_readable_checkpoint(const std::stri
   const std::vector<ckpt::CheckpointEntry> entries = ckpt::list_checkpoints(dir);
   for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
     try {
-      return ckpt::LoadedCheckpoint{entry->path, ckpt::read_checkpoint(entry->path)};
+      return ckpt::LoadedCheckpoint{entry->path, ckpt::read_any_checkpoint(entry->path)};
     } catch (const Error& damaged) {
       if (warn) warn(std::string(damaged.what()) + "; skipping it");
     }

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "apps/train/recompute.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -531,10 +532,11 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
 checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
                                                     const WarningSink& warn) {
   std::error_code error;
-  if (std::filesystem::is_directory(file_or_dir, error)) {
+  if (std::filesystem::is_directory(file_or_dir, error) &&
+      !ckpt::is_sharded_checkpoint(file_or_dir)) {
     return ckpt::find_latest_valid(file_or_dir, warn);
   }
-  return {file_or_dir, ckpt::read_checkpoint(file_or_dir)};
+  return {file_or_dir, ckpt::read_any_checkpoint(file_or_dir)};
 }
 
 void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainConfig& o) {

@@ -180,6 +180,7 @@ BOOST_AUTO_TEST_CASE(more_ranks_than_elements_leave_empty_shards) {
     }
   }
   state.optimizer_state = optimizer_state;
+  state.world_size = 5;
   const Manifest m = write_sharded_state(dir.file("s"), state, 5, 2);  // N = 3 < W = 5
   BOOST_TEST(m.total == 3);
   BOOST_TEST(read_manifest(dir.file("s")).shards[4].begin == 3);
@@ -191,7 +192,8 @@ BOOST_AUTO_TEST_CASE(more_ranks_than_elements_leave_empty_shards) {
 
 BOOST_AUTO_TEST_CASE(gathering_gives_back_the_plain_state_and_the_directory_lists_it) {
   TempDir dir;
-  const CheckpointState state = adam_state(40);
+  CheckpointState state = adam_state(40);
+  state.world_size = 3;  // as the run that saved it
   write_checkpoint(checkpoint_path(dir.path(), 30), adam_state(30));
   write_sharded_state(sharded_checkpoint_dir(dir.path(), 40), state, 3, 5);
   // An incomplete save: shards, no manifest.

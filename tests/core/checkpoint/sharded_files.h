@@ -37,9 +37,11 @@ inline std::vector<std::string> flat_kinds_of(const CheckpointState& state) {
 
 // Writes `state` as a sharded checkpoint of `world` ranks into `step_dir`: every rank's shard,
 // each entry passed through its text form (as ranks send it to rank 0), then the manifest.
+// `ends`, when given, are the shards' ends in place of the contract's.
 inline Manifest write_sharded_state(const std::string& step_dir, const CheckpointState& state,
                                     std::int64_t world,
-                                    std::int64_t chunk_elements = kDefaultChunkElements) {
+                                    std::int64_t chunk_elements = kDefaultChunkElements,
+                                    const std::vector<std::int64_t>& ends = {}) {
   std::vector<TensorSpec> specs;
   for (const NamedTensor& p : state.parameters)
     specs.push_back({p.name, p.shape});
@@ -55,6 +57,7 @@ inline Manifest write_sharded_state(const std::string& step_dir, const Checkpoin
     manifest.kinds.push_back({kind, DType::f32});
 
   CheckpointState shared = state;
+  shared.world_size = world;
   shared.parameters.clear();
   shared.optimizer_state.clear();
   for (const NamedTensor& tensor : state.optimizer_state) {
@@ -65,7 +68,11 @@ inline Manifest write_sharded_state(const std::string& step_dir, const Checkpoin
     if (!flat) shared.optimizer_state.push_back(tensor);
   }
   for (std::int64_t rank = 0; rank < world; ++rank) {
-    const auto [begin, end] = shard_bounds(manifest.total, world, rank);
+    auto [begin, end] = shard_bounds(manifest.total, world, rank);
+    if (!ends.empty()) {
+      begin = rank == 0 ? 0 : ends[static_cast<std::size_t>(rank - 1)];
+      end = ends[static_cast<std::size_t>(rank)];
+    }
     std::vector<FlatRange> ranges;
     for (const std::string& kind : kinds) {
       ranges.push_back(
