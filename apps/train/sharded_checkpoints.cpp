@@ -1,6 +1,6 @@
 #include "apps/train/sharded_checkpoints.h"
 
-#include "apps/train/shard_range_local.h"
+#include "parallel/zero_shards.h"
 #include "core/error.h"
 
 namespace alloy::app {
