@@ -1,7 +1,7 @@
 #include "apps/train/sharded_checkpoints.h"
 
-#include "parallel/zero_shards.h"
 #include "core/error.h"
+#include "parallel/zero_shards.h"
 
 namespace alloy::app {
 

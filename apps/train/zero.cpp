@@ -53,8 +53,6 @@ void check_zero_options(const TrainConfig& options) {
   if (options.ema_decay > 0) refuse("{ema_decay} (the weight averages are not sharded)");
   if (options.clip_grad_norm > 0) refuse("{clip_grad_norm} (the norm is not summed over shards)");
   if (options.stochastic_rounding) refuse("{stochastic_rounding}");
-  if (!options.checkpoint_dir.empty()) refuse("{checkpoint_dir} (no sharded checkpoints)");
-  if (!options.resume.empty()) refuse("{resume} (no sharded checkpoints)");
   if (options.cuda_graph == "on") refuse("{cuda_graph} on (the sharded step runs eagerly)");
   if (models::is_gpt_model(options.model)) refuse("a language model ({model} gpt...)");
 }

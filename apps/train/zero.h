@@ -35,8 +35,7 @@ namespace alloy::app {
 
 // The settings --zero allows, each refusal a UsageError naming the settings: zero is 0 or 1, and
 // zero 1 does not yet combine with weight averages, gradient clipping, stochastic rounding,
-// checkpoints (saving or resuming), a CUDA graph asked for with cuda_graph on, or a language
-// model.
+// a CUDA graph asked for with cuda_graph on, or a language model.
 void check_zero_options(const TrainConfig& options);
 
 class ZeroShard {

@@ -236,17 +236,25 @@ void remove_checkpoint(const CheckpointEntry& entry) {
 }
 
 CheckpointState read_any_checkpoint(const std::string& path) {
-  if (!is_sharded_checkpoint(path)) return read_checkpoint(path);
-  const std::string step_dir = step_dir_of(path);
-  return gather_sharded_state(read_manifest(path), step_dir);
+  return open_checkpoint(path, true).state;
 }
 
-LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn) {
+LoadedCheckpoint open_checkpoint(const std::string& path, bool gather) {
+  if (!is_sharded_checkpoint(path)) return {path, read_checkpoint(path), std::nullopt};
+  const std::string step_dir = step_dir_of(path);
+  Manifest manifest = read_manifest(path);
+  if (gather) return {path, gather_sharded_state(manifest, step_dir), std::nullopt};
+  check_shard_files(manifest, step_dir);
+  CheckpointState shared = read_shared_state(manifest, step_dir);
+  return {path, std::move(shared), std::move(manifest)};
+}
+
+LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn, bool gather) {
   const std::vector<CheckpointEntry> entries = list_checkpoints(dir);
   if (entries.empty()) fail("no checkpoints in ", dir);
   for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
     try {
-      return {entry->path, read_any_checkpoint(entry->path)};
+      return open_checkpoint(entry->path, gather);
     } catch (const Error& error) {
       if (warn) warn(std::string(error.what()) + "; skipping it");
     }

@@ -8,11 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 
 namespace alloy::checkpoint {
 
@@ -80,13 +82,23 @@ CheckpointState read_any_checkpoint(const std::string& path);
 struct LoadedCheckpoint {
   std::string path;
   CheckpointState state;
+  // A sharded checkpoint opened without gathering: `state` is its shared state (no parameters,
+  // no flat optimizer state), which read_flat_range reads by range through this.
+  std::optional<Manifest> manifest;
 };
+
+// A checkpoint file, or a sharded checkpoint (step directory or manifest): gathered into one
+// plain state, or with `gather` false its shared state and manifest, once every shard file is
+// found at the manifest's size. Throws "checkpoint PATH: ...".
+LoadedCheckpoint open_checkpoint(const std::string& path, bool gather);
 
 using WarningSink = std::function<void(const std::string&)>;
 
-// The newest checkpoint in `dir` (file or sharded) that reads cleanly; each damaged newer one
-// is reported to `warn` and skipped. Throws when `dir` is missing or holds no valid checkpoint.
-LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn);
+// The newest checkpoint in `dir` (file or sharded, opened as open_checkpoint does) that reads
+// cleanly; each damaged newer one is reported to `warn` and skipped. Throws when `dir` is missing
+// or holds no valid checkpoint.
+LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn,
+                                   bool gather = true);
 
 // Deletes all but the newest `keep` (>= 1) checkpoints in `dir` (files or sharded); returns the
 // deleted paths.

@@ -654,6 +654,13 @@ std::vector<unsigned char> flat_range_of_state(const CheckpointState& state,
   return out;
 }
 
+void check_shard_files(const Manifest& m, const std::string& step_dir) {
+  for (const ShardEntry& shard : m.shards) {
+    std::string path;
+    open_shard(shard, step_dir, path);
+  }
+}
+
 void verify_sharded_checkpoint(const Manifest& m, const std::string& step_dir) {
   for (const ShardEntry& shard : m.shards) {
     std::string path;

@@ -150,6 +150,9 @@ std::vector<unsigned char> flat_range_of_state(const CheckpointState& state,
                                                const std::string& kind, std::int64_t begin,
                                                std::int64_t end);
 
+// Throws naming the first shard file that is missing or not of the manifest's size.
+void check_shard_files(const Manifest& manifest, const std::string& step_dir);
+
 // Reads every shard whole: present, of the manifest's size, its header and CRC, every chunk's
 // CRC and the shared state. Throws naming the first file that fails.
 void verify_sharded_checkpoint(const Manifest& manifest, const std::string& step_dir);
