@@ -1,11 +1,14 @@
 #include "apps/train/checkpointer.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <utility>
 #include <vector>
 
+#include "apps/train/elastic.h"
 #include "apps/train/training_state.h"
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/checkpoint/sharded_checkpoint.h"
@@ -19,6 +22,25 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
+// For the test that kills a rank in the middle of a sharded save
+// (tests/e2e/zero_checkpoint_test.cpp): ALLOY_TEST_PAUSE_SHARD="STEP RANK" makes rank RANK of a
+// job's first generation say so on stderr and sleep before it writes its shard of step STEP,
+// while the other ranks' shards are written and they wait for its entry.
+void pause_for_tests(std::int64_t step, int rank) {
+  const char* pause = std::getenv("ALLOY_TEST_PAUSE_SHARD");
+  const char* generation = std::getenv(kRestartGenerationVariable);
+  long long pause_step = -1;
+  int pause_rank = -1;
+  if (pause == nullptr || (generation != nullptr && std::string(generation) != "0") ||
+      std::sscanf(pause, "%lld %d", &pause_step, &pause_rank) != 2 || pause_step != step ||
+      pause_rank != rank) {
+    return;
+  }
+  std::cerr << "alloy: test: rank " << rank << " pauses before its shard of step " << step
+            << std::endl;
+  std::this_thread::sleep_for(std::chrono::seconds(120));
+}
+
 }  // namespace
 
 Checkpointer::Checkpointer(std::string dir, int keep, Saved saved, bool async,
@@ -187,6 +209,7 @@ void Checkpointer::finish() {
 }
 
 std::string Checkpointer::write_shard(const Job& job, int rank) {
+  pause_for_tests(job.step, rank);
   try {
     const ckpt::ShardEntry entry =
         ckpt::write_shard(job.path, rank, job.shard.range.begin, job.shard.range.end,

@@ -123,6 +123,16 @@ inline std::string last_field(const TrainRun& run, const std::string& event,
 
 // `alloy` started in the background with stdout and stderr in files; killed and reaped by the
 // destructor if still running.
+// The children of a launcher, in start order (local rank order).
+inline std::vector<pid_t> workers_of(pid_t launcher) {
+  const std::string pid = std::to_string(launcher);
+  std::istringstream children(read_text("/proc/" + pid + "/task/" + pid + "/children"));
+  std::vector<pid_t> pids;
+  for (pid_t child = 0; children >> child;)
+    pids.push_back(child);
+  return pids;
+}
+
 class BackgroundAlloy {
  public:
   BackgroundAlloy(const std::vector<std::string>& arguments, const std::string& out_path,
