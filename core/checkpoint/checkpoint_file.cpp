@@ -136,20 +136,27 @@ void write_checkpoint(const std::string& path, const CheckpointState& state) {
   write_file_atomically(path, {header, payload});
 }
 
-CheckpointState read_checkpoint(const std::string& path, CheckpointHeader* header) {
+FileDescriptor open_checkpoint_file(const std::string& path, const std::string& missing,
+                                    std::uint64_t& bytes) {
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
-    if (errno == ENOENT) fail_file(path, "no such file");
+    if (errno == ENOENT) fail_file(path, missing);
     fail_file(path, "cannot open: ", std::strerror(errno));
   }
-  const FileDescriptor file(fd, path);
+  FileDescriptor file(fd, path);
   struct stat info {};
   if (::fstat(file.get(), &info) != 0) fail_file(path, "cannot stat: ", std::strerror(errno));
   if (!S_ISREG(info.st_mode)) fail_file(path, "not a regular file");
-  const auto file_bytes = static_cast<std::uint64_t>(info.st_size);
+  bytes = static_cast<std::uint64_t>(info.st_size);
+  return file;
+}
+
+CheckpointState read_checkpoint(const std::string& path, CheckpointHeader* header) {
+  std::uint64_t file_bytes = 0;
+  const FileDescriptor file = open_checkpoint_file(path, "no such file", file_bytes);
 
   std::string prefix(std::min<std::uint64_t>(file_bytes, kHeaderBytes), '\0');
   prefix.resize(file.read_up_to(prefix.data(), prefix.size()));
@@ -178,10 +185,7 @@ CheckpointState decode_checkpoint(std::string_view image, const std::string& nam
 }
 
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
-  ALLOY_CHECK(step >= 0, "checkpoint step ", step, " is negative");
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
+  return sharded_checkpoint_dir(dir, step) + ".ckpt";
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/checkpoint/posix_file.h"
 #include "core/checkpoint/sharded_checkpoint.h"
 
 namespace alloy::checkpoint {
@@ -51,6 +52,12 @@ CheckpointState read_checkpoint(const std::string& path, CheckpointHeader* heade
 // read_checkpoint's checks on a file image already in memory; `name` labels the errors.
 CheckpointState decode_checkpoint(std::string_view image, const std::string& name,
                                   CheckpointHeader* header = nullptr);
+
+// Opens `path` for reading and gives its size in `bytes`. Throws "checkpoint PATH: <missing>"
+// when it does not exist, and names the path for any other failure or a file that is not a
+// regular one.
+FileDescriptor open_checkpoint_file(const std::string& path, const std::string& missing,
+                                    std::uint64_t& bytes);
 
 // DIR/step-00000042.ckpt
 std::string checkpoint_path(const std::string& dir, std::int64_t step);

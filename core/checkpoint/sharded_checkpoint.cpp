@@ -228,19 +228,9 @@ std::size_t kind_index(const Manifest& m, const std::string& kind, const std::st
 // An open shard file whose size is the manifest's.
 FileDescriptor open_shard(const ShardEntry& entry, const std::string& step_dir, std::string& path) {
   path = (fs::path(step_dir) / entry.file).string();
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    if (errno == ENOENT) fail_file(path, "missing shard of rank ", entry.rank);
-    fail_file(path, "cannot open: ", std::strerror(errno));
-  }
-  FileDescriptor file(fd, path);
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) fail_file(path, "cannot stat: ", std::strerror(errno));
-  if (!S_ISREG(info.st_mode)) fail_file(path, "not a regular file");
-  const auto bytes = static_cast<std::uint64_t>(info.st_size);
+  std::uint64_t bytes = 0;
+  FileDescriptor file =
+      open_checkpoint_file(path, "missing shard of rank " + std::to_string(entry.rank), bytes);
   if (bytes < entry.bytes) {
     fail_file(path, "truncated: ", bytes, " bytes, the manifest says ", entry.bytes);
   }
@@ -464,22 +454,11 @@ bool is_sharded_checkpoint(const std::string& path) {
 
 Manifest read_manifest(const std::string& step_dir_or_manifest) {
   const std::string path = (fs::path(step_dir_of(step_dir_or_manifest)) / kManifestName).string();
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      fail_file(path, "no manifest (an incomplete sharded save is no checkpoint)");
-    }
-    fail_file(path, "cannot open: ", std::strerror(errno));
-  }
-  const FileDescriptor file(fd, path);
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) fail_file(path, "cannot stat: ", std::strerror(errno));
+  std::uint64_t size = 0;
+  const FileDescriptor file =
+      open_checkpoint_file(path, "no manifest (an incomplete sharded save is no checkpoint)", size);
   // A manifest is text of a few lines a parameter and a shard; one far beyond that is no manifest.
   constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{1} << 30;
-  const auto size = static_cast<std::uint64_t>(info.st_size);
   if (size == 0) fail_file(path, "empty manifest");
   if (size > kMaxManifestBytes) fail_file(path, "corrupt manifest: ", size, " bytes");
   std::string text(size, '\0');

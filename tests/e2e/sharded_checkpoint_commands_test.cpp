@@ -38,23 +38,6 @@ const ShardedRun& sharded_run() {
   return run;
 }
 
-// The command failed with status 1 and stderr's one error line holds `path` and `reason`.
-void check_clean_failure(const ProcessResult& result, const std::string& path,
-                         const std::string& reason) {
-  BOOST_TEST(result.exit_code == 1, result.errors);
-  std::string error_line;
-  int error_lines = 0;
-  for (const std::string& line : lines_of(result.errors)) {
-    if (line.rfind("alloy: error: ", 0) == 0) {
-      ++error_lines;
-      error_line = line;
-    }
-  }
-  BOOST_TEST(error_lines == 1, result.errors);
-  BOOST_TEST(error_line.find(path) != std::string::npos, error_line);
-  BOOST_TEST(error_line.find(reason) != std::string::npos, error_line << " lacks: " << reason);
-}
-
 bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }

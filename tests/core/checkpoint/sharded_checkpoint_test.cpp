@@ -63,21 +63,6 @@ std::vector<float> as_floats(const std::vector<unsigned char>& bytes) {
   return values;
 }
 
-template <class Action>
-std::string error_of(Action action) {
-  try {
-    action();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  BOOST_ERROR("no alloy::Error was thrown");
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
 void flip_byte(const std::string& path, std::uint64_t offset) {
   std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
   file.seekg(static_cast<std::streamoff>(offset));
