@@ -80,8 +80,10 @@ class ProcessGroup {
   // be 0). reduce_scatter reduces each part over every rank into its own rank's tensor, as
   // allreduce does (the same widening of half tensors); reduce_scatter_half_sum sums in half
   // precision with allreduce_half_sum's rule (every partial sum rounded to the half type). Each
-  // rank's own part ends with the same bits the allreduce would give it; its other parts are
-  // left unspecified. allgather copies each rank's own part of its tensor into every rank's
+  // rank's own part ends with the reduction of every rank's values there (over two ranks the
+  // same bits as the allreduce, the addition being commutative; beyond two, the backend's order
+  // of the partial sums, which may differ from its allreduce's); its other parts are left
+  // unspecified. allgather copies each rank's own part of its tensor into every rank's
   // tensor, bit for bit (any dtype).
   virtual void reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
                               ReduceOp op) = 0;
