@@ -321,9 +321,6 @@ BOOST_AUTO_TEST_CASE(zero_flags_that_cannot_work_are_usage_errors_naming_them) {
       {{"--zero", "2"}, "--zero must be 0 (plain data parallelism) or 1"},
       {{"--zero", "1", "--ema-decay", "0.9"}, "--zero 1 with --ema-decay"},
       {{"--zero", "1", "--clip-grad-norm", "1"}, "--zero 1 with --clip-grad-norm"},
-      {{"--zero", "1", "--checkpoint-dir", directory.file("ckpt")},
-       "--zero 1 with --checkpoint-dir"},
-      {{"--zero", "1", "--resume", "auto"}, "--zero 1 with --resume"},
   };
   for (const auto& [flags, message] : cases) {
     auto args = common_args(directory.file("log.json"), free_port());
