@@ -356,13 +356,19 @@ ShardEntry decode_shard_entry(const std::string& text) {
 
 void check_manifest(const Manifest& m, const std::string& name) {
   const auto bad = [&](auto&&... parts) { fail_file(name, "corrupt manifest: ", parts...); };
-  if (m.step < 0 || m.world_size < 1 || m.total < 0 || m.chunk_elements < 1) {
+  // Far beyond any model, and small enough that no size or offset computed below overflows.
+  constexpr std::int64_t kMaxElements = std::int64_t{1} << 48;
+  if (m.step < 0 || m.world_size < 1 || m.total < 0 || m.total > kMaxElements ||
+      m.chunk_elements < 1 || m.world_size > kMaxElements) {
     bad("step ", m.step, ", world size ", m.world_size, ", ", m.total, " elements, chunks of ",
         m.chunk_elements);
   }
   if (static_cast<std::int64_t>(m.shards.size()) != m.world_size) {
     bad(m.shards.size(), " shards for world size ", m.world_size);
   }
+  // Weights and an optimizer's few states: a handful.
+  constexpr std::size_t kMaxKinds = 64;
+  if (m.kinds.size() > kMaxKinds) bad(m.kinds.size(), " kinds");
   std::set<std::string> names;
   for (const FlatKind& kind : m.kinds) {
     if (!names.insert(kind.name).second) bad("kind ", kind.name, " appears twice");
@@ -371,11 +377,19 @@ void check_manifest(const Manifest& m, const std::string& name) {
   std::int64_t offset = 0;
   for (const FlatParameter& p : m.parameters) {
     if (!names.insert(p.name).second) bad("parameter ", p.name, " appears twice");
-    if (p.offset != offset || p.numel != shape_numel(p.shape)) {
+    std::int64_t numel = 1;
+    for (const std::int64_t extent : p.shape) {
+      if (extent < 0 || (extent > 0 && numel > kMaxElements / extent)) {
+        bad("parameter ", p.name, " has an impossible shape");
+      }
+      numel *= extent;
+    }
+    if (p.offset != offset || p.numel != numel || p.numel > m.total) {
       bad("parameter ", p.name, shape_str(p.shape), " at offset ", p.offset, " with ", p.numel,
           " elements; the table's next offset is ", offset);
     }
     offset += p.numel;
+    if (offset > m.total) bad("the parameters hold more than ", m.total, " elements");
   }
   if (offset != m.total) bad("the parameters hold ", offset, " elements, not ", m.total);
   std::int64_t begin = 0;
