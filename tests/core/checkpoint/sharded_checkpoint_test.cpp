@@ -6,6 +6,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/checkpoint/checkpoint_file.h"
@@ -298,6 +299,46 @@ BOOST_AUTO_TEST_CASE(an_inconsistent_manifest_is_refused_when_written_and_read) 
   BOOST_TEST(contains(message, "shard 0's section 0 is param"), message);
   // The files on disk still read: nothing above was written.
   verify_sharded_checkpoint(read_manifest(dir.file("s")), dir.file("s"));
+}
+
+BOOST_AUTO_TEST_CASE(crafted_manifests_with_a_valid_crc_are_corrupt_not_crashes) {
+  TempDir dir;
+  const std::string step_dir = dir.file("s");
+  write_sharded_state(step_dir, adam_state(5), 2);
+  const std::string manifest = step_dir + "/manifest";
+  std::ifstream in(manifest, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string body = text.substr(0, text.rfind("crc "));
+  // `body` with `from` replaced by `to`, and a CRC line that matches it.
+  const auto craft = [&](const std::string& from, const std::string& to) {
+    std::string crafted = body;
+    const std::size_t at = crafted.find(from);
+    BOOST_TEST_REQUIRE(at != std::string::npos, from);
+    crafted.replace(at, from.size(), to);
+    char crc[16];
+    std::snprintf(crc, sizeof crc, "%08x", crc32_of(crafted));
+    std::ofstream out(manifest, std::ios::binary | std::ios::trunc);
+    out << crafted << "crc " << crc << "\n";
+  };
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"total 23", "total 99999999999999999999", "is not a number"},
+      {"total 23", "total 281474976710657", "corrupt manifest: step 5"},
+      {"a.weight f32 5,4", "a.weight f32 4294967296,4294967296", "impossible shape"},
+      {"kind param f32", "kind param f99", "unknown dtype 'f99'"},
+      {"step 5", "steps 5", "unexpected 'steps'"},
+      {"world_size 2", "world_size 2 2", "'world_size' has 2 fields, not 1"},
+      {"alloy-sharded-checkpoint 1", "alloy-sharded-checkpoint 9",
+       "newer Alloy: manifest version 9"},
+      {"shard 1 12", "shard 1 11", "shard 1 holds [11, 23)"},
+      {"section 1 param 24 ", "section 1 param 28 ", "shard 1's section 0 is param at byte 28"},
+      {"shard 0 ", "shard 7 ", "a section of rank 0 before its shard line"},
+  };
+  for (const auto& [from, to, reason] : cases) {
+    craft(from, to);
+    const std::string message = error_of([&] { read_manifest(step_dir); });
+    BOOST_TEST(contains(message, manifest + ": "), message);
+    BOOST_TEST(contains(message, reason), to << ": " << message);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
