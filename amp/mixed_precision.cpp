@@ -66,6 +66,10 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
 }
 
 void MixedPrecision::step() {
+  if (handed_over_step_) {
+    handed_over_step_();
+    return;
+  }
   ScalerState& state = scaler_.state();
   // Master gradients exist only from the unscale to the update: by then backward has freed
   // the activations, so they do not add to the step's peak (a caching device allocator hands
@@ -110,6 +114,16 @@ void MixedPrecision::step() {
   }
   for (const auto& master : masters_)
     master->grad = Tensor();
+}
+
+void MixedPrecision::hand_over_step(std::unique_ptr<optim::Optimizer> optimizer,
+                                    std::function<void()> step) {
+  optimizer_ = std::move(optimizer);
+  handed_over_step_ = std::move(step);
+  for (const auto& master : masters_)
+    master->value = Tensor();
+  copy_sources_.clear();
+  copy_targets_.clear();
 }
 
 void MixedPrecision::set_clip_grad_norm(float max_norm) {

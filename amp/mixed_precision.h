@@ -7,6 +7,7 @@
 //   in the same pass.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ class MixedPrecision {
 
   // After backward: the whole amp step. The model's gradients are left to the caller to zero.
   void step();
+
+  // Sharded training (ZeRO stage 1, apps/train/zero.h) takes the step over: from here on
+  // optimizer() is `optimizer` (over this rank's shard of the canonical weights) and step() runs
+  // `step` instead of the pass above. The fp32 master weights are released (the shard keeps
+  // its part of them): canonical_parameters() keeps their names, with undefined values.
+  void hand_over_step(std::unique_ptr<optim::Optimizer> optimizer, std::function<void()> step);
 
   // Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_(params, max_norm) after
   // scaler.unscale_(optimizer): on the gradients the optimizer reads, unscaled (the fp32 master
@@ -100,6 +107,7 @@ class MixedPrecision {
   std::vector<nn::Parameter*> canonical_;
   LossScaler scaler_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::function<void()> handed_over_step_;  // empty unless hand_over_step was called
   bool needs_unscale_ = false;
   // Fixed lists for the fused passes, built once.
   std::vector<const Tensor*> unscale_inputs_;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "parallel/ops/bucket.h"
+#include "parallel/zero_shards.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
@@ -137,7 +138,9 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup
                 " is on ", param->value.device().str(), ", parameter ", params_.front()->name,
                 " on ", device_.str(), "; one replica lives on one device");
   }
-  plan_ = plan_buckets(gradient_slots(params_), options.bucket_bytes, options.first_bucket_bytes);
+  const std::vector<GradientSlot> slots = gradient_slots(params_);
+  plan_ = plan_buckets(slots, options.bucket_bytes, options.first_bucket_bytes);
+  if (options.reduce_to_owners) plan_owners(slots);
   for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
     const Bucket& bucket = plan_.buckets[b];
     for (const int index : bucket.params)
@@ -158,6 +161,37 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& model, ProcessGroup
   reset_step();
   thread_ = std::thread([this] { communicate(); });
   model_.set_grad_ready_hook([this](nn::Parameter& param) { on_grad_ready(param); });
+}
+
+// Packs each bucket in flat (registration) order and finds each rank's stretch of it.
+void DistributedDataParallel::plan_owners(const std::vector<GradientSlot>& slots) {
+  std::vector<std::int64_t> sizes;
+  for (const GradientSlot& slot : slots)
+    sizes.push_back(slot.numel);
+  const std::vector<std::int64_t> starts = flat_offsets(sizes);
+  const std::int64_t total = starts.back();
+  const ShardRange mine = shard_range(total, group_.size(), group_.rank());
+  for (std::size_t b = 0; b < plan_.buckets.size(); ++b) {
+    Bucket& bucket = plan_.buckets[b];
+    std::sort(bucket.params.begin(), bucket.params.end());
+    plan_.layouts[b] = layout_bucket(bucket, slots);
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(group_.size()), 0);
+    std::vector<OwnedPiece> owned;
+    for (std::size_t i = 0; i < bucket.params.size(); ++i) {
+      const auto index = static_cast<std::size_t>(bucket.params[i]);
+      const std::int64_t begin = starts[index], end = starts[index + 1];
+      const std::vector<std::int64_t> parts = owned_counts(total, group_.size(), begin, end);
+      for (std::size_t r = 0; r < parts.size(); ++r)
+        counts[r] += parts[r];
+      const std::int64_t first = std::max(begin, mine.begin), last = std::min(end, mine.end);
+      if (first < last) {
+        owned.push_back(
+            {i, first - begin, last - first, plan_.layouts[b].offsets[i] + first - begin});
+      }
+    }
+    owner_counts_.push_back(std::move(counts));
+    owned_.push_back(std::move(owned));
+  }
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -297,12 +331,31 @@ void DistributedDataParallel::reduce(std::size_t index) {
   }
 #endif
   copy_into_bucket(slices, flat, before, stream);
-  if (native) {
-    group_.allreduce_half_sum_async(flat, stream);
+  if (options_.reduce_to_owners) {
+    const std::vector<std::int64_t>& counts = owner_counts_[index];
+    if (native) {
+      group_.reduce_scatter_half_sum_async(flat, counts, stream);
+    } else {
+      group_.reduce_scatter_async(flat, counts, ReduceOp::average, stream);
+    }
+    // Only this rank's stretch holds the reduction: only it goes back.
+    std::vector<BucketSlice> owned;
+    for (const OwnedPiece& piece : owned_[index]) {
+      const Tensor& grad = slices[piece.member].grad;
+      if (!grad.defined()) continue;
+      owned.push_back({grad.view(static_cast<std::size_t>(piece.first) * dtype_size(grad.dtype()),
+                                 {piece.count}, grad.dtype()),
+                       piece.offset, piece.count});
+    }
+    copy_from_bucket(flat, owned, after, stream);
   } else {
-    group_.allreduce_async(flat, ReduceOp::average, stream);  // f32, or half widened into f32
+    if (native) {
+      group_.allreduce_half_sum_async(flat, stream);
+    } else {
+      group_.allreduce_async(flat, ReduceOp::average, stream);  // f32, or half widened into f32
+    }
+    copy_from_bucket(flat, slices, after, stream);
   }
-  copy_from_bucket(flat, slices, after, stream);
 #ifdef ALLOY_HAVE_CUDA
   if (order_) order_->done[index].record(stream);
 #endif

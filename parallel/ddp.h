@@ -36,6 +36,12 @@
 //    collectives become nodes of the graph, and finish()'s waits on the done events join it
 //    back, so one launch replays backward, the reductions and the broadcasts in their order.
 //    follow_replay() then has the group watch each launch.
+//  - With reduce_to_owners (ZeRO stage 1, parallel/zero_shards.h), each bucket's buffer is
+//    packed in registration order, which is the flat parameter space's order, so the elements
+//    that each rank's shard owns form one stretch of it, and the bucket is reduced to those
+//    owners (reduce_scatter, with the same scalings) instead of all-reduced: each rank receives
+//    the averaged gradient of its own shard, and only that part is copied back into its
+//    gradients (the rest of them keep this rank's own values, which no sharded step reads).
 //  - no_sync(): backwards inside it only accumulate gradients locally (gradient accumulation);
 //    the first backward after it reduces what has accumulated.
 //
@@ -121,6 +127,9 @@ struct DdpOptions {
   std::size_t bucket_bytes = kDefaultBucketBytes;
   std::size_t first_bucket_bytes = kDefaultFirstBucketBytes;  // capped at bucket_bytes
   bool allreduce_fp32 = false;                                // reduce half gradients in fp32
+  // Reduce each gradient element to the rank whose shard owns it (see above) instead of to
+  // every rank.
+  bool reduce_to_owners = false;
 };
 
 // When one bucket's allreduce was asked for, began and ended, for traces and the overlap test.
@@ -187,6 +196,7 @@ class DistributedDataParallel {
 
  private:
   void set_sync(bool sync);
+  void plan_owners(const std::vector<GradientSlot>& slots);
   void on_grad_ready(nn::Parameter& param);
   void communicate();
   void reduce(std::size_t index);
@@ -201,7 +211,15 @@ class DistributedDataParallel {
   BucketPlan plan_;
   Device device_ = Device::cpu();  // where the parameters live
   std::vector<Tensor> flat_;       // one flat buffer per bucket (communication memory)
-  struct DeviceOrder;              // streams and events of the CUDA path
+  // With reduce_to_owners, per bucket: its elements owned by each rank, and this rank's part as
+  // (member index in the bucket, first element in the parameter, count, offset in the bucket).
+  struct OwnedPiece {
+    std::size_t member = 0;
+    std::int64_t first = 0, count = 0, offset = 0;
+  };
+  std::vector<std::vector<std::int64_t>> owner_counts_;
+  std::vector<std::vector<OwnedPiece>> owned_;
+  struct DeviceOrder;  // streams and events of the CUDA path
   std::unique_ptr<DeviceOrder> order_;
   float predivide_ = 1;
   bool sync_ = true;

@@ -7,6 +7,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/math.h>
+#include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
@@ -199,27 +200,72 @@ std::string GlooProcessGroup::departures() {
   return describe_departures(*store_, options_.timeout, master_);
 }
 
-void GlooProcessGroup::reduce_f32(const std::string& what, float* values, std::size_t count,
-                                  ReduceOp op) {
-  run(what, [&] {
-    gloo::AllreduceOptions options(context_);
+template <class Collective>
+void GlooProcessGroup::by_parts(std::size_t count, Parts parts, Collective&& collective) {
+  if (parts == nullptr) {
+    collective(std::size_t{0}, count, -1);
+    return;
+  }
+  std::size_t offset = 0;
+  for (int rank = 0; rank < size_; ++rank) {
+    const auto part = static_cast<std::size_t>((*parts)[static_cast<std::size_t>(rank)]);
+    if (part > 0) collective(offset, part, rank);
+    offset += part;
+  }
+}
+
+namespace {
+
+using ReduceFunction = void (*)(void*, const void*, const void*, std::size_t);
+
+// An allreduce over `values`, or a reduce to `root` when root >= 0.
+template <class T>
+void gloo_reduce(const std::shared_ptr<gloo::Context>& context, T* values, std::size_t count,
+                 int root, ReduceFunction function, std::chrono::milliseconds timeout) {
+  if (root < 0) {
+    gloo::AllreduceOptions options(context);
     options.setOutput(values, count);
-    options.setReduceFunction(
-        static_cast<void (*)(void*, const void*, const void*, std::size_t)>(&gloo::sum<float>));
-    options.setTimeout(options_.timeout);
+    options.setReduceFunction(function);
+    options.setTimeout(timeout);
     gloo::allreduce(options);
+    return;
+  }
+  gloo::ReduceOptions options(context);
+  options.setOutput(values, count);
+  options.setRoot(root);
+  options.setReduceFunction(function);
+  options.setTimeout(timeout);
+  gloo::reduce(options);
+}
+
+}  // namespace
+
+void GlooProcessGroup::reduce_f32(const std::string& what, float* values, std::size_t count,
+                                  ReduceOp op, Parts parts) {
+  const auto function = op == ReduceOp::max ? static_cast<ReduceFunction>(&gloo::max<float>)
+                                            : static_cast<ReduceFunction>(&gloo::sum<float>);
+  by_parts(count, parts, [&](std::size_t offset, std::size_t part, int root) {
+    run(what,
+        [&] { gloo_reduce(context_, values + offset, part, root, function, options_.timeout); });
   });
+  // The elements that hold the result here: all of them, or this rank's part.
+  std::size_t mine = 0, mine_count = count;
+  if (parts != nullptr) {
+    for (int rank = 0; rank < rank_; ++rank)
+      mine += static_cast<std::size_t>((*parts)[static_cast<std::size_t>(rank)]);
+    mine_count = static_cast<std::size_t>((*parts)[static_cast<std::size_t>(rank_)]);
+  }
   if (op == ReduceOp::average) {
     const float divisor = static_cast<float>(size_);
-    for (std::size_t i = 0; i < count; ++i)
+    for (std::size_t i = mine; i < mine + mine_count; ++i)
       values[i] /= divisor;
   }
 }
 
 void GlooProcessGroup::reduce_host(const std::string& what, void* data, DType dtype,
-                                   std::size_t count, ReduceOp op) {
+                                   std::size_t count, ReduceOp op, Parts parts) {
   if (dtype == DType::f32) {
-    reduce_f32(what, static_cast<float*>(data), count, op);
+    reduce_f32(what, static_cast<float*>(data), count, op, parts);
     return;
   }
   const bool bf16 = dtype == DType::bf16;
@@ -230,27 +276,49 @@ void GlooProcessGroup::reduce_host(const std::string& what, void* data, DType dt
   for (std::size_t i = 0; i < count; ++i) {
     values[i] = bf16 ? bf16_bits_to_float(half[i]) : half_bits_to_float(half[i]);
   }
-  reduce_f32(what, values, count, op);
+  reduce_f32(what, values, count, op, parts);
   for (std::size_t i = 0; i < count; ++i) {
     half[i] = bf16 ? float_to_bf16_bits(values[i]) : float_to_half_bits(values[i]);
   }
 }
 
 void GlooProcessGroup::half_sum_host(const std::string& what, void* data, DType dtype,
-                                     std::size_t count) {
+                                     std::size_t count, Parts parts) {
   static_assert(sizeof(gloo::float16) == sizeof(std::uint16_t), "gloo::float16 is 16 bits");
+  by_parts(count, parts, [&](std::size_t offset, std::size_t part, int root) {
+    run(what, [&] {
+      if (dtype == DType::f16) {
+        gloo_reduce(context_, static_cast<gloo::float16*>(data) + offset, part, root,
+                    static_cast<ReduceFunction>(&gloo::sum<gloo::float16>), options_.timeout);
+      } else {
+        gloo_reduce(context_, static_cast<std::uint16_t*>(data) + offset, part, root, &sum_bf16,
+                    options_.timeout);
+      }
+    });
+  });
+}
+
+void GlooProcessGroup::allgather_host(const std::string& what, void* data,
+                                      std::size_t element_bytes,
+                                      const std::vector<std::int64_t>& counts) {
+  std::vector<std::size_t> bytes;
+  std::size_t offset = 0;
+  for (int rank = 0; rank < size_; ++rank) {
+    const std::size_t part =
+        static_cast<std::size_t>(counts[static_cast<std::size_t>(rank)]) * element_bytes;
+    if (rank < rank_) offset += part;
+    bytes.push_back(part);
+  }
+  auto* output = static_cast<std::uint8_t*>(data);
+  // Gloo reads the input while it writes the output: this rank's part goes in as a copy.
+  std::vector<std::uint8_t> input(output + offset, output + offset + bytes[rank_]);
+  std::uint8_t none = 0;
   run(what, [&] {
-    gloo::AllreduceOptions options(context_);
-    if (dtype == DType::f16) {
-      options.setOutput(static_cast<gloo::float16*>(data), count);
-      options.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, std::size_t)>(
-          &gloo::sum<gloo::float16>));
-    } else {
-      options.setOutput(static_cast<std::uint16_t*>(data), count);
-      options.setReduceFunction(&sum_bf16);
-    }
+    gloo::AllgathervOptions options(context_);
+    options.setInput(input.empty() ? &none : input.data(), input.size());
+    options.setOutput(output, bytes);
     options.setTimeout(options_.timeout);
-    gloo::allreduce(options);
+    gloo::allgatherv(options);
   });
 }
 
@@ -312,11 +380,11 @@ void GlooProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, Stream
   const auto count = static_cast<std::size_t>(tensor.numel());
   if (count == 0) return;
   if (tensor.device().is_cpu()) {
-    reduce_host(what, tensor.raw(), tensor.dtype(), count, op);
+    reduce_host(what, tensor.raw(), tensor.dtype(), count, op, nullptr);
     return;
   }
   staged(what, tensor, stream, true,
-         [&](void* data) { reduce_host(what, data, tensor.dtype(), count, op); });
+         [&](void* data) { reduce_host(what, data, tensor.dtype(), count, op, nullptr); });
 }
 
 void GlooProcessGroup::allreduce_half_sum(const Tensor& tensor) {
@@ -328,11 +396,11 @@ void GlooProcessGroup::allreduce_half_sum_async(const Tensor& tensor, StreamHand
   const auto count = static_cast<std::size_t>(tensor.numel());
   if (count == 0) return;
   if (tensor.device().is_cpu()) {
-    half_sum_host(what, tensor.raw(), tensor.dtype(), count);
+    half_sum_host(what, tensor.raw(), tensor.dtype(), count, nullptr);
     return;
   }
   staged(what, tensor, stream, true,
-         [&](void* data) { half_sum_host(what, data, tensor.dtype(), count); });
+         [&](void* data) { half_sum_host(what, data, tensor.dtype(), count, nullptr); });
 }
 
 void GlooProcessGroup::broadcast(const Tensor& tensor, int root) {
@@ -349,6 +417,62 @@ void GlooProcessGroup::broadcast_async(const Tensor& tensor, int root, StreamHan
   // Only the root's values travel: the others need no download.
   staged(what, tensor, stream, rank_ == root,
          [&](void* data) { broadcast_host(what, data, tensor.nbytes(), root); });
+}
+
+void GlooProcessGroup::reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                      ReduceOp op) {
+  reduce_scatter_async(tensor, counts, op, nullptr);
+}
+
+void GlooProcessGroup::reduce_scatter_async(const Tensor& tensor,
+                                            const std::vector<std::int64_t>& counts, ReduceOp op,
+                                            StreamHandle stream) {
+  const std::string what = reduce_scatter_description(tensor, counts, op, size_);
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  if (tensor.device().is_cpu()) {
+    reduce_host(what, tensor.raw(), tensor.dtype(), count, op, &counts);
+    return;
+  }
+  staged(what, tensor, stream, true,
+         [&](void* data) { reduce_host(what, data, tensor.dtype(), count, op, &counts); });
+}
+
+void GlooProcessGroup::reduce_scatter_half_sum(const Tensor& tensor,
+                                               const std::vector<std::int64_t>& counts) {
+  reduce_scatter_half_sum_async(tensor, counts, nullptr);
+}
+
+void GlooProcessGroup::reduce_scatter_half_sum_async(const Tensor& tensor,
+                                                     const std::vector<std::int64_t>& counts,
+                                                     StreamHandle stream) {
+  const std::string what = reduce_scatter_half_sum_description(tensor, counts, size_);
+  const auto count = static_cast<std::size_t>(tensor.numel());
+  if (count == 0) return;
+  if (tensor.device().is_cpu()) {
+    half_sum_host(what, tensor.raw(), tensor.dtype(), count, &counts);
+    return;
+  }
+  staged(what, tensor, stream, true,
+         [&](void* data) { half_sum_host(what, data, tensor.dtype(), count, &counts); });
+}
+
+void GlooProcessGroup::allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) {
+  allgather_async(tensor, counts, nullptr);
+}
+
+void GlooProcessGroup::allgather_async(const Tensor& tensor,
+                                       const std::vector<std::int64_t>& counts,
+                                       StreamHandle stream) {
+  const std::string what = allgather_description(tensor, counts, size_);
+  if (tensor.numel() == 0) return;
+  const std::size_t element = dtype_size(tensor.dtype());
+  if (tensor.device().is_cpu()) {
+    allgather_host(what, tensor.raw(), element, counts);
+    return;
+  }
+  staged(what, tensor, stream, true,
+         [&](void* data) { allgather_host(what, data, element, counts); });
 }
 
 std::vector<std::string> GlooProcessGroup::allgather_bytes(const std::string& bytes) {

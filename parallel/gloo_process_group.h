@@ -47,6 +47,12 @@ class GlooProcessGroup final : public ProcessGroup {
   // (widen the two operands, add, round to nearest even).
   void allreduce_half_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
+  // One gloo::reduce per nonempty part, to its rank; allgather is one gloo::allgatherv.
+  void reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                      ReduceOp op) override;
+  void reduce_scatter_half_sum(const Tensor& tensor,
+                               const std::vector<std::int64_t>& counts) override;
+  void allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) override;
   std::vector<std::string> allgather_bytes(const std::string& bytes) override;
   void barrier() override;
 
@@ -54,15 +60,31 @@ class GlooProcessGroup final : public ProcessGroup {
   void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) override;
   void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) override;
   void broadcast_async(const Tensor& tensor, int root, StreamHandle stream) override;
+  void reduce_scatter_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                            ReduceOp op, StreamHandle stream) override;
+  void reduce_scatter_half_sum_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                     StreamHandle stream) override;
+  void allgather_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                       StreamHandle stream) override;
 
  private:
+  // Parts for the part collectives; null: the whole tensor, on every rank (allreduce).
+  using Parts = const std::vector<std::int64_t>*;
   void join();
   void connect_peers();
-  void reduce_f32(const std::string& what, float* values, std::size_t count, ReduceOp op);
+  void reduce_f32(const std::string& what, float* values, std::size_t count, ReduceOp op,
+                  Parts parts);
   // The collectives on host memory.
-  void reduce_host(const std::string& what, void* data, DType dtype, std::size_t count,
-                   ReduceOp op);
-  void half_sum_host(const std::string& what, void* data, DType dtype, std::size_t count);
+  void reduce_host(const std::string& what, void* data, DType dtype, std::size_t count, ReduceOp op,
+                   Parts parts);
+  void half_sum_host(const std::string& what, void* data, DType dtype, std::size_t count,
+                     Parts parts);
+  void allgather_host(const std::string& what, void* data, std::size_t element_bytes,
+                      const std::vector<std::int64_t>& counts);
+  // Runs `collective(offset, count, root)` for each nonempty part, or once over everything
+  // (root -1) without parts.
+  template <class Collective>
+  void by_parts(std::size_t count, Parts parts, Collective&& collective);
   void broadcast_host(const std::string& what, void* data, std::size_t bytes, int root);
   // Runs `host` on a pinned copy of the CUDA tensor (downloaded first when `download`), then
   // queues the copy back.

@@ -329,12 +329,27 @@ void NcclProcessGroup::run(const std::string& what, const Tensor& tensor, const 
 
 namespace {
 
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return ncclSum;
+    case ReduceOp::average:
+      return ncclAvg;
+    case ReduceOp::max:
+      return ncclMax;
+  }
+  return ncclSum;
+}
+
 // NCCL reduces f32 here; half tensors go through the half sum.
-std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
-  const std::string what = allreduce_description(tensor, op);
+std::string f32_only(const std::string& what, const Tensor& tensor) {
   ALLOY_CHECK(tensor.dtype() == DType::f32, what,
               ": the NCCL group reduces f32 here; half tensors go through allreduce_half_sum");
   return what;
+}
+
+std::string allreduce_what(const Tensor& tensor, ReduceOp op) {
+  return f32_only(allreduce_description(tensor, op), tensor);
 }
 
 }  // namespace
@@ -344,7 +359,7 @@ void NcclProcessGroup::allreduce(const Tensor& tensor, ReduceOp op) {
   if (tensor.numel() == 0) return;
   run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
-                         ncclFloat32, op == ReduceOp::sum ? ncclSum : ncclAvg, comm, stream);
+                         ncclFloat32, nccl_op(op), comm, stream);
   });
 }
 
@@ -353,7 +368,7 @@ void NcclProcessGroup::allreduce_async(const Tensor& tensor, ReduceOp op, Stream
   if (tensor.numel() == 0) return;
   enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
     return ncclAllReduce(tensor.raw(), tensor.raw(), static_cast<std::size_t>(tensor.numel()),
-                         ncclFloat32, op == ReduceOp::sum ? ncclSum : ncclAvg, comm, on);
+                         ncclFloat32, nccl_op(op), comm, on);
   });
 }
 
@@ -426,6 +441,106 @@ void NcclProcessGroup::broadcast_group_async(const std::vector<Tensor>& tensors,
     const ncclResult_t ended = ncclGroupEnd();
     return status != ncclSuccess ? status : ended;
   });
+}
+
+namespace {
+
+ncclDataType_t nccl_float_type(DType dtype) {
+  return dtype == DType::f32 ? ncclFloat32 : dtype == DType::f16 ? ncclFloat16 : ncclBfloat16;
+}
+
+// One call per nonempty part (its element offset, its size and its rank) between
+// ncclGroupStart and ncclGroupEnd; the group is closed whatever happened inside it, and the
+// first failure is the one reported.
+template <class Part>
+ncclResult_t grouped_parts(const std::vector<std::int64_t>& counts, Part&& part) {
+  ncclResult_t status = ncclGroupStart();
+  std::int64_t offset = 0;
+  for (std::size_t rank = 0; rank < counts.size() && status == ncclSuccess; ++rank) {
+    if (counts[rank] > 0) status = part(offset, counts[rank], static_cast<int>(rank));
+    offset += counts[rank];
+  }
+  const ncclResult_t ended = ncclGroupEnd();
+  return status != ncclSuccess ? status : ended;
+}
+
+ncclResult_t reduce_parts(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t element = dtype_size(tensor.dtype());
+  auto* data = static_cast<char*>(tensor.raw());
+  return grouped_parts(counts, [&](std::int64_t offset, std::int64_t count, int root) {
+    char* at = data + static_cast<std::size_t>(offset) * element;
+    return ncclReduce(at, at, static_cast<std::size_t>(count), nccl_float_type(tensor.dtype()), op,
+                      root, comm, stream);
+  });
+}
+
+ncclResult_t gather_parts(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                          ncclComm_t comm, cudaStream_t stream) {
+  const std::size_t element = dtype_size(tensor.dtype());
+  auto* data = static_cast<char*>(tensor.raw());
+  return grouped_parts(counts, [&](std::int64_t offset, std::int64_t count, int root) {
+    char* at = data + static_cast<std::size_t>(offset) * element;
+    return ncclBroadcast(at, at, static_cast<std::size_t>(count) * element, ncclUint8, root, comm,
+                         stream);
+  });
+}
+
+}  // namespace
+
+void NcclProcessGroup::reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                      ReduceOp op) {
+  const std::string what = f32_only(reduce_scatter_description(tensor, counts, op, size_), tensor);
+  if (tensor.numel() == 0) return;
+  run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
+    return reduce_parts(tensor, counts, nccl_op(op), comm, stream);
+  });
+}
+
+void NcclProcessGroup::reduce_scatter_async(const Tensor& tensor,
+                                            const std::vector<std::int64_t>& counts, ReduceOp op,
+                                            StreamHandle stream) {
+  const std::string what = f32_only(reduce_scatter_description(tensor, counts, op, size_), tensor);
+  if (tensor.numel() == 0) return;
+  enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
+    return reduce_parts(tensor, counts, nccl_op(op), comm, on);
+  });
+}
+
+void NcclProcessGroup::reduce_scatter_half_sum(const Tensor& tensor,
+                                               const std::vector<std::int64_t>& counts) {
+  const std::string what = reduce_scatter_half_sum_description(tensor, counts, size_);
+  if (tensor.numel() == 0) return;
+  run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
+    return reduce_parts(tensor, counts, ncclSum, comm, stream);
+  });
+}
+
+void NcclProcessGroup::reduce_scatter_half_sum_async(const Tensor& tensor,
+                                                     const std::vector<std::int64_t>& counts,
+                                                     StreamHandle stream) {
+  const std::string what = reduce_scatter_half_sum_description(tensor, counts, size_);
+  if (tensor.numel() == 0) return;
+  enqueue(what, tensor, stream, [&](ncclComm_t comm, cudaStream_t on) {
+    return reduce_parts(tensor, counts, ncclSum, comm, on);
+  });
+}
+
+void NcclProcessGroup::allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) {
+  const std::string what = allgather_description(tensor, counts, size_);
+  if (tensor.numel() == 0) return;
+  run(what, tensor, [&](ncclComm_t comm, cudaStream_t stream) {
+    return gather_parts(tensor, counts, comm, stream);
+  });
+}
+
+void NcclProcessGroup::allgather_async(const Tensor& tensor,
+                                       const std::vector<std::int64_t>& counts,
+                                       StreamHandle stream) {
+  const std::string what = allgather_description(tensor, counts, size_);
+  if (tensor.numel() == 0) return;
+  enqueue(what, tensor, stream,
+          [&](ncclComm_t comm, cudaStream_t on) { return gather_parts(tensor, counts, comm, on); });
 }
 
 std::vector<std::string> NcclProcessGroup::allgather_bytes(const std::string& bytes) {

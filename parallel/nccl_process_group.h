@@ -72,6 +72,15 @@ class NcclProcessGroup final : public ProcessGroup {
   // ncclHalf / ncclBfloat16 sums.
   void allreduce_half_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
+  // One ncclReduce per nonempty part, to its rank, in one group (f32 for reduce_scatter, as
+  // allreduce; ncclHalf / ncclBfloat16 sums for the half sum). allgather: one ncclBroadcast of
+  // each nonempty part from its rank, in one group (the parts may differ in size, which
+  // ncclAllGather does not allow).
+  void reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                      ReduceOp op) override;
+  void reduce_scatter_half_sum(const Tensor& tensor,
+                               const std::vector<std::int64_t>& counts) override;
+  void allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) override;
   std::vector<std::string> allgather_bytes(const std::string& bytes) override;
   void barrier() override;
 
@@ -80,6 +89,12 @@ class NcclProcessGroup final : public ProcessGroup {
   void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream) override;
   void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream) override;
   void broadcast_async(const Tensor& tensor, int root, StreamHandle stream) override;
+  void reduce_scatter_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                            ReduceOp op, StreamHandle stream) override;
+  void reduce_scatter_half_sum_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                     StreamHandle stream) override;
+  void allgather_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                       StreamHandle stream) override;
   // The broadcasts between one ncclGroupStart and ncclGroupEnd: one launch, one completion.
   void broadcast_group_async(const std::vector<Tensor>& tensors, int root,
                              StreamHandle stream) override;

@@ -30,7 +30,7 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
 };
 
-enum class ReduceOp { sum, average };
+enum class ReduceOp { sum, average, max };
 
 // What a collective's errors call it ("allreduce_sum of f16[1024]"), after the checks every
 // backend shares: a floating dtype for allreduce, a half dtype for allreduce_half_sum, an
@@ -38,6 +38,16 @@ enum class ReduceOp { sum, average };
 std::string allreduce_description(const Tensor& tensor, ReduceOp op);
 std::string half_sum_description(const Tensor& tensor);
 std::string broadcast_description(const Tensor& tensor, int root, int world_size);
+// For the part collectives below: what allreduce_description / half_sum_description check, and
+// counts with one entry >= 0 per rank summing to the tensor's elements.
+std::string reduce_scatter_description(const Tensor& tensor,
+                                       const std::vector<std::int64_t>& counts, ReduceOp op,
+                                       int world_size);
+std::string reduce_scatter_half_sum_description(const Tensor& tensor,
+                                                const std::vector<std::int64_t>& counts,
+                                                int world_size);
+std::string allgather_description(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                  int world_size);
 
 class ProcessGroup {
  public:
@@ -64,6 +74,23 @@ class ProcessGroup {
   // Copies `root`'s tensor into every other rank's tensor, bit for bit (any dtype).
   virtual void broadcast(const Tensor& tensor, int root) = 0;
 
+  // The collectives of sharded training (ZeRO, parallel/zero_shards.h). The tensor is split into
+  // parts, one per rank, in rank order: rank r's part is the counts[r] elements after those of
+  // the ranks before it (counts: one entry per rank, summing to the tensor's elements; any may
+  // be 0). reduce_scatter reduces each part over every rank into its own rank's tensor, as
+  // allreduce does (the same widening of half tensors); reduce_scatter_half_sum sums in half
+  // precision with allreduce_half_sum's rule (every partial sum rounded to the half type). Each
+  // rank's own part ends with the reduction of every rank's values there (over two ranks the
+  // same bits as the allreduce, the addition being commutative; beyond two, the backend's order
+  // of the partial sums, which may differ from its allreduce's); its other parts are left
+  // unspecified. allgather copies each rank's own part of its tensor into every rank's
+  // tensor, bit for bit (any dtype).
+  virtual void reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                              ReduceOp op) = 0;
+  virtual void reduce_scatter_half_sum(const Tensor& tensor,
+                                       const std::vector<std::int64_t>& counts) = 0;
+  virtual void allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) = 0;
+
   // Every rank's bytes (any length, including none), indexed by rank.
   virtual std::vector<std::string> allgather_bytes(const std::string& bytes) = 0;
   std::vector<std::int64_t> allgather_int64(std::int64_t value);
@@ -82,6 +109,13 @@ class ProcessGroup {
   virtual void allreduce_async(const Tensor& tensor, ReduceOp op, StreamHandle stream);
   virtual void allreduce_half_sum_async(const Tensor& tensor, StreamHandle stream);
   virtual void broadcast_async(const Tensor& tensor, int root, StreamHandle stream);
+  virtual void reduce_scatter_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                                    ReduceOp op, StreamHandle stream);
+  virtual void reduce_scatter_half_sum_async(const Tensor& tensor,
+                                             const std::vector<std::int64_t>& counts,
+                                             StreamHandle stream);
+  virtual void allgather_async(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                               StreamHandle stream);
   // Every tensor's broadcast_async, in order, as one group where the backend has groups
   // (NCCL: one ncclGroupStart/End, so that the broadcasts of many small buffers are launched
   // together); here, one after the other.

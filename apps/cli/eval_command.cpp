@@ -80,7 +80,7 @@ int run_eval(const std::vector<std::string>& args) {
   std::ostream& human = log && log->to_stdout() ? std::cerr : std::cout;
 
   const std::string path = values["checkpoint"].as<std::string>();
-  checkpoint::CheckpointState state = checkpoint::read_checkpoint(path);
+  checkpoint::CheckpointState state = checkpoint::read_any_checkpoint(path);
   if (models::is_gpt_model(state.model)) {
     fail("checkpoint ", path, " holds a sequence model (", state.model,
          "): alloy eval measures image classifiers; its validation loss is in the end event of ",

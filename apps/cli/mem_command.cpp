@@ -51,6 +51,7 @@ int run_mem(const std::vector<std::string>& args) {
   config.seed = options.seed;
   config.device = device.device;
   config.optimizer = mem_optimizer_config(options.optimizer);
+  config.world_size = options.world_size;
 
   ReportHeader header;
   header.model = options.model;
@@ -62,6 +63,7 @@ int run_mem(const std::vector<std::string>& args) {
   header.device = device.device.str();
   header.optimizer = options.optimizer == "sgd" ? "sgd momentum 0.9" : "adamw";
   header.steps = options.steps;
+  header.world_size = options.world_size;
   if (models::is_gpt_model(options.model)) header.sequence_length = options.gpt.block_size;
 
   std::vector<LevelReport> reports;
@@ -69,7 +71,11 @@ int run_mem(const std::vector<std::string>& args) {
     std::cerr << "alloy: measuring " << amp::opt_level_name(level) << " (" << options.steps
               << (options.steps == 1 ? " step" : " steps") << ")" << std::endl;
     const amp::AmpProperties properties = level_properties(level, options.half_dtype);
-    reports.push_back(measure_level(config, properties));
+    // With --zero 1, plain DDP first and ZeRO beside it.
+    for (int zero = 0; zero <= options.zero; ++zero) {
+      config.zero = zero;
+      reports.push_back(measure_level(config, properties));
+    }
     if (options.max_batch) {
       std::cerr << "alloy: searching the largest batch of " << amp::opt_level_name(level)
                 << " (up to " << options.max_batch_limit << ")" << std::endl;

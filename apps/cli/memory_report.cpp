@@ -116,6 +116,12 @@ po::options_description mem_options(MemOptions& o) {
      "also search the largest batch each level fits in free device memory (CUDA only)")
     ("max-batch-limit", value(&o.max_batch_limit)->default_value(32768)->value_name("N"),
      "the largest batch --max-batch tries")
+    ("world-size", value(&o.world_size)->default_value(1)->value_name("W"),
+     "measure one rank of W data-parallel ranks (simulated in this process: its share of "
+     "--batch-size, which is then the global batch, and DDP's gradient buckets)")
+    ("zero", value(&o.zero)->default_value(0)->value_name("0|1"),
+     "1: measure each level with ZeRO stage 1 (the fp32 masters and the optimizer's state "
+     "sharded over the W ranks, as 'alloy train --zero 1') beside plain DDP")
     ("help,h", "print this help and exit");
   // clang-format on
   return group;
@@ -136,9 +142,24 @@ std::string ratio_text(double value, double base) {
 
 const LevelReport* baseline_of(const std::vector<LevelReport>& reports) {
   for (const LevelReport& report : reports) {
-    if (report.properties.level == amp::OptLevel::O0) return &report;
+    if (report.properties.level == amp::OptLevel::O0 && report.zero == 0) return &report;
   }
   return nullptr;
+}
+
+// What a report's ratios compare with: for ZeRO, plain DDP at the same level; else O0.
+const LevelReport* base_of(const LevelReport& report, const std::vector<LevelReport>& reports) {
+  if (report.zero == 0) return baseline_of(reports);
+  for (const LevelReport& other : reports) {
+    if (other.zero == 0 && other.properties.level == report.properties.level) return &other;
+  }
+  return nullptr;
+}
+
+std::string column_name(const LevelReport& report) {
+  std::string name = amp::opt_level_name(report.properties.level);
+  if (report.zero == 1) return name + " ZeRO-1";
+  return report.world_size > 1 ? name + " DDP" : name;
 }
 
 std::string xml_escape(const std::string& text) {
@@ -219,6 +240,10 @@ std::string header_line(const ReportHeader& h) {
   if (h.ema_decay > 0) out << ", ema_decay " << h.ema_decay;
   out << ", " << h.device << ", " << h.steps << (h.steps == 1 ? " step" : " steps")
       << " per level, " << h.optimizer;
+  if (h.world_size > 1) {
+    out << "; one rank of " << h.world_size << " (rank 0, simulated), batch "
+        << h.batch_size / h.world_size << " each";
+  }
   return out.str();
 }
 
@@ -255,7 +280,26 @@ MemOptions parse_mem_options(const std::vector<std::string>& args) {
   parse_normalization(o.normalize, o.channels);  // a UsageError naming --normalize
   models::check_model_input(o.model, {o.channels, o.image_size});
   if (o.steps < 1) usage_fail("--steps must be at least 1, got ", o.steps);
-  micro_batch_size(o.batch_size, 1, o.accumulation_steps);  // N >= 1 dividing B, or a UsageError
+  if (o.world_size < 1) usage_fail("--world-size must be at least 1, got ", o.world_size);
+  if (o.zero != 0 && o.zero != 1) {
+    usage_fail("--zero must be 0 (plain data parallelism) or 1 (sharded optimizer state), got ",
+               o.zero);
+  }
+  const bool data_parallel = o.world_size > 1 || o.zero == 1;
+  if (data_parallel && models::is_gpt_model(o.model)) {
+    usage_fail("--world-size and --zero measure the image models; --model ", o.model,
+               " is measured as one process");
+  }
+  if (o.zero == 1 && o.ema_decay > 0) usage_fail("--zero 1 with --ema-decay is not supported yet");
+  if (o.zero == 1 && o.clip_grad_norm > 0) {
+    usage_fail("--zero 1 with --clip-grad-norm is not supported yet");
+  }
+  if (data_parallel && o.max_batch) {
+    usage_fail("--max-batch measures a single process, not one rank of --world-size ",
+               o.world_size);
+  }
+  // N >= 1 dividing each rank's share of B, or a UsageError.
+  micro_batch_size(o.batch_size, o.world_size, o.accumulation_steps);
   if (!(o.clip_grad_norm >= 0 && std::isfinite(static_cast<float>(o.clip_grad_norm)))) {
     usage_fail("--clip-grad-norm must be a number >= 0 that fits a 32-bit float, got ",
                o.clip_grad_norm);
@@ -351,8 +395,11 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
   std::vector<std::vector<std::string>> rows;
   std::vector<std::string> head = {"peak bytes"};
   for (const LevelReport& report : reports) {
-    head.push_back(amp::opt_level_name(report.properties.level));
-    head.push_back(base ? "vs O0" : "");
+    head.push_back(column_name(report));
+    const LevelReport* compared = base_of(report, reports);
+    head.push_back(compared == nullptr                       ? ""
+                   : compared->zero == 0 && report.zero == 1 ? "vs DDP"
+                                                             : "vs O0");
   }
   rows.push_back(head);
   // smallest_base: below it O0's figure shows as zero, and a ratio to it would be a
@@ -363,8 +410,9 @@ std::string format_table(const ReportHeader& header, const std::vector<LevelRepo
     for (const LevelReport& report : reports) {
       const double value = figure_of(report);
       row.push_back(text_of(value));
-      const bool comparable = base && figure_of(*base) >= smallest_base;
-      row.push_back(comparable ? ratio_text(value, figure_of(*base)) : "");
+      const LevelReport* compared = base_of(report, reports);
+      const bool comparable = compared && figure_of(*compared) >= smallest_base;
+      row.push_back(comparable ? ratio_text(value, figure_of(*compared)) : "");
     }
     rows.push_back(row);
   };
@@ -483,6 +531,10 @@ std::vector<JsonObject> json_objects(const ReportHeader& header,
   for (const LevelReport& r : reports) {
     JsonObject object;
     object.add("opt_level", amp::opt_level_name(r.properties.level));
+    if (r.world_size > 1 || r.zero != 0) {
+      object.add("world_size", static_cast<std::int64_t>(r.world_size))
+          .add("zero", static_cast<std::int64_t>(r.zero));
+    }
     const auto category_key = [](MemoryCategory c) {
       return std::string(memory_category_name(c)) + "_bytes";
     };

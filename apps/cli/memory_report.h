@@ -43,6 +43,10 @@ struct MemOptions {
   bool max_batch = false;         // needs a CUDA device
   bool allow_tf32 = false;        // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
   std::int64_t max_batch_limit = 32768;
+  // One rank of a data-parallel job, simulated (MeasureConfig::world_size); --batch-size is then
+  // the global batch. zero 1 measures each level twice, plain DDP and ZeRO stage 1.
+  int world_size = 1;
+  int zero = 0;
 };
 
 // Parses the words after `alloy mem`. Bad flags and values are UsageErrors naming the flag:
@@ -67,6 +71,7 @@ struct ReportHeader {
   // A sequence model's tokens per batch row (its block size); 0 for an image model. The rows
   // are then sequences: the table says sequences/s and tokens/s instead of images/s.
   std::int64_t sequence_length = 0;
+  int world_size = 1;  // > 1: the figures are one rank's
 };
 
 // The terminal table: one column per level, rows per category, the total peak and images/s,

@@ -19,6 +19,7 @@
 #include "apps/train/stop_signals.h"
 #include "apps/train/trainer.h"
 #include "apps/train/training_state.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 
@@ -94,9 +95,21 @@ int run_train(const std::vector<std::string>& args) {
   if (group) {
     trainer.join_data_parallel(*group, ddp_options(options));
   }
+  // --zero 1 over several ranks: sharded checkpoints, each rank its own range.
+  const bool sharded = trainer.data_parallel() && trainer.data_parallel()->zero();
   std::string resume_path;
+  if (resume && resume->manifest && !sharded) {
+    // Opened for range reads, but this run keeps whole tensors (--zero 1 on one process).
+    resume->state =
+        checkpoint::gather_sharded_state(*resume->manifest, checkpoint::step_dir_of(resume->path));
+    resume->manifest.reset();
+  }
   if (resume) {
-    restore_training_state(trainer, resume->state, resume->path, warn);
+    if (sharded) {
+      restore_sharded_training_state(trainer, *resume, warn);
+    } else {
+      restore_training_state(trainer, resume->state, resume->path, warn);
+    }
     std::cerr << "alloy: resuming from " << resume->path << " at epoch "
               << trainer.epochs_done() + 1 << ", step " << trainer.steps() << std::endl;
     resume_path = resume->path;
@@ -104,17 +117,24 @@ int run_train(const std::vector<std::string>& args) {
   }
 
   std::unique_ptr<Checkpointer> checkpointer;
-  if (!options.checkpoint_dir.empty() && rank0) {
-    checkpointer = std::make_unique<Checkpointer>(
-        options.checkpoint_dir, options.keep_checkpoints,
-        [&report](const std::string& path, std::int64_t step, const Checkpointer::Timing& timing) {
-          report->on_checkpoint(path, step, timing.stall_seconds, timing.write_seconds);
-        },
-        options.async_checkpoint);
+  // Rank 0 saves, or with sharded checkpoints every rank its shard (rank 0 reports).
+  if (!options.checkpoint_dir.empty() && (rank0 || sharded)) {
+    Checkpointer::Saved saved;
+    if (report) {
+      saved = [&report](const std::string& path, std::int64_t step,
+                        const Checkpointer::Timing& timing) {
+        report->on_checkpoint(path, step, timing.stall_seconds, timing.write_seconds);
+      };
+    }
+    checkpointer =
+        std::make_unique<Checkpointer>(options.checkpoint_dir, options.keep_checkpoints, saved,
+                                       options.async_checkpoint, sharded ? group.get() : nullptr);
   }
   const StopSignals signals;
   trainer.set_step_hook([&] {
-    const bool stop = signals.requested();
+    bool stop = signals.requested();
+    // A sharded save is a collective: every rank stops (and saves) at the same step.
+    if (checkpointer && sharded) stop = checkpointer->step(stop);
     // The last step of an epoch (or of the run, --steps) is saved by the epoch hook, after
     // evaluation.
     const bool epoch_ends =
@@ -127,6 +147,7 @@ int run_train(const std::vector<std::string>& args) {
   });
   trainer.set_epoch_hook([&] {
     if (checkpointer) checkpointer->save(trainer);
+    if (checkpointer && sharded) return checkpointer->step(signals.requested());
     return signals.requested();
   });
 

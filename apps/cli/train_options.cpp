@@ -10,6 +10,7 @@
 #include "apps/train/normalization.h"
 #include "apps/train/recompute.h"
 #include "apps/train/step_graph.h"
+#include "apps/train/zero.h"
 #include "core/data/channels.h"
 #include "core/data/image_folder.h"
 #include "core/error.h"
@@ -197,6 +198,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
                  "--dist-backend gloo on the CPU");
     }
   }
+  check_zero_options(o);
   if (o.was_given("log-json") && o.log_json.empty()) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
@@ -398,6 +400,10 @@ po::options_description train_options_description(TrainOptions& o) {
       "gradient bucket size in MiB: each bucket's reduction starts once its gradients are "
       "final, while backward goes on; the first bucket is capped at 1 MiB so that the first "
       "reduction starts early")(
+      "zero", value(&o.zero)->default_value(o.zero)->value_name("0|1"),
+      "ZeRO stage: 0 plain data parallelism (every rank holds the fp32 master weights and the "
+      "optimizer's state); 1 shards them over the ranks: gradients are reduced to their "
+      "owners, each rank updates its shard and the weights are all-gathered")(
       "dist-backend", value(&o.dist_backend)->value_name("nccl|gloo"),
       "collectives: nccl (GPU tensors, one rank per device) or gloo (CPU, or GPU buckets "
       "staged through host memory; ranks may share a device). Default: nccl on a CUDA device, "

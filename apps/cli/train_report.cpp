@@ -107,6 +107,7 @@ void TrainReport::start(Trainer& trainer) {
       .add("parameters", parameters)
       .add("version", version_string());
   if (trainer.data_parallel()) event.add("dist_backend", o.dist_backend);
+  if (o.zero != 0) event.add("zero", static_cast<std::int64_t>(o.zero));
   if (trainer.device().is_cuda()) event.add("conv_algorithms", o.conv_algorithms);
   if (o.clip_grad_norm > 0) event.add("clip_grad_norm", o.clip_grad_norm);
   if (o.label_smoothing > 0) event.add("label_smoothing", o.label_smoothing);

@@ -20,11 +20,13 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "apps/train/trainer.h"
 #include "apps/train/training_state.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/round_trips.h"
+#include "parallel/process_group.h"
 
 namespace alloy::app {
 
@@ -45,7 +47,14 @@ class Checkpointer {
 
   // Creates `dir` when it does not exist. `saved` hears of each checkpoint once it is durable,
   // on the thread that calls save(), poll() or finish().
-  Checkpointer(std::string dir, int keep, Saved saved, bool async = false);
+  //
+  // With `sharded_group` (a --zero 1 run) saves are sharded checkpoints
+  // (core/checkpoint/sharded_checkpoint.h): every rank of the group has a Checkpointer and
+  // calls save(), step() and finish() at the same points; each writes its shard (on the writer
+  // thread when asynchronous), and once every rank's shard is durable rank 0 writes the
+  // manifest, prunes and reports the save (`saved` is rank 0's).
+  Checkpointer(std::string dir, int keep, Saved saved, bool async = false,
+               parallel::ProcessGroup* sharded_group = nullptr);
   // Waits for the save in flight; a failure nobody asked about is printed, not thrown.
   ~Checkpointer();
   Checkpointer(const Checkpointer&) = delete;
@@ -58,6 +67,11 @@ class Checkpointer {
   // Reports a save that has become durable, throws the failure of one that failed; never
   // waits. A no-op for synchronous saves.
   void poll();
+  // Sharded saves, at every step on every rank: one collective that tells whether any rank's
+  // `stop` is set (returned, so that every rank stops and saves at the same step) and, while an
+  // asynchronous save is in flight, whether every rank's shard is durable: then rank 0 writes
+  // the manifest. Throws every rank's failure naming the rank and file.
+  bool step(bool stop);
   // Waits for the save in flight, then as poll().
   void finish();
 
@@ -74,10 +88,28 @@ class Checkpointer {
     std::int64_t step = 0;
     StateSnapshot snapshot;  // asynchronous saves
     Timing timing;
+    ShardedCapture shard;  // sharded saves
+  };
+  // What rank 0 needs to write a sharded save's manifest once every shard is durable.
+  struct ShardedSave {
+    std::string step_dir;
+    std::int64_t step = 0;
+    std::int64_t total = 0;
+    std::vector<checkpoint::FlatKind> kinds;
+    std::vector<checkpoint::TensorSpec> parameters;
+    Timing timing;
   };
   // Writes `state` to `path` atomically and prunes; throws Error naming the file and the cause.
   void write(const std::string& path, std::int64_t step,
              const checkpoint::CheckpointState& state) const;
+  // Removes the checkpoints beyond the newest keep_ of those up to `step`.
+  void prune(std::int64_t step) const;
+  std::string save_sharded(Trainer& trainer);
+  // Writes this rank's shard: "ok " and its entry's text, or "fail " and the error.
+  static std::string write_shard(const Job& job, int rank);
+  // Every rank's outcome of the save in flight (write_shard's texts) is in: the manifest (rank
+  // 0), or every rank throws the failures.
+  void complete_sharded(const std::vector<std::string>& outcomes);
   void writer_loop();
   // Under mutex_: hands over a finished job's outcome.
   void report_finished(std::unique_lock<std::mutex>& lock);
@@ -101,9 +133,12 @@ class Checkpointer {
   std::string done_path_;
   std::int64_t done_step_ = 0;
   Timing done_timing_;
-  std::string failure_;  // of the finished job; empty when it succeeded
+  std::string failure_;       // of the finished job; empty when it succeeded
+  std::string done_outcome_;  // of a finished sharded job (write_shard's text)
   bool quit_ = false;
-  std::thread writer_;  // last: started once everything it uses exists
+  parallel::ProcessGroup* group_ = nullptr;  // sharded saves
+  std::optional<ShardedSave> in_flight_;     // a sharded save whose manifest is not written yet
+  std::thread writer_;                       // last: started once everything it uses exists
 };
 
 }  // namespace alloy::app

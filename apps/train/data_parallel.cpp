@@ -89,6 +89,7 @@ parallel::DdpOptions ddp_options(const TrainConfig& options) {
   ddp.bucket_bytes =
       static_cast<std::size_t>(std::max(1.0, std::round(options.bucket_cap_mb * 1024 * 1024)));
   ddp.allreduce_fp32 = options.allreduce_fp32;
+  ddp.reduce_to_owners = options.zero == 1;
   return ddp;
 }
 
@@ -104,6 +105,7 @@ DataParallel::DataParallel(parallel::ProcessGroup& group, nn::Module& model,
     }
   }
   ddp_.broadcast_from_rank0(masters);
+  if (options.reduce_to_owners) zero_ = std::make_unique<ZeroShard>(group, model, precision);
 }
 
 std::int64_t DataParallel::local_batch_size(std::int64_t global_batch) const {

@@ -17,6 +17,7 @@
 #include "amp/mixed_precision.h"
 #include "apps/train/device_choice.h"
 #include "apps/train/train_config.h"
+#include "apps/train/zero.h"
 #include "core/data/sampler.h"
 #include "core/nn/module.h"
 #include "parallel/ddp.h"
@@ -52,11 +53,14 @@ std::unique_ptr<parallel::ProcessGroup> join_process_group(const parallel::Rende
                                                            const Device& device,
                                                            const std::string& backend);
 
-// The gradient reduction the flags ask for: --bucket-cap-mb, --allreduce-fp32.
+// The gradient reduction the flags ask for: --bucket-cap-mb, --allreduce-fp32, and --zero 1's
+// reduction to the owners of the shards.
 parallel::DdpOptions ddp_options(const TrainConfig& options);
 
 // One replica of a data-parallel job. Built by Trainer::join_data_parallel: takes rank 0's
 // weights (model parameters, buffers and fp32 masters) and reduces gradients after backward.
+// With DdpOptions::reduce_to_owners (--zero 1) it then keeps only this rank's shard of the
+// masters and the optimizer's state, and takes over the amp step (apps/train/zero.h).
 class DataParallel {
  public:
   DataParallel(parallel::ProcessGroup& group, nn::Module& model, amp::MixedPrecision& precision,
@@ -84,10 +88,13 @@ class DataParallel {
   std::vector<std::string> gather(const std::string& text);
 
   parallel::DistributedDataParallel& ddp() { return ddp_; }
+  // The rank's shard under --zero 1, else null.
+  ZeroShard* zero() { return zero_.get(); }
 
  private:
   parallel::ProcessGroup& group_;
   parallel::DistributedDataParallel ddp_;
+  std::unique_ptr<ZeroShard> zero_;
 };
 
 }  // namespace alloy::app

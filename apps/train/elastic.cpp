@@ -70,13 +70,14 @@ void make_elastic_launcher(const TrainConfig& o, parallel::Rendezvous& placement
 }
 
 std::optional<ckpt::LoadedCheckpoint> newest_readable_checkpoint(const std::string& dir,
-                                                                 const ckpt::WarningSink& warn) {
+                                                                 const ckpt::WarningSink& warn,
+                                                                 bool gather) {
   std::error_code error;
   if (!std::filesystem::is_directory(dir, error)) return std::nullopt;
   const std::vector<ckpt::CheckpointEntry> entries = ckpt::list_checkpoints(dir);
   for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
     try {
-      return ckpt::LoadedCheckpoint{entry->path, ckpt::read_checkpoint(entry->path)};
+      return ckpt::open_checkpoint(entry->path, gather);
     } catch (const Error& damaged) {
       if (warn) warn(std::string(damaged.what()) + "; skipping it");
     }
@@ -87,8 +88,10 @@ std::optional<ckpt::LoadedCheckpoint> newest_readable_checkpoint(const std::stri
 std::optional<ckpt::LoadedCheckpoint> load_resume(const TrainConfig& o,
                                                   const ckpt::WarningSink& warn) {
   if (o.resume.empty()) return std::nullopt;
-  if (o.resume != "auto") return load_resume_checkpoint(o.resume, warn);
-  auto found = newest_readable_checkpoint(o.checkpoint_dir, warn);
+  // A sharded run reads only its own range of a sharded checkpoint.
+  const bool gather = o.zero == 0;
+  if (o.resume != "auto") return load_resume_checkpoint(o.resume, warn, gather);
+  auto found = newest_readable_checkpoint(o.checkpoint_dir, warn, gather);
   if (!found && warn) {
     warn("--resume auto: no readable checkpoint in " + o.checkpoint_dir + "; starting fresh");
   }

@@ -42,13 +42,15 @@ void make_elastic_launcher(const TrainConfig& options, parallel::Rendezvous& pla
 
 // The checkpoint --resume names: FILE, the newest readable one in DIR (an error when there is
 // none), or with `auto` the newest readable one in --checkpoint-dir, nothing when there is none.
+// With --zero 1 a sharded checkpoint is opened for range reads, else gathered.
 std::optional<checkpoint::LoadedCheckpoint> load_resume(const TrainConfig& options,
                                                         const checkpoint::WarningSink& warn);
 
 // The newest checkpoint of `dir` that reads cleanly (damaged newer ones go to `warn`), or
-// nothing when `dir` is missing or holds none.
+// nothing when `dir` is missing or holds none; a sharded one gathered, or with `gather` false
+// opened for range reads (checkpoint::open_checkpoint).
 std::optional<checkpoint::LoadedCheckpoint> newest_readable_checkpoint(
-    const std::string& dir, const checkpoint::WarningSink& warn);
+    const std::string& dir, const checkpoint::WarningSink& warn, bool gather = true);
 
 // After joining the process group: every rank belongs to the same generation and resumes
 // from the same checkpoint (same step and weights). Throws naming the ranks that differ, e.g.

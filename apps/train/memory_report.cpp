@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "amp/mixed_precision.h"
+#include "apps/train/data_parallel.h"
 #include "apps/train/layout_choice.h"
 #include "apps/train/lm_trainer.h"
 #include "apps/train/micro_batches.h"
@@ -16,6 +17,7 @@
 #include "core/nn/cast_policy.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
+#include "parallel/distributed_sampler.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/allocator.h"
@@ -72,6 +74,39 @@ std::optional<DeviceView> device_view_of(Device device) {
   return std::nullopt;
 }
 
+// Rank 0 of a world whose other ranks are not there: every collective leaves the tensors as they
+// are, which is all a memory measurement needs (they allocate nothing of their own on the CPU).
+class SimulatedGroup final : public parallel::ProcessGroup {
+ public:
+  explicit SimulatedGroup(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  void allreduce(const Tensor&, parallel::ReduceOp) override {}
+  void allreduce_half_sum(const Tensor&) override {}
+  void broadcast(const Tensor&, int) override {}
+  void reduce_scatter(const Tensor&, const std::vector<std::int64_t>&,
+                      parallel::ReduceOp) override {}
+  void reduce_scatter_half_sum(const Tensor&, const std::vector<std::int64_t>&) override {}
+  void allgather(const Tensor&, const std::vector<std::int64_t>&) override {}
+  std::vector<std::string> allgather_bytes(const std::string& bytes) override {
+    return std::vector<std::string>(static_cast<std::size_t>(size_), bytes);
+  }
+  void barrier() override {}
+  // On a device too: nothing to queue.
+  void allreduce_async(const Tensor&, parallel::ReduceOp, parallel::StreamHandle) override {}
+  void allreduce_half_sum_async(const Tensor&, parallel::StreamHandle) override {}
+  void broadcast_async(const Tensor&, int, parallel::StreamHandle) override {}
+  void reduce_scatter_async(const Tensor&, const std::vector<std::int64_t>&, parallel::ReduceOp,
+                            parallel::StreamHandle) override {}
+  void reduce_scatter_half_sum_async(const Tensor&, const std::vector<std::int64_t>&,
+                                     parallel::StreamHandle) override {}
+  void allgather_async(const Tensor&, const std::vector<std::int64_t>&,
+                       parallel::StreamHandle) override {}
+
+ private:
+  int size_;
+};
+
 }  // namespace
 
 optim::OptimizerConfig mem_optimizer_config(const std::string& kind) {
@@ -105,6 +140,12 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
   LevelReport report;
   report.properties = properties;
   report.steps = config.steps;
+  report.world_size = config.world_size;
+  report.zero = config.zero;
+  const bool data_parallel = config.world_size > 1 || config.zero != 0;
+  ALLOY_CHECK(!data_parallel || !models::is_gpt_model(config.model),
+              "measure_level: a language model is measured as a single process");
+  const std::int64_t rank_batch = parallel::local_batch_size(config.batch_size, config.world_size);
 
   nn::CastPolicy policy;
   policy.enabled = properties.cast_policy;
@@ -133,9 +174,16 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       amp::MixedPrecision precision(properties, *model, config.optimizer);
       precision.set_clip_grad_norm(config.clip_grad_norm);
       precision.set_ema_decay(config.ema_decay);
+      SimulatedGroup group(config.world_size);
+      std::unique_ptr<DataParallel> replica;
+      if (data_parallel) {
+        parallel::DdpOptions ddp;
+        ddp.reduce_to_owners = config.zero == 1;
+        replica = std::make_unique<DataParallel>(group, *model, precision, ddp);
+      }
       const data::Dataset batch = data::make_synthetic_dataset(
-          config.batch_size, static_cast<std::uint64_t>(config.seed), "mem/batch",
-          config.num_classes, config.image_size, config.image_size, config.channels);
+          rank_batch, static_cast<std::uint64_t>(config.seed), "mem/batch", config.num_classes,
+          config.image_size, config.image_size, config.channels);
       const Tensor images = to_device(batch.images, config.device);
       const Tensor normalization = normalization_table(
           parse_normalization(config.normalize, config.channels), config.device);
@@ -149,8 +197,8 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
       for (std::int64_t step = 0; step < config.steps; ++step) {
         if (step == 1) timed_from = std::chrono::steady_clock::now();
         // The step `alloy train` runs.
-        train_step(*model, precision, images, labels, tally, nullptr, config.accumulation_steps,
-                   0.0f, normalization);
+        train_step(*model, precision, images, labels, tally, replica.get(),
+                   config.accumulation_steps, 0.0f, normalization);
         synchronize(tally);
       }
       report.timed_seconds = seconds_since(timed_from);
@@ -173,7 +221,7 @@ LevelReport measure_level(const MeasureConfig& config, const amp::AmpProperties&
   const std::int64_t timed_steps = config.steps > 1 ? config.steps - 1 : 1;
   report.images_per_second =
       report.timed_seconds > 0
-          ? static_cast<double>(timed_steps * config.batch_size) / report.timed_seconds
+          ? static_cast<double>(timed_steps * rank_batch) / report.timed_seconds
           : 0.0;
   return report;
 }

@@ -49,6 +49,13 @@ struct MeasureConfig {
   std::int64_t seed = 1;
   Device device = Device::cpu();
   optim::OptimizerConfig optimizer = mem_optimizer_config("sgd");
+  // Data parallelism, simulated in this one process: rank 0 of world_size ranks, whose
+  // collectives move nothing (each rank's memory is the same whatever the others hold), with
+  // its share of batch_size and DDP's gradient buckets; zero 1 shards the fp32 masters and the
+  // optimizer's state as `alloy train --zero 1` (apps/train/zero.h; rank 0's shard is the
+  // largest). World 1 and zero 0: a single process.
+  int world_size = 1;
+  int zero = 0;
 };
 
 using CategoryBytes = std::array<std::int64_t, kMemoryCategoryCount>;
@@ -78,6 +85,8 @@ struct MaxBatch {
 
 struct LevelReport {
   amp::AmpProperties properties;
+  int world_size = 1;  // MeasureConfig's
+  int zero = 0;
   CategoryBytes peak{};         // each category's own peak during the steps
   std::int64_t peak_bytes = 0;  // the peak of the sum (MemorySnapshot::total_peak)
   // What was still allocated after the level was torn down, against before it was built:

@@ -100,6 +100,9 @@ struct TrainConfig {
   // nccl | gloo (PyTorch's names); empty: nccl on a CUDA device, gloo on the CPU. Given
   // explicitly, it also makes a world of one rank join a process group (DDP at world size 1).
   std::string dist_backend;
+  // ZeRO stage: 0 plain data parallelism; 1 the fp32 masters and the optimizer's state sharded
+  // over the ranks (apps/train/zero.h).
+  int zero = 0;
 
   int max_restarts = 0;  // restarts of this node's workers after a failure (apps/train/elastic.h)
 

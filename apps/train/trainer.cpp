@@ -149,7 +149,9 @@ bool Trainer::cuda_graph() {
     const CudaGraphPlan plan =
         plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
                                options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
-    if (plan.capture) {
+    if (plan.capture && data_parallel_ && data_parallel_->zero()) {
+      cuda_graph_reason_ = "the sharded step of zero 1 runs eagerly";  // on is refused earlier
+    } else if (plan.capture) {
       step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
     } else {
       cuda_graph_reason_ = plan.reason;
@@ -383,6 +385,7 @@ double Trainer::evaluate_ema(const data::Dataset& dataset) {
 }
 
 std::string Trainer::params_digest() {
+  if (data_parallel_ && data_parallel_->zero()) return data_parallel_->zero()->params_digest();
   return alloy::params_digest(precision_->canonical_parameters());
 }
 
@@ -397,6 +400,9 @@ void Trainer::join_data_parallel(parallel::ProcessGroup& group,
                                  const parallel::DdpOptions& options) {
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
   ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
+  check_zero_options(options_);
+  ALLOY_CHECK(options.reduce_to_owners == (options_.zero == 1),
+              "join_data_parallel: the gradient reduction does not match zero ", options_.zero);
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
   precision_->reset_ema();          // from rank 0's weights, which every rank now holds
   overflow_.read_polls_when_due();  // every rank stops at the same step

@@ -8,7 +8,9 @@
 #include <optional>
 #include <utility>
 
+#include "apps/train/data_parallel.h"
 #include "apps/train/recompute.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/half.h"
@@ -229,9 +231,8 @@ void set_epoch_clip(ckpt::CheckpointState& state, const ClipTally& clip) {
   state.epoch_sums.clip_clipped_steps = clip.clipped_steps;
 }
 
-}  // namespace
-
-checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
+// Everything but the weights, the optimizer's and the averages' tensors and params_digest.
+ckpt::CheckpointState capture_host_and_scalars(Trainer& trainer) {
   const EpochProgress progress = trainer.epoch_progress();
   ckpt::CheckpointState state = host_fields(trainer, progress);
   set_epoch_sums(state, progress.correct, progress.loss_sum);
@@ -244,10 +245,19 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   state.scaler.skipped_steps = scaler.skipped_steps;
   state.scaler.at_min_streak = scaler.at_min_streak;
   state.scaler_record.overflow_streak = scaler.overflow_streak;
+  state.optimizer.steps = precision.optimizer().steps();
+  for (const nn::Buffer* b : trainer.model().buffers()) {
+    state.buffers.push_back(save_tensor(b->name, b->value));
+  }
+  return state;
+}
 
-  optim::Optimizer& optimizer = precision.optimizer();
-  state.optimizer.steps = optimizer.steps();
-  for (const optim::StateTensor& tensor : optimizer.state()) {
+}  // namespace
+
+checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
+  ckpt::CheckpointState state = capture_host_and_scalars(trainer);
+  amp::MixedPrecision& precision = trainer.precision();
+  for (const optim::StateTensor& tensor : precision.optimizer().state()) {
     state.optimizer_state.push_back(save_tensor(tensor.name, *tensor.value));
   }
   for (const optim::StateTensor& tensor : precision.ema_state()) {
@@ -256,11 +266,26 @@ checkpoint::CheckpointState capture_training_state(Trainer& trainer) {
   for (const nn::Parameter* p : precision.canonical_parameters()) {
     state.parameters.push_back(save_tensor(p->name, p->value));
   }
-  for (const nn::Buffer* b : trainer.model().buffers()) {
-    state.buffers.push_back(save_tensor(b->name, b->value));
-  }
   state.params_digest = trainer.params_digest();
   return state;
+}
+
+ShardedCapture capture_sharded_state(Trainer& trainer) {
+  ZeroShard* zero = trainer.data_parallel() ? trainer.data_parallel()->zero() : nullptr;
+  ALLOY_CHECK(zero != nullptr, "a sharded checkpoint needs a sharded (zero 1) run");
+  ShardedCapture capture;
+  capture.shared = capture_host_and_scalars(trainer);
+  capture.shared.params_digest = trainer.params_digest();  // gathered from every rank's shard
+  const ShardedState sharded = zero->sharded_state();
+  capture.total = sharded.total;
+  capture.range = sharded.range;
+  for (const auto& [kind, values] : sharded.flat) {
+    ckpt::NamedTensor bytes = ckpt::make_named_tensor(kind, values);
+    capture.ranges.push_back({kind, bytes.dtype, std::move(bytes.data)});
+  }
+  for (const nn::Parameter* p : trainer.model().parameters())
+    capture.parameters.push_back({p->name, p->value.shape()});
+  return capture;
 }
 
 #ifdef ALLOY_HAVE_CUDA
@@ -399,6 +424,21 @@ StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
 #endif
 }
 
+namespace {
+
+void check_optimizer_kind(const ckpt::CheckpointState& state, const std::string& path,
+                          optim::Optimizer& optimizer) {
+  if (state.optimizer.kind != optimizer.config().kind) {
+    setting_failure("checkpoint ", path, " holds ", state.optimizer.kind,
+                    " optimizer state, but this run uses {optimizer} ", optimizer.config().kind);
+  }
+}
+
+void restore_counters(Trainer& trainer, const ckpt::CheckpointState& state, const std::string& path,
+                      const WarningSink& warn);
+
+}  // namespace
+
 void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState& state,
                             const std::string& path, const WarningSink& warn) {
   const TrainConfig& o = trainer.options();
@@ -418,10 +458,7 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     load_tensor(*ckpt::find_tensor(state.buffers, b->name), b->value, path);
 
   optim::Optimizer& optimizer = precision.optimizer();
-  if (state.optimizer.kind != optimizer.config().kind) {
-    setting_failure("checkpoint ", path, " holds ", state.optimizer.kind,
-                    " optimizer state, but this run uses {optimizer} ", optimizer.config().kind);
-  }
+  check_optimizer_kind(state, path, optimizer);
   std::vector<std::string> used;
   for (const optim::StateTensor& tensor : optimizer.state()) {
     const ckpt::NamedTensor* saved = ckpt::find_tensor(state.optimizer_state, tensor.name);
@@ -468,7 +505,17 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     warn("checkpoint " + path + " holds " + std::to_string(optimizer_saved - used.size()) +
          " optimizer state tensors this run's optimizer does not use; they are dropped");
   }
-  optimizer.set_steps(state.optimizer.steps);
+  restore_counters(trainer, state, path, warn);
+}
+
+namespace {
+
+// Step counts, the loss scaler and the position: what every resume restores the same way.
+void restore_counters(Trainer& trainer, const ckpt::CheckpointState& state, const std::string& path,
+                      const WarningSink& warn) {
+  const TrainConfig& o = trainer.options();
+  amp::MixedPrecision& precision = trainer.precision();
+  precision.optimizer().set_steps(state.optimizer.steps);
 
   // The loss scale carries over between dynamic scalers; a static scale is the run's own,
   // and a dynamic scaler resumed from a static run starts at its initial scale.
@@ -528,13 +575,95 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
   }
 }
 
-checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
-                                                    const WarningSink& warn) {
-  std::error_code error;
-  if (std::filesystem::is_directory(file_or_dir, error)) {
-    return ckpt::find_latest_valid(file_or_dir, warn);
+}  // namespace
+
+void restore_sharded_training_state(Trainer& trainer, const checkpoint::LoadedCheckpoint& loaded,
+                                    const WarningSink& warn) {
+  ZeroShard* zero = trainer.data_parallel() ? trainer.data_parallel()->zero() : nullptr;
+  ALLOY_CHECK(zero != nullptr, "a sharded resume needs a sharded (zero 1) run");
+  const ckpt::CheckpointState& state = loaded.state;
+  const std::string& path = loaded.path;
+  const TrainConfig& o = trainer.options();
+  // The canonical weights of a sharded run live in the shards: the model's parameters give
+  // their names and shapes.
+  std::vector<ckpt::TensorSpec> params;
+  for (const nn::Parameter* p : trainer.model().parameters())
+    params.push_back({p->name, p->value.shape()});
+  const std::vector<nn::Buffer*> buffers = trainer.model().buffers();
+  const std::vector<ckpt::FlatParameter> table = ckpt::flat_layout(params);
+  if (loaded.manifest) {
+    ckpt::check_compatible(path, state, o.model, {}, specs_of(buffers));
+    const std::vector<ckpt::FlatParameter>& saved = loaded.manifest->parameters;
+    for (std::size_t i = 0; i < std::max(saved.size(), table.size()); ++i) {
+      ALLOY_CHECK(i < saved.size() && i < table.size() && saved[i].name == table[i].name &&
+                      saved[i].shape == table[i].shape,
+                  "checkpoint ", path, ": its parameter ",
+                  i < saved.size() ? saved[i].name + shape_str(saved[i].shape) : "(none)",
+                  " is not this run's ",
+                  i < table.size() ? table[i].name + shape_str(table[i].shape) : "(none)",
+                  " (parameter ", i, " of ", o.model, ")");
+    }
+  } else {
+    ckpt::check_compatible(path, state, o.model, params, specs_of(buffers));
   }
-  return {file_or_dir, ckpt::read_checkpoint(file_or_dir)};
+  if (state.run.conv_algorithms && trainer.device().is_cuda()) {
+    cuda::load_conv_algorithms(*state.run.conv_algorithms, "checkpoint " + path);
+  }
+  for (nn::Buffer* b : buffers)
+    load_tensor(*ckpt::find_tensor(state.buffers, b->name), b->value, path);
+  check_optimizer_kind(state, path, trainer.precision().optimizer());
+
+  // This rank's range of every kind the run keeps, from the shards that hold it or from the
+  // full tensors of a plain checkpoint; an optimizer kind the checkpoint lacks starts at zero.
+  ShardedState mine = zero->sharded_state();
+  const ShardRange range = mine.range;
+  for (auto& [kind, values] : mine.flat) {
+    DType dtype = DType::f32;
+    std::optional<std::vector<unsigned char>> bytes;
+    if (loaded.manifest) {
+      for (const ckpt::FlatKind& saved : loaded.manifest->kinds) {
+        if (saved.name != kind) continue;
+        dtype = saved.dtype;
+        bytes = ckpt::read_flat_range(*loaded.manifest, ckpt::step_dir_of(path), kind, range.begin,
+                                      range.end);
+      }
+    } else {
+      const bool present = std::all_of(table.begin(), table.end(), [&](const auto& p) {
+        return kind == ckpt::kParamKind ||
+               ckpt::find_tensor(state.optimizer_state, p.name + "." + kind) != nullptr;
+      });
+      if (present) {
+        bytes = ckpt::flat_range_of_state(state, table, kind, range.begin, range.end);
+        if (!state.parameters.empty()) dtype = state.parameters.front().dtype;
+        if (kind != ckpt::kParamKind) dtype = DType::f32;
+      }
+    }
+    if (!bytes) {
+      ALLOY_CHECK(kind != ckpt::kParamKind, "checkpoint ", path, " holds no weights");
+      if (warn) {
+        warn("checkpoint " + path + " has no optimizer state " + kind +
+             " (saved with other hyper-parameters); it starts from zero");
+      }
+      continue;
+    }
+    Tensor host = Tensor::empty({range.size()}, dtype, Device::cpu(), MemoryCategory::workspace);
+    ALLOY_CHECK(bytes->size() == host.nbytes(), "checkpoint ", path, ": ", kind, " holds ",
+                bytes->size(), " bytes for ", range.size(), " elements of ", dtype_name(dtype));
+    if (!bytes->empty()) std::memcpy(host.raw(), bytes->data(), bytes->size());
+    values = host;
+  }
+  zero->load_sharded_state(mine);
+  restore_counters(trainer, state, path, warn);
+}
+
+checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
+                                                    const WarningSink& warn, bool gather) {
+  std::error_code error;
+  if (std::filesystem::is_directory(file_or_dir, error) &&
+      !ckpt::is_sharded_checkpoint(file_or_dir)) {
+    return ckpt::find_latest_valid(file_or_dir, warn, gather);
+  }
+  return ckpt::open_checkpoint(file_or_dir, gather);
 }
 
 void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainConfig& o) {

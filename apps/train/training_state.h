@@ -14,6 +14,8 @@
 #include "apps/train/trainer.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/checkpoint/checkpoint_file.h"
+#include "core/checkpoint/sharded_checkpoint.h"
+#include "parallel/zero_shards.h"
 
 namespace alloy::app {
 
@@ -22,6 +24,21 @@ using WarningSink = std::function<void(const std::string&)>;
 // Everything needed to continue `trainer` bit-exactly from where it stands now. On a GPU each
 // tensor is a synchronous download (the host waits for the device).
 checkpoint::CheckpointState capture_training_state(Trainer& trainer);
+
+// A rank's part of a sharded (--zero 1) run's checkpoint: the state every rank shares (without
+// the weights and the optimizer's state tensors; params_digest gathered from every rank's shard)
+// and this rank's range of each flat kind, in host memory (core/checkpoint/sharded_checkpoint.h).
+struct ShardedCapture {
+  checkpoint::CheckpointState shared;
+  std::int64_t total = 0;
+  parallel::ShardRange range;
+  std::vector<checkpoint::FlatRange> ranges;
+  std::vector<checkpoint::TensorSpec> parameters;  // the canonical weights' names and shapes
+};
+
+// Takes it where `trainer` stands now; a collective (params_digest): every rank calls it. On a
+// GPU each tensor is a synchronous download.
+ShardedCapture capture_sharded_state(Trainer& trainer);
 
 class StateSnapshot;
 
@@ -84,10 +101,20 @@ StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena);
 void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState& state,
                             const std::string& path, const WarningSink& warn);
 
+// restore_training_state for a sharded (--zero 1) run: this rank reads its range of the
+// weights and of each optimizer kind from the shards of a sharded checkpoint opened without
+// gathering (`loaded.manifest`), or takes it from the full tensors of a plain one, and the model's
+// weights are gathered from every rank's shard (a collective). An optimizer kind the checkpoint
+// lacks starts at zero, with a warning.
+void restore_sharded_training_state(Trainer& trainer, const checkpoint::LoadedCheckpoint& loaded,
+                                    const WarningSink& warn);
+
 // --resume FILE|DIR: the file, or the newest valid checkpoint in the directory (damaged
-// newer ones are reported to `warn` and skipped). Throws naming the file or directory.
+// newer ones are reported to `warn` and skipped). Throws naming the file or directory. A
+// sharded checkpoint is gathered into one plain state, or with `gather` false opened for range
+// reads (checkpoint::open_checkpoint).
 checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
-                                                    const WarningSink& warn);
+                                                    const WarningSink& warn, bool gather = true);
 
 // Fills the options the user did not give from the checkpoint, so `alloy train --resume DIR`
 // alone continues the run: model, dataset, data directory, seed, batch size, optimizer and its

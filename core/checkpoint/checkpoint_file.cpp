@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "core/checkpoint/posix_file.h"
+#include "core/checkpoint/sharded_checkpoint.h"
 #include "core/error.h"
 
 namespace alloy::checkpoint {
@@ -35,17 +36,6 @@ std::uint64_t get_le(std::string_view in, std::size_t offset, int bytes) {
   return value;
 }
 
-std::uint32_t crc_of(std::string_view bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  // zlib takes 32-bit lengths.
-  while (!bytes.empty()) {
-    const std::size_t chunk = std::min<std::size_t>(bytes.size(), 1u << 30);
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(chunk));
-    bytes.remove_prefix(chunk);
-  }
-  return static_cast<std::uint32_t>(crc);
-}
-
 template <class... Parts>
 [[noreturn]] void fail_file(const std::string& name, Parts&&... parts) {
   fail("checkpoint ", name, ": ", std::forward<Parts>(parts)...);
@@ -53,6 +43,8 @@ template <class... Parts>
 
 // Checks the header against the real file size, before anything is allocated for the
 // payload. `prefix` holds the file's first min(file_bytes, kHeaderBytes) bytes.
+}  // namespace
+
 CheckpointHeader check_header(std::string_view prefix, std::uint64_t file_bytes,
                               const std::string& name) {
   if (file_bytes == 0) fail_file(name, "empty file");
@@ -83,9 +75,11 @@ CheckpointHeader check_header(std::string_view prefix, std::uint64_t file_bytes,
   return header;
 }
 
+namespace {
+
 CheckpointState check_payload(std::string_view payload, const CheckpointHeader& header,
                               const std::string& name) {
-  const std::uint32_t crc = crc_of(payload);
+  const std::uint32_t crc = crc32_of(payload);
   if (crc != header.payload_crc) fail_file(name, "corrupt: CRC mismatch");
   try {
     return deserialize_state(payload);
@@ -94,10 +88,9 @@ CheckpointState check_payload(std::string_view payload, const CheckpointHeader& 
   }
 }
 
-// "step-<digits>.ckpt" -> the step, or -1 for any other name.
-std::int64_t step_of(const std::string& filename) {
+// "step-<digits><suffix>" -> the step, or -1 for any other name.
+std::int64_t step_of(const std::string& filename, std::string_view suffix) {
   constexpr std::string_view prefix = "step-";
-  constexpr std::string_view suffix = ".ckpt";
   if (filename.size() <= prefix.size() + suffix.size()) return -1;
   if (filename.compare(0, prefix.size(), prefix) != 0) return -1;
   if (filename.compare(filename.size() - suffix.size(), suffix.size(), suffix) != 0) return -1;
@@ -114,12 +107,27 @@ std::int64_t step_of(const std::string& filename) {
 
 }  // namespace
 
-std::string encode_header(std::string_view payload) {
+std::uint32_t crc32_of(std::string_view bytes, std::uint32_t crc) {
+  uLong value = crc;
+  // zlib takes 32-bit lengths.
+  while (!bytes.empty()) {
+    const std::size_t chunk = std::min<std::size_t>(bytes.size(), 1u << 30);
+    value = crc32(value, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(chunk));
+    bytes.remove_prefix(chunk);
+  }
+  return static_cast<std::uint32_t>(value);
+}
+
+std::string encode_header(std::uint64_t payload_bytes, std::uint32_t payload_crc) {
   std::string header(kMagic, sizeof kMagic);
   put_le(header, kFormatVersion, 4);
-  put_le(header, payload.size(), 8);
-  put_le(header, crc_of(payload), 4);
+  put_le(header, payload_bytes, 8);
+  put_le(header, payload_crc, 4);
   return header;
+}
+
+std::string encode_header(std::string_view payload) {
+  return encode_header(payload.size(), crc32_of(payload));
 }
 
 void write_checkpoint(const std::string& path, const CheckpointState& state) {
@@ -128,20 +136,27 @@ void write_checkpoint(const std::string& path, const CheckpointState& state) {
   write_file_atomically(path, {header, payload});
 }
 
-CheckpointState read_checkpoint(const std::string& path, CheckpointHeader* header) {
+FileDescriptor open_checkpoint_file(const std::string& path, const std::string& missing,
+                                    std::uint64_t& bytes) {
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
-    if (errno == ENOENT) fail_file(path, "no such file");
+    if (errno == ENOENT) fail_file(path, missing);
     fail_file(path, "cannot open: ", std::strerror(errno));
   }
-  const FileDescriptor file(fd, path);
+  FileDescriptor file(fd, path);
   struct stat info {};
   if (::fstat(file.get(), &info) != 0) fail_file(path, "cannot stat: ", std::strerror(errno));
   if (!S_ISREG(info.st_mode)) fail_file(path, "not a regular file");
-  const auto file_bytes = static_cast<std::uint64_t>(info.st_size);
+  bytes = static_cast<std::uint64_t>(info.st_size);
+  return file;
+}
+
+CheckpointState read_checkpoint(const std::string& path, CheckpointHeader* header) {
+  std::uint64_t file_bytes = 0;
+  const FileDescriptor file = open_checkpoint_file(path, "no such file", file_bytes);
 
   std::string prefix(std::min<std::uint64_t>(file_bytes, kHeaderBytes), '\0');
   prefix.resize(file.read_up_to(prefix.data(), prefix.size()));
@@ -170,36 +185,80 @@ CheckpointState decode_checkpoint(std::string_view image, const std::string& nam
 }
 
 std::string checkpoint_path(const std::string& dir, std::int64_t step) {
-  ALLOY_CHECK(step >= 0, "checkpoint step ", step, " is negative");
-  char name[32];
-  std::snprintf(name, sizeof name, "step-%08lld.ckpt", static_cast<long long>(step));
-  return (fs::path(dir) / name).string();
+  return sharded_checkpoint_dir(dir, step) + ".ckpt";
 }
 
-std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+namespace {
+
+// The checkpoint files and complete step directories of `dir` (`complete`), or its step
+// directories without a manifest, unsorted.
+std::vector<CheckpointEntry> scan(const std::string& dir, bool complete) {
   std::error_code error;
   const fs::file_status status = fs::status(dir, error);
   if (!fs::exists(status)) fail("checkpoint directory ", dir, " does not exist");
   if (!fs::is_directory(status)) fail("checkpoint directory ", dir, " is not a directory");
-
   std::vector<CheckpointEntry> entries;
   fs::directory_iterator it(dir, error);
   for (; !error && it != fs::directory_iterator(); it.increment(error)) {
-    const std::int64_t step = step_of(it->path().filename().string());
-    if (step >= 0) entries.push_back({it->path().string(), step});
+    const std::string name = it->path().filename().string();
+    if (const std::int64_t step = step_of(name, ".ckpt"); step >= 0 && complete) {
+      entries.push_back({it->path().string(), step, false});
+      continue;
+    }
+    const std::int64_t step = step_of(name, "");
+    std::error_code ignored;
+    if (step < 0 || !it->is_directory(ignored)) continue;
+    const bool has_manifest = fs::exists(it->path() / kManifestName, ignored);
+    if (has_manifest == complete) entries.push_back({it->path().string(), step, true});
   }
   if (error) fail("cannot list checkpoint directory ", dir, ": ", error.message());
+  return entries;
+}
+
+}  // namespace
+
+std::vector<CheckpointEntry> list_checkpoints(const std::string& dir) {
+  std::vector<CheckpointEntry> entries = scan(dir, true);
   std::sort(entries.begin(), entries.end(),
             [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
   return entries;
 }
 
-LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn) {
+std::vector<CheckpointEntry> list_incomplete_sharded(const std::string& dir) {
+  std::vector<CheckpointEntry> entries = scan(dir, false);
+  std::sort(entries.begin(), entries.end(),
+            [](const CheckpointEntry& a, const CheckpointEntry& b) { return a.step < b.step; });
+  return entries;
+}
+
+void remove_checkpoint(const CheckpointEntry& entry) {
+  std::error_code error;
+  fs::remove_all(entry.path, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    fail("cannot remove old checkpoint ", entry.path, ": ", error.message());
+  }
+}
+
+CheckpointState read_any_checkpoint(const std::string& path) {
+  return open_checkpoint(path, true).state;
+}
+
+LoadedCheckpoint open_checkpoint(const std::string& path, bool gather) {
+  if (!is_sharded_checkpoint(path)) return {path, read_checkpoint(path), std::nullopt};
+  const std::string step_dir = step_dir_of(path);
+  Manifest manifest = read_manifest(path);
+  if (gather) return {path, gather_sharded_state(manifest, step_dir), std::nullopt};
+  check_shard_files(manifest, step_dir);
+  CheckpointState shared = read_shared_state(manifest, step_dir);
+  return {path, std::move(shared), std::move(manifest)};
+}
+
+LoadedCheckpoint find_latest_valid(const std::string& dir, const WarningSink& warn, bool gather) {
   const std::vector<CheckpointEntry> entries = list_checkpoints(dir);
   if (entries.empty()) fail("no checkpoints in ", dir);
   for (auto entry = entries.rbegin(); entry != entries.rend(); ++entry) {
     try {
-      return {entry->path, read_checkpoint(entry->path)};
+      return open_checkpoint(entry->path, gather);
     } catch (const Error& error) {
       if (warn) warn(std::string(error.what()) + "; skipping it");
     }
@@ -216,9 +275,7 @@ std::vector<std::string> prune_checkpoints(const std::string& dir, int keep) {
                                  : 0;
   for (std::size_t i = 0; i < excess; ++i) {
     // Another process pruning the same directory may have removed it first.
-    if (::unlink(entries[i].path.c_str()) != 0 && errno != ENOENT) {
-      fail("cannot remove old checkpoint ", entries[i].path, ": ", std::strerror(errno));
-    }
+    remove_checkpoint(entries[i]);
     removed.push_back(entries[i].path);
   }
   return removed;

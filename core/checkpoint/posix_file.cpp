@@ -65,18 +65,37 @@ void FileDescriptor::write_all(std::string_view bytes) const {
   }
 }
 
-std::size_t FileDescriptor::read_up_to(void* data, std::size_t size) const {
+namespace {
+
+// Reads until `size` bytes or end of file, from the file position (`offset` negative) or from
+// `offset`.
+std::size_t read_loop(int fd, const std::string& path, void* data, std::size_t size,
+                      std::int64_t offset) {
   std::size_t done = 0;
   while (done < size) {
-    const ssize_t got = ::read(fd_, static_cast<char*>(data) + done, size - done);
+    char* into = static_cast<char*>(data) + done;
+    const ssize_t got = offset < 0 ? ::read(fd, into, size - done)
+                                   : ::pread(fd, into, size - done,
+                                             static_cast<off_t>(offset) + static_cast<off_t>(done));
     if (got < 0) {
       if (errno == EINTR) continue;
-      fail_errno("read", path_);
+      fail_errno("read", path);
     }
     if (got == 0) break;
     done += static_cast<std::size_t>(got);
   }
   return done;
+}
+
+}  // namespace
+
+std::size_t FileDescriptor::read_up_to(void* data, std::size_t size) const {
+  return read_loop(fd_, path_, data, size, -1);
+}
+
+std::size_t FileDescriptor::read_up_to_at(void* data, std::size_t size,
+                                          std::uint64_t offset) const {
+  return read_loop(fd_, path_, data, size, static_cast<std::int64_t>(offset));
 }
 
 void FileDescriptor::sync() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -29,6 +30,8 @@ class FileDescriptor {
   void write_all(std::string_view bytes) const;
   // Reads until `size` bytes or end of file; returns how many arrived.
   std::size_t read_up_to(void* data, std::size_t size) const;
+  // The same from byte `offset` of the file, leaving the file position alone.
+  std::size_t read_up_to_at(void* data, std::size_t size, std::uint64_t offset) const;
   void sync() const;
   void close();
 

@@ -43,24 +43,6 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-// The command failed with status 1 and stderr's one error line holds `path` and `reason`.
-void check_clean_failure(const ProcessResult& result, const std::string& path,
-                         const std::string& reason) {
-  BOOST_TEST(result.exit_code == 1, result.errors);
-  int error_lines = 0;
-  std::string error_line;
-  for (const std::string& line : lines_of(result.errors)) {
-    if (line.rfind("alloy: error: ", 0) == 0) {
-      ++error_lines;
-      error_line = line;
-    }
-  }
-  BOOST_TEST(error_lines == 1, result.errors);
-  BOOST_TEST(error_line.find(path) != std::string::npos, error_line);
-  BOOST_TEST(error_line.find(reason) != std::string::npos, error_line << " lacks: " << reason);
-  BOOST_TEST(result.errors.find("terminate") == std::string::npos, result.errors);
-}
-
 struct Damaged {
   std::string name;
   std::string bytes;

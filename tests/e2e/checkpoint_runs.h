@@ -123,6 +123,34 @@ inline std::string last_field(const TrainRun& run, const std::string& event,
 
 // `alloy` started in the background with stdout and stderr in files; killed and reaped by the
 // destructor if still running.
+// The command failed with status 1 and stderr's one error line holds `path` and `reason`.
+inline void check_clean_failure(const ProcessResult& result, const std::string& path,
+                                const std::string& reason) {
+  BOOST_TEST(result.exit_code == 1, result.errors);
+  int error_lines = 0;
+  std::string error_line;
+  for (const std::string& line : lines_of(result.errors)) {
+    if (line.rfind("alloy: error: ", 0) == 0) {
+      ++error_lines;
+      error_line = line;
+    }
+  }
+  BOOST_TEST(error_lines == 1, result.errors);
+  BOOST_TEST(error_line.find(path) != std::string::npos, error_line);
+  BOOST_TEST(error_line.find(reason) != std::string::npos, error_line << " lacks: " << reason);
+  BOOST_TEST(result.errors.find("terminate") == std::string::npos, result.errors);
+}
+
+// The children of a launcher, in start order (local rank order).
+inline std::vector<pid_t> workers_of(pid_t launcher) {
+  const std::string pid = std::to_string(launcher);
+  std::istringstream children(read_text("/proc/" + pid + "/task/" + pid + "/children"));
+  std::vector<pid_t> pids;
+  for (pid_t child = 0; children >> child;)
+    pids.push_back(child);
+  return pids;
+}
+
 class BackgroundAlloy {
  public:
   BackgroundAlloy(const std::vector<std::string>& arguments, const std::string& out_path,

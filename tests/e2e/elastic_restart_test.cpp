@@ -61,16 +61,6 @@ bool wait_for_checkpoint(const std::string& path, std::size_t restarts, int step
   return false;
 }
 
-// The launcher's children, in start order (local rank order).
-std::vector<pid_t> workers_of(pid_t launcher) {
-  const std::string pid = std::to_string(launcher);
-  std::istringstream children(read_text("/proc/" + pid + "/task/" + pid + "/children"));
-  std::vector<pid_t> pids;
-  for (pid_t child = 0; children >> child;)
-    pids.push_back(child);
-  return pids;
-}
-
 void check_end(const std::string& log, const std::string& digest) {
   const auto end = events(log, "end");
   BOOST_TEST_REQUIRE(end.size() == 1u, log);

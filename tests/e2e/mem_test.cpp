@@ -1,6 +1,7 @@
 // `alloy mem` end to end: the table on standard output, one JSON object per level with the
 // contract's keys, the SVG chart, and the exit statuses of bad flags and paths.
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -163,6 +164,50 @@ BOOST_AUTO_TEST_CASE(recompute_blocks_lowers_resnet18s_activations) {
       lenet.errors.find("--recompute blocks: model 'lenet' has no blocks") != std::string::npos,
       lenet.errors);
   BOOST_TEST(lenet.errors.find("measuring") == std::string::npos, lenet.errors);
+}
+
+// One rank of four, simulated: ZeRO stage 1 keeps a quarter of the fp32 masters and of AdamW's
+// moments (rank 0's shard: ceil(N / 4) elements), plain DDP all of them; the model's weights and
+// the activations of the rank's batch of 2 are the same in both.
+BOOST_AUTO_TEST_CASE(zero_1_keeps_a_quarter_of_the_masters_and_optimizer_state_per_rank) {
+  const ProcessResult result =
+      run_alloy(quick({"--opt-levels", "O2", "--optimizer", "adamw", "--world-size", "4", "--zero",
+                       "1", "--json", "-"}));
+  BOOST_TEST_REQUIRE(result.exit_code == 0, result.errors);
+  const std::vector<std::string> objects = lines(result.output);
+  BOOST_TEST_REQUIRE(objects.size() == 2u, result.output);
+  const auto bytes = [](const std::string& json, const std::string& name) {
+    const std::string key = "\"" + name + "\":";
+    const std::size_t at = json.find(key);
+    BOOST_TEST_REQUIRE(at != std::string::npos, json);
+    return std::stoll(json.substr(at + key.size()));
+  };
+  const std::string& ddp = objects[0];
+  const std::string& zero = objects[1];
+  BOOST_TEST(bytes(ddp, "zero") == 0);
+  BOOST_TEST(bytes(zero, "zero") == 1);
+  BOOST_TEST(bytes(zero, "world_size") == 4);
+  for (const char* category : {"master_parameters_bytes", "optimizer_state_bytes"}) {
+    const long long all = bytes(ddp, category), shard = bytes(zero, category);
+    BOOST_TEST_CONTEXT(category << ": DDP " << all << ", ZeRO-1 " << shard) {
+      BOOST_TEST(all > 0);
+      // Rounded up to whole elements per shard, and the optimizer's few scalars (its rate and
+      // step counts) on every rank.
+      BOOST_TEST(4 * shard >= all);
+      BOOST_TEST(4 * shard - all < 256);
+    }
+  }
+  // The same weights, laid out in one buffer with each parameter 16-byte aligned.
+  BOOST_TEST(std::abs(bytes(zero, "parameters_bytes") - bytes(ddp, "parameters_bytes")) < 256);
+  BOOST_TEST(bytes(zero, "activations_bytes") == bytes(ddp, "activations_bytes"));
+  BOOST_TEST(
+      result.errors.find("one rank of 4 (rank 0, simulated), batch 2 each") != std::string::npos,
+      result.errors);
+  BOOST_TEST(result.errors.find("O2 ZeRO-1") != std::string::npos, result.errors);
+  check_usage_error(quick({"--world-size", "0"}), "--world-size");
+  check_usage_error(quick({"--zero", "2"}), "--zero");
+  check_usage_error(quick({"--world-size", "3"}), "--batch-size 8 is the global batch");
+  check_usage_error(quick({"--zero", "1", "--ema-decay", "0.9"}), "--zero 1 with --ema-decay");
 }
 
 BOOST_AUTO_TEST_CASE(usage_errors_exit_2_naming_the_flag) {

@@ -245,6 +245,89 @@ BOOST_AUTO_TEST_CASE(allgather_returns_every_rank_bytes_in_rank_order) {
   }));
 }
 
+// The part collectives of sharded training: 11 elements over 4 ranks in parts 3, 0, 5, 3 (an
+// empty part too). Each rank's own part ends with the sum (average, max) of every rank's values
+// there, as the allreduce gives it (values whose sums are exact in f32, so the order of the
+// additions does not matter); allgather gives every rank each owner's part.
+BOOST_AUTO_TEST_CASE(reduce_scatter_and_allgather_move_each_part_to_and_from_its_rank) {
+  const int world = 4;
+  const std::vector<std::int64_t> counts{3, 0, 5, 3};
+  const std::int64_t count = 11;
+  const auto values_of = [count](int rank) {
+    std::mt19937 generator(static_cast<unsigned>(rank) * 7919u + 5u);
+    std::uniform_real_distribution<float> uniform(-10.0f, 10.0f);
+    std::vector<float> values(static_cast<std::size_t>(count));
+    for (float& value : values)
+      value = round_to_half(uniform(generator));  // exact in every dtype used below
+    return values;
+  };
+  const int port = free_port();
+  check_all_succeeded(run_ranks(world, [&](int rank) {
+    GlooProcessGroup group(rank, world, kHost, port, kTestOptions);
+    std::int64_t first = 0;
+    for (int other = 0; other < rank; ++other)
+      first += counts[static_cast<std::size_t>(other)];
+    const std::int64_t mine = counts[static_cast<std::size_t>(rank)];
+    const auto same_own_part = [&](const Tensor& a, const Tensor& b) {
+      const std::vector<float> x = a.to_floats(), y = b.to_floats();
+      for (std::int64_t i = first; i < first + mine; ++i) {
+        if (x[static_cast<std::size_t>(i)] != y[static_cast<std::size_t>(i)]) return false;
+      }
+      return true;
+    };
+    for (const ReduceOp op : {ReduceOp::sum, ReduceOp::average, ReduceOp::max}) {
+      for (const DType dtype : {DType::f32, DType::f16}) {
+        const Tensor all = Tensor::from_floats({count}, values_of(rank), dtype);
+        const Tensor parts = Tensor::from_floats({count}, values_of(rank), dtype);
+        group.allreduce(all, op);
+        group.reduce_scatter(parts, counts, op);
+        expect(same_own_part(parts, all), std::string(dtype_name(dtype)) + " reduce_scatter " +
+                                              std::to_string(int(op)) + ": got " +
+                                              floats_str(parts.to_floats()) + ", allreduce " +
+                                              floats_str(all.to_floats()));
+      }
+    }
+    // In half precision the partial sums are rounded, in Gloo's reduce order (which beyond two
+    // ranks is not its allreduce's): within world - 1 roundings of the exact sum.
+    for (const DType dtype : {DType::f16, DType::bf16}) {
+      const Tensor parts = Tensor::from_floats({count}, values_of(rank), dtype);
+      group.reduce_scatter_half_sum(parts, counts);
+      const std::vector<float> got = parts.to_floats();
+      const float ulp = dtype == DType::f16 ? 1.0f / 1024 : 1.0f / 128;  // relative
+      for (std::int64_t i = first; i < first + mine; ++i) {
+        double exact = 0, magnitude = 0;
+        for (int other = 0; other < world; ++other) {
+          const float value = values_of(other)[static_cast<std::size_t>(i)];
+          const float input = dtype == DType::f16 ? value : round_to_bf16(value);
+          exact += input;
+          magnitude += std::abs(input);
+        }
+        expect(std::abs(got[static_cast<std::size_t>(i)] - exact) <= (world - 1) * ulp * magnitude,
+               std::string(dtype_name(dtype)) + " reduce_scatter_half_sum: element " +
+                   std::to_string(i) + " is " + std::to_string(got[static_cast<std::size_t>(i)]) +
+                   ", the exact sum " + std::to_string(exact));
+      }
+    }
+    // Each rank writes 10 * (rank + 1) + i into its own part only.
+    for (const DType dtype : {DType::f32, DType::bf16}) {
+      std::vector<float> values(static_cast<std::size_t>(count), -1.0f), want;
+      for (std::int64_t i = 0; i < mine; ++i)
+        values[static_cast<std::size_t>(first + i)] = static_cast<float>(10 * (rank + 1) + i);
+      for (int owner = 0; owner < world; ++owner) {
+        for (std::int64_t i = 0; i < counts[static_cast<std::size_t>(owner)]; ++i)
+          want.push_back(static_cast<float>(10 * (owner + 1) + i));
+      }
+      const Tensor tensor = Tensor::from_floats({count}, values, dtype);
+      group.allgather(tensor, counts);
+      expect(tensor.to_floats() == want,
+             std::string(dtype_name(dtype)) + " allgather: got " + floats_str(tensor.to_floats()));
+    }
+    BOOST_CHECK_THROW(group.allgather(Tensor::from_floats({2}, {1, 2}), {1, 1}), Error);
+    BOOST_CHECK_THROW(
+        group.reduce_scatter(Tensor::from_floats({2}, {1, 2}), {1, 0, 0, 0}, ReduceOp::sum), Error);
+  }));
+}
+
 BOOST_AUTO_TEST_CASE(barrier_waits_for_the_last_rank) {
   const int world = 3;
   const int port = free_port();

@@ -295,6 +295,43 @@ BOOST_AUTO_TEST_CASE(a_busy_master_port_or_an_unreachable_master_is_a_clear_erro
              errors);
 }
 
+// --zero 1 over two ranks: each rank keeps half of the fp32 masters and of AdamW's moments,
+// gradients are reduced to their owners and the weights all-gathered. Two ranks add their
+// gradients in the one order a + b = b + a, the update is elementwise, so the run ends with
+// plain DDP's weights bit for bit, and every rank with the same digest.
+BOOST_AUTO_TEST_CASE(zero_1_over_two_ranks_ends_with_the_weights_of_ddp) {
+  const TempDir directory;
+  std::string digests[2];
+  for (const int zero : {0, 1}) {
+    const std::string log = directory.file("zero" + std::to_string(zero) + ".json");
+    auto args = common_args(log, free_port(), "1");
+    args.insert(args.end(), {"--gpus", "2", "--opt-level", "O2", "--optimizer", "adamw", "--lr",
+                             "0.001", "--zero", std::to_string(zero)});
+    const auto result = run_alloy(args);
+    BOOST_REQUIRE_MESSAGE(result.exit_code == 0, result.errors);
+    check_agreeing_end_event(slurp(log));
+    digests[zero] = field(event(slurp(log), "end"), "params_digest");
+  }
+  BOOST_TEST(digests[0] == digests[1]);
+}
+
+BOOST_AUTO_TEST_CASE(zero_flags_that_cannot_work_are_usage_errors_naming_them) {
+  const TempDir directory;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--zero", "2"}, "--zero must be 0 (plain data parallelism) or 1"},
+      {{"--zero", "1", "--ema-decay", "0.9"}, "--zero 1 with --ema-decay"},
+      {{"--zero", "1", "--clip-grad-norm", "1"}, "--zero 1 with --clip-grad-norm"},
+  };
+  for (const auto& [flags, message] : cases) {
+    auto args = common_args(directory.file("log.json"), free_port());
+    args.insert(args.end(), {"--gpus", "2"});
+    args.insert(args.end(), flags.begin(), flags.end());
+    const auto result = run_alloy(args);
+    BOOST_TEST(result.exit_code == 2, message);
+    BOOST_TEST(contains(result.errors, message), result.errors);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_global_batch_that_does_not_divide_is_a_usage_error) {
   const TempDir directory;
   auto args = common_args(directory.file("log.json"), free_port());

@@ -8,12 +8,14 @@
 //  - two ranks with --cuda-graph on (the MLP, and a small ResNet-18 with batch-norm buffers):
 //    each rank replays one graph holding its step's bucket reductions and buffer broadcasts, and
 //    ends with the same params_digest as the eager run, bit for bit;
+//  - --zero 1 over NCCL and over Gloo on the devices ends with plain DDP's weights;
 //  - two ranks started as torchrun would (RANK, LOCAL_RANK), one killed mid-training, eager and
 //    replaying a graph: the other exits non-zero within 40 s, before the collective timeout
 //    (the peer's death ends the collective, and NCCL's watchdog aborts the communicator),
 //    naming it.
 #include <signal.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <cmath>
@@ -237,6 +239,28 @@ double seconds_until_the_survivor_exits(const std::vector<std::string>& extra) {
 }
 
 }  // namespace
+
+// --zero 1 over NCCL (ncclReduce of each owner's part, grouped; the weights' allgather as grouped
+// ncclBroadcasts; found_inf's max) and over Gloo staging the device buffers through the host:
+// two ranks end with plain DDP's weights bit for bit (a + b = b + a, an elementwise update).
+BOOST_AUTO_TEST_CASE(zero_1_over_two_gpus_ends_with_the_weights_of_ddp) {
+  const TempDir directory;
+  for (const std::string backend : {"nccl", "gloo"}) {
+    BOOST_TEST_CONTEXT(backend) {
+      std::string digests[2];
+      for (const int zero : {0, 1}) {
+        const std::string log = directory.file(backend + std::to_string(zero) + ".json");
+        std::vector<std::string> args = short_nccl_run("mlp", "off", log);
+        const auto flag = std::find(args.begin(), args.end(), "--dist-backend");
+        *(flag + 1) = backend;
+        const std::string run = train_to_end(with(args, {"--zero", std::to_string(zero)}), log);
+        check_agreeing_end_event(run);
+        digests[zero] = field(event(run, "end"), "params_digest");
+      }
+      BOOST_TEST(digests[0] == digests[1]);
+    }
+  }
+}
 
 BOOST_AUTO_TEST_CASE(a_killed_nccl_rank_makes_the_other_fail_naming_it_within_40_s) {
   for (const std::string mode : {"off", "on"}) {

@@ -47,6 +47,19 @@ class CountingGroup : public parallel::ProcessGroup {
     group_.allreduce_half_sum(tensor);
   }
   void broadcast(const Tensor& tensor, int root) override { group_.broadcast(tensor, root); }
+  void reduce_scatter(const Tensor& tensor, const std::vector<std::int64_t>& counts,
+                      parallel::ReduceOp op) override {
+    ++allreduces;
+    group_.reduce_scatter(tensor, counts, op);
+  }
+  void reduce_scatter_half_sum(const Tensor& tensor,
+                               const std::vector<std::int64_t>& counts) override {
+    ++allreduces;
+    group_.reduce_scatter_half_sum(tensor, counts);
+  }
+  void allgather(const Tensor& tensor, const std::vector<std::int64_t>& counts) override {
+    group_.allgather(tensor, counts);
+  }
   std::vector<std::string> allgather_bytes(const std::string& bytes) override {
     return group_.allgather_bytes(bytes);
   }

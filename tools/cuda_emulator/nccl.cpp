@@ -1,7 +1,7 @@
 // Emulated NCCL: communicators of one or more ranks, each rank its own process on this machine
 // as the project runs them (nccl_world.h: the rendezvous and transport through shared memory).
 // Init with a config, blocking or not, finalize/destroy/abort, async error queries, the error
-// strings, all-reduce and broadcast as stream work, and groups (ncclGroupStart/End). In a
+// strings, all-reduce, reduce and broadcast as stream work, and groups (ncclGroupStart/End). In a
 // group each collective is queued when it is called rather than at ncclGroupEnd: every rank
 // runs its stream's work in order, so the result and the order of the collectives are the
 // same. Collectives queued on a capturing stream become nodes of its graph, as NCCL's kernels
@@ -151,13 +151,21 @@ const char* operation_name(std::int32_t op) {
 
 constexpr std::int32_t kAllReduce = 0;
 constexpr std::int32_t kBroadcast = 1;
+constexpr std::int32_t kReduce = 2;
 
-// "ncclAllReduce (ncclSum) of 1000 x ncclFloat32", "ncclBroadcast from rank 2 of 16 x ncclUint8"
+// "ncclAllReduce (ncclSum) of 1000 x ncclFloat32", "ncclBroadcast from rank 2 of 16 x ncclUint8",
+// "ncclReduce (ncclSum) to rank 1 of 8 x ncclFloat16"
 std::string describe(const Operation& operation) {
-  return (operation.kind == kAllReduce
-              ? std::string("ncclAllReduce (") + operation_name(operation.op) + ")"
-              : "ncclBroadcast from rank " + std::to_string(operation.op)) +
-         " of " + std::to_string(operation.count) + " x " + type_name(operation.type);
+  std::string what;
+  if (operation.kind == kAllReduce) {
+    what = std::string("ncclAllReduce (") + operation_name(operation.op) + ")";
+  } else if (operation.kind == kReduce) {
+    what = std::string("ncclReduce (") + operation_name(operation.op) + ") to rank " +
+           std::to_string(operation.root);
+  } else {
+    what = "ncclBroadcast from rank " + std::to_string(operation.op);
+  }
+  return what + " of " + std::to_string(operation.count) + " x " + type_name(operation.type);
 }
 
 // --- reductions: out[i] = in[0][i] op in[1][i] op ... in rank order ---
@@ -276,14 +284,18 @@ void run_collective(Communicator& comm, const char* name, const Operation& opera
   const auto type = static_cast<ncclDataType_t>(operation.type);
   const std::size_t element = type_size(type);
   const std::size_t bytes = operation.count * element;
-  // A broadcast reads the send buffer of its root only.
-  const bool sends = operation.kind == kAllReduce || operation.op == comm.rank;
+  // A broadcast reads the send buffer of its root only; a reduce writes its root's receive
+  // buffer only.
+  const bool sends = operation.kind != kBroadcast || operation.op == comm.rank;
+  const bool receives = operation.kind != kReduce || operation.root == comm.rank;
   if (sends) {
     alloy::emulator::require_device_range(send, bytes, std::string(name) + " send buffer");
   }
-  alloy::emulator::require_device_range(receive, bytes, std::string(name) + " receive buffer");
+  if (receives) {
+    alloy::emulator::require_device_range(receive, bytes, std::string(name) + " receive buffer");
+  }
   if (comm.nranks == 1) {  // every reduction of one buffer is the buffer: NCCL copies it
-    if (send != receive) std::memmove(receive, send, bytes);
+    if (send != receive && receives) std::memmove(receive, send, bytes);
     return;
   }
   World& world = *comm.world;
@@ -305,7 +317,7 @@ void run_collective(Communicator& comm, const char* name, const Operation& opera
         const Operation& theirs = world.announced(rank);
         const Operation& zeros = world.announced(0);
         if (theirs.kind != zeros.kind || theirs.type != zeros.type || theirs.op != zeros.op ||
-            theirs.count != zeros.count) {
+            theirs.count != zeros.count || theirs.root != zeros.root) {
           return fail_async(comm, {ncclInvalidUsage,
                                    "mismatched collectives: rank 0 called " + describe(zeros) +
                                        ", rank " + std::to_string(rank) + " " + describe(theirs)});
@@ -313,8 +325,8 @@ void run_collective(Communicator& comm, const char* name, const Operation& opera
       }
     }
     unsigned char* out = static_cast<unsigned char*>(receive) + offset;
-    if (operation.kind == kAllReduce) {
-      reduce(world, type, static_cast<ncclRedOp_t>(operation.op), elements, out);
+    if (operation.kind != kBroadcast) {
+      if (receives) reduce(world, type, static_cast<ncclRedOp_t>(operation.op), elements, out);
     } else {
       std::memcpy(out, world.staging(operation.op), elements * element);
     }
@@ -347,7 +359,7 @@ ncclResult_t collective(const char* name, const Operation& operation, const void
     return fail(ncclInvalidArgument,
                 std::string(name) + ": invalid data type " + std::to_string(operation.type));
   }
-  if (operation.kind == kAllReduce && shared->nranks > 1 &&
+  if (operation.kind != kBroadcast && shared->nranks > 1 &&
       (type == ncclFloat8e4m3 || type == ncclFloat8e5m2)) {
     return fail(ncclInvalidUsage,
                 std::string(name) + ": the CUDA emulator's NCCL does not reduce fp8 across ranks");
@@ -470,6 +482,23 @@ ncclResult_t ncclAllReduce(const void* send, void* receive, size_t count, ncclDa
   return collective(
       "ncclAllReduce",
       {kAllReduce, static_cast<std::int32_t>(type), static_cast<std::int32_t>(op), count}, send,
+      receive, comm, stream);
+}
+
+ncclResult_t ncclReduce(const void* send, void* receive, size_t count, ncclDataType_t type,
+                        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  if (op < ncclSum || op >= ncclNumOps) {
+    return fail(ncclInvalidArgument,
+                "ncclReduce: invalid reduction " + std::to_string(static_cast<int>(op)));
+  }
+  if (comm != nullptr && (root < 0 || root >= comm->shared->nranks)) {
+    return fail(ncclInvalidArgument, "ncclReduce: root " + std::to_string(root) +
+                                         " is not a rank of " +
+                                         std::to_string(comm->shared->nranks));
+  }
+  return collective(
+      "ncclReduce",
+      {kReduce, static_cast<std::int32_t>(type), static_cast<std::int32_t>(op), count, root}, send,
       receive, comm, stream);
 }
 

@@ -33,10 +33,11 @@ void make_unique_id(ncclUniqueId& id);
 // The collective a rank is in, compared across ranks so that mismatched calls fail by name
 // instead of mixing unrelated buffers (real NCCL would hang or corrupt them).
 struct Operation {
-  std::int32_t kind = 0;  // 0: all-reduce, 1: broadcast
+  std::int32_t kind = 0;  // 0: all-reduce, 1: broadcast, 2: reduce
   std::int32_t type = 0;  // ncclDataType_t
-  std::int32_t op = 0;    // ncclRedOp_t for an all-reduce, the root for a broadcast
+  std::int32_t op = 0;    // ncclRedOp_t for a reduction, the root for a broadcast
   std::uint64_t count = 0;
+  std::int32_t root = 0;  // a reduce's
 };
 
 class Segment;

@@ -1,5 +1,5 @@
-// A fully populated CheckpointState whose every field depends on `step`, and a field-by-field
-// comparison, for the checkpoint tests.
+// A fully populated CheckpointState whose every field depends on `step`, a field-by-field
+// comparison, and the message of an error, for the checkpoint tests.
 #pragma once
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/checkpoint/checkpoint.h"
+#include "core/error.h"
 #include "core/random.h"
 
 namespace alloy::checkpoint::test {
@@ -147,6 +148,22 @@ inline void check_same_state(const CheckpointState& a, const CheckpointState& b)
   BOOST_TEST(a.params_digest == b.params_digest);
   BOOST_TEST((a.extra == b.extra), "extra maps differ");
   BOOST_TEST((extra_entries(a) == extra_entries(b)), "records differ");
+}
+
+// The message of the alloy::Error that `action` throws; fails the test when it throws nothing.
+template <class Action>
+std::string error_of(Action action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  BOOST_ERROR("no alloy::Error was thrown");
+  return "";
+}
+
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
 }
 
 }  // namespace alloy::checkpoint::test

@@ -504,6 +504,24 @@ BOOST_AUTO_TEST_CASE(broadcast_from_a_non_zero_root_reaches_every_rank) {
   });
 }
 
+BOOST_AUTO_TEST_CASE(reduce_writes_the_sum_at_its_root_only) {
+  run_ranks(3, [](int rank, const ncclUniqueId& id) {
+    const ncclComm_t comm = join(3, id, rank);
+    const float mine = static_cast<float>(rank + 1);
+    const Buffer buffer(std::vector<float>{mine, 2 * mine, -mine});
+    expect(ncclReduce(buffer.get(), buffer.get(), 3, ncclFloat32, ncclSum, 1, comm, nullptr) ==
+               ncclSuccess,
+           "ncclReduce failed");
+    const std::vector<float> want =
+        rank == 1 ? std::vector<float>{6, 12, -6} : std::vector<float>{mine, 2 * mine, -mine};
+    expect(buffer.read<float>() == want, "rank " + std::to_string(rank) + " holds other values");
+    expect(ncclReduce(buffer.get(), buffer.get(), 1, ncclFloat32, ncclSum, 3, comm, nullptr) ==
+               ncclInvalidArgument,
+           "root 3 of 3 ranks was accepted");
+    finish(comm);
+  });
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_collectives_fail_on_every_rank_naming_both) {
   run_ranks(2, [](int rank, const ncclUniqueId& id) {
     const ncclComm_t comm = join(2, id, rank);
