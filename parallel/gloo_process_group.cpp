@@ -44,13 +44,18 @@ std::string gloo_cause(const std::string& message) {
   return message.rfind('[', 0) == 0 && end != std::string::npos ? message.substr(end + 2) : message;
 }
 
-// Gloo's reduction function for bf16 bit patterns: c = round_bf16(a + b), elementwise.
-void sum_bf16(void* c, const void* a, const void* b, std::size_t n) {
+// Gloo's reduction functions for half bit patterns: c = round(a + b), elementwise, the operands
+// widened to fp32 and the sum rounded to nearest even. Gloo's own gloo::sum<gloo::float16> is
+// not used: for some pairs far apart in magnitude it returns its first operand instead of the
+// rounded sum (0x2ad2 + 0x715a gives 0x2ad2), so its result depends on the order of the
+// operands, and reducing to an owner would not give what the allreduce gives.
+template <float (*widen)(std::uint16_t), std::uint16_t (*round)(float)>
+void sum_half(void* c, const void* a, const void* b, std::size_t n) {
   auto* out = static_cast<std::uint16_t*>(c);
   const auto* x = static_cast<const std::uint16_t*>(a);
   const auto* y = static_cast<const std::uint16_t*>(b);
   for (std::size_t i = 0; i < n; ++i) {
-    out[i] = float_to_bf16_bits(bf16_bits_to_float(x[i]) + bf16_bits_to_float(y[i]));
+    out[i] = round(widen(x[i]) + widen(y[i]));
   }
 }
 
@@ -284,16 +289,13 @@ void GlooProcessGroup::reduce_host(const std::string& what, void* data, DType dt
 
 void GlooProcessGroup::half_sum_host(const std::string& what, void* data, DType dtype,
                                      std::size_t count, Parts parts) {
-  static_assert(sizeof(gloo::float16) == sizeof(std::uint16_t), "gloo::float16 is 16 bits");
   by_parts(count, parts, [&](std::size_t offset, std::size_t part, int root) {
     run(what, [&] {
-      if (dtype == DType::f16) {
-        gloo_reduce(context_, static_cast<gloo::float16*>(data) + offset, part, root,
-                    static_cast<ReduceFunction>(&gloo::sum<gloo::float16>), options_.timeout);
-      } else {
-        gloo_reduce(context_, static_cast<std::uint16_t*>(data) + offset, part, root, &sum_bf16,
-                    options_.timeout);
-      }
+      const ReduceFunction sum = dtype == DType::f16
+                                     ? &sum_half<half_bits_to_float, float_to_half_bits>
+                                     : &sum_half<bf16_bits_to_float, float_to_bf16_bits>;
+      gloo_reduce(context_, static_cast<std::uint16_t*>(data) + offset, part, root, sum,
+                  options_.timeout);
     });
   });
 }

@@ -42,9 +42,9 @@ class GlooProcessGroup final : public ProcessGroup {
 
   // CPU tensors in place; CUDA tensors through staging on the device's stream.
   void allreduce(const Tensor& tensor, ReduceOp op) override;
-  // f16 goes through Gloo's own gloo::float16 and gloo::sum<gloo::float16>; Gloo has no
-  // bfloat16 type, so bf16 is summed by a reduction function of ours with the same contract
-  // (widen the two operands, add, round to nearest even).
+  // f16 and bf16 are summed by reduction functions of ours (widen the two operands, add, round
+  // to nearest even): Gloo has no bfloat16 type, and its float16 sum drops the smaller operand
+  // of some pairs far apart in magnitude.
   void allreduce_half_sum(const Tensor& tensor) override;
   void broadcast(const Tensor& tensor, int root) override;
   // One gloo::reduce per nonempty part, to its rank; allgather is one gloo::allgatherv.

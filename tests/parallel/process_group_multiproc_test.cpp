@@ -207,6 +207,36 @@ BOOST_AUTO_TEST_CASE(half_sum_adds_in_half_precision_and_agrees_across_ranks) {
   }
 }
 
+// Pairs far apart in magnitude, for which Gloo's own float16 sum returns its first operand
+// instead of the rounded sum: each rank holds one side, so whichever order the backend adds them
+// in, the sum must be round(a + b), for the allreduce and for the reduce to an owner alike.
+BOOST_AUTO_TEST_CASE(half_sums_of_two_ranks_are_the_rounded_sum_in_either_order) {
+  const std::vector<std::uint16_t> left{0x2ad2, 0xc476, 0x77b3};
+  const std::vector<std::uint16_t> right{0x715a, 0x7a24, 0xe301};
+  const int port = free_port();
+  check_all_succeeded(run_ranks(2, [&](int rank) {
+    GlooProcessGroup group(rank, 2, kHost, port, kTestOptions);
+    std::vector<float> mine, want;
+    for (std::size_t i = 0; i < left.size(); ++i) {
+      mine.push_back(half_bits_to_float(rank == 0 ? left[i] : right[i]));
+      want.push_back(round_to_half(half_bits_to_float(left[i]) + half_bits_to_float(right[i])));
+    }
+    const Tensor all = Tensor::from_floats({3}, mine, DType::f16);
+    group.allreduce_half_sum(all);
+    expect(all.to_floats() == want,
+           "allreduce_half_sum: got " + floats_str(all.to_floats()) + ", want " + floats_str(want));
+    for (int owner = 0; owner < 2; ++owner) {
+      const Tensor part = Tensor::from_floats({3}, mine, DType::f16);
+      group.reduce_scatter_half_sum(
+          part, owner == 0 ? std::vector<std::int64_t>{3, 0} : std::vector<std::int64_t>{0, 3});
+      if (rank == owner) {
+        expect(part.to_floats() == want,
+               "reduce to rank " + std::to_string(owner) + ": got " + floats_str(part.to_floats()));
+      }
+    }
+  }));
+}
+
 BOOST_AUTO_TEST_CASE(broadcast_copies_the_root_tensor_to_every_rank) {
   const int world = 3;
   const int port = free_port();
