@@ -1,6 +1,7 @@
 // amp's CUDA kernels against their CPU twins: the multi-tensor unscale-and-check (more tensors
 // than one launch holds, mixed dtypes, in place and into f32 masters, overflow naming the first
-// bad tensor), the scaler's state machine and the fused master-to-model copy.
+// bad tensor), O2's check-only pass with the inverse it leaves, the scaler's state machine and
+// the fused master-to-model copy.
 #include <boost/test/unit_test.hpp>
 
 #include "amp/ops/master_copy.h"
@@ -186,6 +187,77 @@ BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
       }
     }
   }
+}
+
+// O2's pass: no stores, the verdict, the state machine and the inverse of the scale before the
+// update, over two launches' worth of gradients and over none, through growth and back-off.
+BOOST_AUTO_TEST_CASE(check_invert_and_update_matches_the_cpu) {
+  amp::LossScaleConfig config;
+  config.dynamic = true;
+  config.window = 2;
+  config.min_scale = 1.0f;
+  config.max_scale = 1024.0f;
+  Generator generator(104);
+  const int pattern[] = {0, 0, 0, 1, 0, 1, 1, 0, 0};
+  for (const int tensors : {60, 0}) {
+    amp::ScalerState cpu = make_state(Device::cpu()), gpu = make_state(Device::cuda(0));
+    Tensor inverse_cpu = Tensor::zeros({1}, DType::f32);
+    Tensor inverse_gpu = to_cuda(inverse_cpu);
+    int step = 0;
+    for (const int overflow : pattern) {
+      std::vector<Tensor> grads, grads_gpu;
+      for (int i = 0; i < tensors; ++i) {
+        Tensor grad =
+            random_tensor({1 + (i * 43) % 2500}, kFloatTypes[i % 3], generator, -6e4f, 6e4f);
+        if (overflow && i == (step * 5) % tensors) {
+          std::vector<float> values = grad.to_floats();
+          values.front() = step % 2 ? NAN : INFINITY;
+          grad.copy_from_floats(values);
+        }
+        grads.push_back(grad);
+        grads_gpu.push_back(to_cuda(grad));
+      }
+      std::vector<const Tensor*> in_cpu, in_gpu;
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        in_cpu.push_back(&grads[i]);
+        in_gpu.push_back(&grads_gpu[i]);
+      }
+      amp::check_invert_and_update(in_cpu, inverse_cpu, cpu, config);
+      amp::check_invert_and_update(in_gpu, inverse_gpu, gpu, config);
+      const std::string what =
+          "after step " + std::to_string(step++) + " of " + std::to_string(tensors) + " tensors";
+      check_states_equal(gpu, cpu, what);
+      check_gpu_equal(inverse_gpu, inverse_cpu, "inverse " + what);
+      for (std::size_t i = 0; i < grads.size(); ++i)
+        check_gpu_equal(grads_gpu[i], grads[i], "gradient " + std::to_string(i) + " " + what);
+    }
+  }
+  // The static scale's pass, with an overflow in the second launch.
+  std::vector<Tensor> grads, grads_gpu;
+  std::vector<const Tensor*> in_cpu, in_gpu;
+  for (int i = 0; i < 70; ++i) {
+    grads.push_back(random_tensor({1 + i * 29}, kFloatTypes[i % 3], generator, -1.0f, 1.0f));
+    if (i == 66) {
+      std::vector<float> values = grads.back().to_floats();
+      values.back() = INFINITY;
+      grads.back().copy_from_floats(values);
+    }
+    grads_gpu.push_back(to_cuda(grads.back()));
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    in_cpu.push_back(&grads[i]);
+    in_gpu.push_back(&grads_gpu[i]);
+  }
+  Flags cpu(Device::cpu(), 384.0f), gpu(Device::cuda(0), 384.0f);
+  Tensor inverse_cpu = Tensor::zeros({1}, DType::f32);
+  Tensor inverse_gpu = to_cuda(inverse_cpu);
+  amp::check_and_invert(in_cpu, cpu.scale, inverse_cpu, cpu.found_inf, cpu.first_overflow);
+  amp::check_and_invert(in_gpu, gpu.scale, inverse_gpu, gpu.found_inf, gpu.first_overflow);
+  check_gpu_equal(inverse_gpu, inverse_cpu, "the static scale's inverse");
+  BOOST_TEST(to_host(inverse_gpu).to_floats()[0] == 1.0f / 384.0f);
+  check_gpu_equal(gpu.found_inf, cpu.found_inf, "the static scale's found_inf");
+  BOOST_CHECK_EQUAL(first_of(gpu.first_overflow), 66);
+  BOOST_CHECK_EQUAL(first_of(cpu.first_overflow), 66);
 }
 
 BOOST_AUTO_TEST_CASE(master_copy_rounds_like_the_cpu) {
