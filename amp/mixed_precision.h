@@ -47,13 +47,12 @@ class MixedPrecision {
   // Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_(params, max_norm) after
   // scaler.unscale_(optimizer): on the gradients the optimizer reads, unscaled (at O2 the half
   // gradients times 1/scale as the update reads them; the gradients unscaled in place at O1; the
-  // raw ones at O0 and O3). Each step
-  // then computes their total L2 norm and the coefficient min(max_norm / (norm + 1e-6), 1) on
-  // the device right after the unscale pass (core/ops/clip_grad_norm.h), and the optimizer's
-  // update multiplies every gradient by it: no host sync, no extra pass over the gradients. A
-  // step the dynamic scaler skips is not counted. 0 (the default) turns clipping off; max_norm
-  // must be finite and >= 0 (UsageError). Call it outside a CUDA-graph capture: it allocates
-  // the clip's device scalars.
+  // raw ones at O0 and O3). Each step then computes their total L2 norm and the coefficient
+  // min(max_norm / (norm + 1e-6), 1) on the device right after the unscale pass
+  // (core/ops/clip_grad_norm.h), and the optimizer's update multiplies every gradient by it: no
+  // host sync, no extra pass over the gradients. A step the dynamic scaler skips is not counted.
+  // 0 (the default) turns clipping off; max_norm must be finite and >= 0 (UsageError). Call it
+  // outside a CUDA-graph capture: it allocates the clip's device scalars.
   void set_clip_grad_norm(float max_norm);
   float clip_grad_norm() const { return clip_max_norm_; }
   // While clipping is on, on the model's device: the latest step's norm and coefficient (f32

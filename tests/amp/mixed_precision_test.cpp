@@ -104,11 +104,6 @@ std::vector<float> values(const Tensor& tensor) {
   return tensor.to_floats();
 }
 
-std::vector<unsigned char> bytes_of(const Tensor& tensor) {
-  const auto* begin = static_cast<const unsigned char*>(tensor.raw());
-  return {begin, begin + tensor.nbytes()};
-}
-
 // model parameter == half(master) bit for bit, for every half parameter.
 void check_model_is_rounded_masters(Fixture& f) {
   const auto model_params = f.model->parameters();
@@ -624,10 +619,10 @@ BOOST_AUTO_TEST_CASE(o2_clips_and_updates_with_the_bits_of_fp32_master_gradients
       const auto state = f.precision->optimizer().state();
       BOOST_TEST_REQUIRE(state.size() == params.size());
       for (std::size_t i = 0; i < params.size(); ++i) {
-        BOOST_TEST((bytes_of(canonical[i]->value) == bytes_of(weights[i])), canonical[i]->name);
-        BOOST_TEST((bytes_of(*state[i].value) == bytes_of(momentum[i])), state[i].name);
+        BOOST_TEST(test::same_bits(canonical[i]->value, weights[i]), canonical[i]->name);
+        BOOST_TEST(test::same_bits(*state[i].value, momentum[i]), state[i].name);
         if (copies[i].defined()) {
-          BOOST_TEST((bytes_of(params[i]->value) == bytes_of(copies[i])), params[i]->name);
+          BOOST_TEST(test::same_bits(params[i]->value, copies[i]), params[i]->name);
         }
       }
     }

@@ -108,12 +108,8 @@ BOOST_AUTO_TEST_CASE(an_unscale_factor_matches_the_cpu_and_unscaled_copies) {
   const std::vector<Tensor> host = mixed_gradients(generator, 3000.0f);
   const float inverse = 1.0f / 1536.0f;
   std::vector<Tensor> unscaled;
-  for (const Tensor& g : host) {
-    std::vector<float> values = g.to_floats();
-    for (float& value : values)
-      value *= inverse;
-    unscaled.push_back(Tensor::from_floats(g.shape(), values));
-  }
+  for (const Tensor& g : host)
+    unscaled.push_back(multiplied(g, inverse));
   const Tensor unscale = Tensor::from_floats({1}, {inverse});
   const Tensor device_unscale = to_cuda(unscale);
   Outputs cpu(Device::cpu()), gpu(Device::cuda(0)), copies(Device::cuda(0));

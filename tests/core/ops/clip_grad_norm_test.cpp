@@ -117,12 +117,8 @@ BOOST_AUTO_TEST_CASE(unscale_gives_the_bits_of_unscaled_fp32_copies) {
   const std::vector<Tensor> grads = mixed_gradients(generator, 3000.0f);
   const float inverse = 1.0f / 1536.0f;
   std::vector<Tensor> unscaled;
-  for (const Tensor& g : grads) {
-    std::vector<float> values = g.to_floats();
-    for (float& value : values)
-      value *= inverse;
-    unscaled.push_back(Tensor::from_floats(g.shape(), values));
-  }
+  for (const Tensor& g : grads)
+    unscaled.push_back(multiplied(g, inverse));
   const Tensor unscale = Tensor::from_floats({1}, {inverse});
   Tensor norm = Tensor::empty({1}, DType::f32), coefficient = Tensor::empty({1}, DType::f32);
   Tensor no_tally;

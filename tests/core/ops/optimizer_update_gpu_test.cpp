@@ -302,13 +302,10 @@ BOOST_AUTO_TEST_CASE(grad_factor_on_the_device_matches_the_cpu_and_premultiplied
       for (int step = 0; step < 3; ++step) {
         twin.new_gradients(generator, unscaled ? 6144.0f : 4.0f);
         for (std::size_t i = 0; i < twin.cpu.size(); ++i) {
-          std::vector<float> values = twin.cpu[i].grad.to_floats();
-          for (float& value : values) {
-            if (unscaled) value *= unscale.data<float>()[0];
-            value *= factor.data<float>()[0];
-          }
+          const Tensor& grad = twin.cpu[i].grad;
           premultiplied.gpu[i].grad =
-              to_cuda(Tensor::from_floats(twin.cpu[i].grad.shape(), values));
+              to_cuda(multiplied(unscaled ? multiplied(grad, unscale.data<float>()[0]) : grad,
+                                 factor.data<float>()[0]));
           premultiplied.cpu[i].grad = twin.cpu[i].grad;  // unused: only its GPU side is compared
         }
         if (adamw) {

@@ -504,13 +504,10 @@ BOOST_AUTO_TEST_CASE(grad_factor_equals_gradients_multiplied_by_it_beforehand) {
   Generator generator(7);
   const Tensor factor = Tensor::from_floats({1}, {0.37126f});
   const Tensor unscale = Tensor::from_floats({1}, {1.0f / 3072.0f});
+  // f32: fl(g * c) or fl(fl(g * u) * c), no other rounding.
   const auto premultiplied = [&](const Tensor& grad, bool unscaled) {
-    std::vector<float> values = grad.to_floats();
-    for (float& value : values) {
-      if (unscaled) value *= unscale.data<float>()[0];
-      value *= factor.data<float>()[0];
-    }
-    return Tensor::from_floats(grad.shape(), values);  // f32: fl(g * c), no second rounding
+    return multiplied(unscaled ? multiplied(grad, unscale.data<float>()[0]) : grad,
+                      factor.data<float>()[0]);
   };
   for (const bool unscaled : {false, true}) {
     const Tensor grad_unscale = unscaled ? unscale : Tensor();
