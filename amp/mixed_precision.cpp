@@ -46,14 +46,21 @@ MixedPrecision::MixedPrecision(const AmpProperties& properties, nn::Module& mode
     nn::Parameter* master = master_of[i];
     canonical_.push_back(master ? master : &p);
     unscale_inputs_.push_back(&p.grad);
-    unscale_outputs_.push_back(master ? &master->grad : &p.grad);
+    // With masters the gradients stay scaled: the clip and the update multiply them by the
+    // inverse the check pass leaves in grad_unscale_, so no fp32 copy of them exists.
+    if (masters_.empty()) unscale_outputs_.push_back(&p.grad);
     if (master) {
+      master_grads_.push_back({&master->grad, &p.grad});
       copy_sources_.push_back(&master->value);
       copy_targets_.push_back(&p.value);
     }
   }
   const LossScaleConfig& scale = properties.loss_scale;
   needs_unscale_ = !masters_.empty() || scale.dynamic || scale.static_scale != 1.0f;
+  if (!masters_.empty()) {
+    grad_unscale_ = Tensor::zeros({1}, DType::f32, model_params_.front()->value.device(),
+                                  MemoryCategory::workspace);
+  }
   optimizer_ = optim::make_optimizer(optimizer_config, canonical_);
   // The update writes each master's half model weight in its own pass (no separate copy).
   if (!masters_.empty()) {
@@ -71,36 +78,45 @@ void MixedPrecision::step() {
     return;
   }
   ScalerState& state = scaler_.state();
-  // Master gradients exist only from the unscale to the update: by then backward has freed
-  // the activations, so they do not add to the step's peak (a caching device allocator hands
-  // them the activations' blocks).
-  for (const auto& master : masters_) {
-    master->grad = Tensor::empty(master->value.shape(), DType::f32, master->value.device(),
-                                 MemoryCategory::gradients);
-  }
-  if (scaler_.dynamic()) {
-    // The scaler's update needs only this step's verdict: it runs in the unscale pass (one
-    // launch on the GPU), before the optimizer step, which reads found_inf and not the scale.
+  // A master's gradient is its model weight's half gradient, still scaled (backward may have
+  // replaced the tensor since the last step).
+  for (const auto& [master_grad, model_grad] : master_grads_)
+    *master_grad = *model_grad;
+  // The scaler's update needs only this step's verdict: it runs in the pass (one launch on the
+  // GPU), before the optimizer step, which reads found_inf and not the scale.
+  if (grad_unscale_.defined()) {
+    // Check only; the inverse of the scale the gradients carry stays on the device.
+    if (scaler_.dynamic()) {
+      check_invert_and_update(unscale_inputs_, grad_unscale_, state, scaler_.config());
+    } else {
+      check_and_invert(unscale_inputs_, state.scale, grad_unscale_, state.found_inf,
+                       state.first_overflow);
+    }
+  } else if (scaler_.dynamic()) {
     unscale_check_and_update(unscale_inputs_, unscale_outputs_, state, scaler_.config());
   } else if (needs_unscale_) {
     unscale_and_check(unscale_inputs_, unscale_outputs_, state.scale, state.found_inf,
                       state.first_overflow);
   }
-  // The clip acts on the gradients the update reads, now unscaled (PyTorch AMP's unscale_,
-  // then clip_grad_norm_); its coefficient stays on the device for the update to apply.
+  // The clip acts on the gradients the update reads, unscaled (PyTorch AMP's unscale_, then
+  // clip_grad_norm_): at O2 the half gradients times the inverse, each product the f32 value
+  // the update will use. Its coefficient stays on the device for the update to apply.
   if (clip_max_norm_ > 0.0f) {
     std::vector<const Tensor*> grads;
-    grads.reserve(unscale_outputs_.size());
-    for (const Tensor* grad : unscale_outputs_) {
+    grads.reserve(unscale_inputs_.size());
+    for (const Tensor* grad : unscale_inputs_) {
       if (grad->defined()) grads.push_back(grad);  // as the optimizer, skip unused parameters
     }
-    alloy::clip_grad_norm(grads, clip_max_norm_, clip_norm_, clip_coefficient_, clip_tally_);
+    alloy::clip_grad_norm(grads, clip_max_norm_, clip_norm_, clip_coefficient_, clip_tally_,
+                          grad_unscale_);
   }
   // A static scale never skips (as in Apex): only the dynamic scaler acts on found_inf. The
   // update also rounds each master into its model weight (Optimizer::write_copies_to); a
-  // skipped step leaves both as they were, equal. Without clipping the coefficient is undefined
-  // and the update is as before.
-  optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor(), clip_coefficient_);
+  // skipped step leaves both as they were, equal. It multiplies each gradient by the inverse,
+  // then by the clip's coefficient, the order of an unscaled fp32 copy clipped afterwards, so
+  // the bits are those of that copy; undefined factors (no masters, no clipping) are none.
+  optimizer_->step(1.0f, scaler_.dynamic() ? state.found_inf : Tensor(), clip_coefficient_,
+                   grad_unscale_);
   if (ema_decay_ > 0.0f) {
     std::vector<EmaTensors> pairs;
     pairs.reserve(ema_parameters_.size() + ema_buffers_.size());
@@ -112,8 +128,8 @@ void MixedPrecision::step() {
     ema_update(pairs, ema_decay_, scaler_.dynamic() ? state.found_inf : Tensor(),
                ema_warmup_ ? optimizer_->step_count() : Tensor());
   }
-  for (const auto& master : masters_)
-    master->grad = Tensor();
+  for (const auto& master_grad : master_grads_)
+    *master_grad.first = Tensor();
 }
 
 void MixedPrecision::hand_over_step(std::unique_ptr<optim::Optimizer> optimizer,

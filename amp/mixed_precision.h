@@ -1,15 +1,22 @@
 // The amp layer around a model and its optimizer: casts the model for the opt level, keeps
 // fp32 master weights when the level asks for them, and runs the training step:
-//   unscale (half grads -> fp32 master grads * 1/scale, found_inf on the device; a dynamic
-//   scaler's update runs in the same pass) -> [gradient-norm clip coefficient, when on]
-//   -> optimizer step (skips itself when found_inf; multiplies the gradients by the clip
-//   coefficient as it reads them), which also rounds the updated masters into the half model
-//   in the same pass.
+//   unscale -> [gradient-norm clip coefficient, when on] -> optimizer step.
+// With masters (O2) the unscale pass only checks: it reads the half gradients, sets found_inf
+// on the device (a dynamic scaler's update runs in the same pass) and leaves 1/scale there; a
+// master's gradient is its half model weight's gradient, still scaled, and no fp32 copy of the
+// gradients exists. The clip computes the norm of the half gradients times 1/scale (each
+// product rounded to f32, summed in double), and the update multiplies each gradient by 1/scale,
+// then by the clip coefficient, as it reads it: the same f32 values, in the same order, as fp32
+// master gradients unscaled beforehand, so the bits are theirs. Without masters (O1, and O0 or
+// O3 with a loss scale other than 1) the pass unscales the gradients in place. The update skips
+// itself when found_inf is set, and at O2 also rounds the updated masters into the half model
+// in the same pass.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "amp/loss_scaler.h"
@@ -45,14 +52,14 @@ class MixedPrecision {
   void hand_over_step(std::unique_ptr<optim::Optimizer> optimizer, std::function<void()> step);
 
   // Gradient-norm clipping, as torch.nn.utils.clip_grad_norm_(params, max_norm) after
-  // scaler.unscale_(optimizer): on the gradients the optimizer reads, unscaled (the fp32 master
-  // gradients at O2; the gradients unscaled in place at O1; the raw ones at O0 and O3). Each step
-  // then computes their total L2 norm and the coefficient min(max_norm / (norm + 1e-6), 1) on
-  // the device right after the unscale pass (core/ops/clip_grad_norm.h), and the optimizer's
-  // update multiplies every gradient by it: no host sync, no extra pass over the gradients. A
-  // step the dynamic scaler skips is not counted. 0 (the default) turns clipping off; max_norm
-  // must be finite and >= 0 (UsageError). Call it outside a CUDA-graph capture: it allocates
-  // the clip's device scalars.
+  // scaler.unscale_(optimizer): on the gradients the optimizer reads, unscaled (at O2 the half
+  // gradients times 1/scale as the update reads them; the gradients unscaled in place at O1; the
+  // raw ones at O0 and O3). Each step then computes their total L2 norm and the coefficient
+  // min(max_norm / (norm + 1e-6), 1) on the device right after the unscale pass
+  // (core/ops/clip_grad_norm.h), and the optimizer's update multiplies every gradient by it: no
+  // host sync, no extra pass over the gradients. A step the dynamic scaler skips is not counted.
+  // 0 (the default) turns clipping off; max_norm must be finite and >= 0 (UsageError). Call it
+  // outside a CUDA-graph capture: it allocates the clip's device scalars.
   void set_clip_grad_norm(float max_norm);
   float clip_grad_norm() const { return clip_max_norm_; }
   // While clipping is on, on the model's device: the latest step's norm and coefficient (f32
@@ -109,9 +116,15 @@ class MixedPrecision {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::function<void()> handed_over_step_;  // empty unless hand_over_step was called
   bool needs_unscale_ = false;
-  // Fixed lists for the fused passes, built once.
+  // Fixed lists for the fused passes, built once: every model gradient, and where it is
+  // unscaled in place (empty with masters, whose pass only checks).
   std::vector<const Tensor*> unscale_inputs_;
   std::vector<Tensor*> unscale_outputs_;
+  // Each master's gradient and the model gradient it is during a step.
+  std::vector<std::pair<Tensor*, const Tensor*>> master_grads_;
+  // With masters: f32 [1], the inverse of the scale this step's gradients carry, written by the
+  // check pass; the clip and the update apply it. Undefined without masters.
+  Tensor grad_unscale_;
   // sync_model_from_masters's copy (a step's is written by the optimizer's update).
   std::vector<const Tensor*> copy_sources_;
   std::vector<Tensor*> copy_targets_;

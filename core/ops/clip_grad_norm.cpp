@@ -32,16 +32,20 @@ ClipTally read_clip_tally(const Tensor& tally) {
 }
 
 void clip_grad_norm(const std::vector<const Tensor*>& grads, float max_norm, Tensor& norm,
-                    Tensor& coefficient, Tensor& tally) {
+                    Tensor& coefficient, Tensor& tally, const Tensor& unscale) {
   constexpr const char* op = "clip_grad_norm";
   ALLOY_CHECK(max_norm > 0.0f && std::isfinite(max_norm), op,
               ": max_norm must be positive and finite, got ", max_norm);
-  const Device device = common_device(op, {&norm, &coefficient, &tally});
+  const Device device = common_device(op, {&norm, &coefficient, &tally, &unscale});
   check_dtype(op, "norm", norm, DType::f32);
   check_shape(op, "norm", norm, {1});
   check_dtype(op, "coefficient", coefficient, DType::f32);
   check_shape(op, "coefficient", coefficient, {1});
   if (tally.defined()) check_tally(op, tally);
+  if (unscale.defined()) {
+    check_dtype(op, "unscale", unscale, DType::f32);
+    check_shape(op, "unscale", unscale, {1});
+  }
   std::vector<NormItem> items;
   items.reserve(grads.size());
   for (std::size_t i = 0; i < grads.size(); ++i) {
@@ -58,10 +62,12 @@ void clip_grad_norm(const std::vector<const Tensor*>& grads, float max_norm, Ten
     ALLOY_CUDA_PATH(op, device, {
       // The norm, the coefficient and the tally are written by the kernel: no host sync.
       cuda::clip_grad_norm(items, max_norm, norm.data<float>(), coefficient.data<float>(), running,
+                           unscale.defined() ? unscale.data<float>() : nullptr,
                            cuda::stream_of(device));
       return;
     });
-  cpu::clip_grad_norm(items, max_norm, norm.data<float>(), coefficient.data<float>(), running);
+  cpu::clip_grad_norm(items, max_norm, norm.data<float>(), coefficient.data<float>(), running,
+                      unscale.defined() ? unscale.data<float>()[0] : 1.0f);
 }
 
 }  // namespace alloy

@@ -6,6 +6,11 @@
 // coefficient as it reads it (grad_factor, core/ops/optimizer_update.h), so no pass rewrites
 // the gradients and a step captured in a CUDA graph replays the current coefficient.
 //
+// With `unscale` (f32 [1] on the device, read there) the norm is that of the gradients times it,
+// each product rounded to f32 before it is squared: O2's half gradients, still scaled, give the
+// norm of the fp32 unscaled gradients the optimizer's update reads (grad_unscale,
+// core/ops/optimizer_update.h) without a copy of them.
+//
 // The squares are summed in double: on the CPU over fixed chunks of each tensor whose sums are
 // combined in index order (the same bits at any thread count), on CUDA per block, the blocks'
 // partials combined in a fixed order by the last block to finish (core/ops/cuda/last_block.h).
@@ -64,9 +69,9 @@ ClipTally read_clip_tally(const Tensor& tally);
 
 // grads: defined tensors of any floating dtype and shape on one device. max_norm > 0 and
 // finite. norm, coefficient: f32 [1] there, overwritten. tally: a clip tally there, added to,
-// or undefined for none.
+// or undefined for none. unscale: f32 [1] there, or undefined for none.
 void clip_grad_norm(const std::vector<const Tensor*>& grads, float max_norm, Tensor& norm,
-                    Tensor& coefficient, Tensor& tally);
+                    Tensor& coefficient, Tensor& tally, const Tensor& unscale = {});
 
 // One gradient as raw storage: what the CPU and CUDA kernels take.
 struct NormItem {
@@ -76,12 +81,13 @@ struct NormItem {
 };
 
 namespace cpu {
-// The squares of every element in double, summed over fixed chunks of each item and the chunks'
-// sums in order: the same bits at every thread count.
-double sum_of_squares(const std::vector<NormItem>& items);
+// The squares of every element times unscale (rounded to f32; 1 changes nothing) in double,
+// summed over fixed chunks of each item and the chunks' sums in order: the same bits at every
+// thread count.
+double sum_of_squares(const std::vector<NormItem>& items, float unscale = 1.0f);
 // tally may be null.
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
-                    float* coefficient, ClipTally* tally);
+                    float* coefficient, ClipTally* tally, float unscale = 1.0f);
 }  // namespace cpu
 
 }  // namespace alloy

@@ -23,15 +23,16 @@ void check_state(const char* op, const char* what, const Tensor* state, const Te
 
 // The scalars' checks; returns the device the update runs on.
 Device check_scalars(const char* op, const Tensor& lr, const Tensor& step, const Tensor& found_inf,
-                     const Tensor& grad_factor) {
+                     const Tensor& grad_factor, const Tensor& grad_unscale) {
   ALLOY_CHECK(lr.defined() && step.defined(), op, ": lr and step must be defined tensors");
-  const Device device = common_device(op, {&lr, &step, &found_inf, &grad_factor});
+  const Device device = common_device(op, {&lr, &step, &found_inf, &grad_factor, &grad_unscale});
   check_dtype(op, "lr", lr, DType::f32);
   check_shape(op, "lr", lr, {1});
   check_dtype(op, "step", step, DType::i32);
   check_shape(op, "step", step, {2});
   for (const auto& [what, scalar] : {std::pair<const char*, const Tensor*>{"found_inf", &found_inf},
-                                     {"grad_factor", &grad_factor}}) {
+                                     {"grad_factor", &grad_factor},
+                                     {"grad_unscale", &grad_unscale}}) {
     if (!scalar->defined()) continue;
     check_dtype(op, what, *scalar, DType::f32);
     check_shape(op, what, *scalar, {1});
@@ -44,11 +45,18 @@ Device check_scalars(const char* op, const Tensor& lr, const Tensor& step, const
 const float* device_scalar(const Tensor& scalar) {
   return scalar.defined() ? scalar.data<float>() : nullptr;
 }
+
+cuda::GradFactors device_factors(const Tensor& grad_factor, const Tensor& grad_unscale) {
+  return {device_scalar(grad_unscale), device_scalar(grad_factor)};
+}
 #endif
 
-// On the CPU the factor is read where it lives; multiplying by 1 changes no value.
-float cpu_grad_factor(const Tensor& grad_factor) {
-  return grad_factor.defined() ? grad_factor.data<float>()[0] : 1.0f;
+// On the CPU the factors are read where they live; multiplying by 1 changes no value.
+cpu::GradFactors cpu_grad_factors(const Tensor& grad_factor, const Tensor& grad_unscale) {
+  cpu::GradFactors factors;
+  if (grad_unscale.defined()) factors.unscale = grad_unscale.data<float>()[0];
+  if (grad_factor.defined()) factors.factor = grad_factor.data<float>()[0];
+  return factors;
 }
 
 // The parameter's, gradient's and model copy's checks, and its buffers with no state yet.
@@ -97,9 +105,10 @@ std::int64_t next_step(const char* op, const Tensor& step) {
 }  // namespace
 
 void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, const Tensor& lr,
-                Tensor& step, const Tensor& found_inf, const Tensor& grad_factor) {
+                Tensor& step, const Tensor& found_inf, const Tensor& grad_factor,
+                const Tensor& grad_unscale) {
   constexpr const char* op = "sgd_update";
-  const Device device = check_scalars(op, lr, step, found_inf, grad_factor);
+  const Device device = check_scalars(op, lr, step, found_inf, grad_factor, grad_unscale);
   ALLOY_CHECK(hyper.momentum >= 0.0f && hyper.weight_decay >= 0.0f, op,
               ": momentum and weight_decay must be non-negative, got ", hyper.momentum, ", ",
               hyper.weight_decay);
@@ -119,23 +128,24 @@ void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, c
   if (buffers.empty()) return;
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
-      // lr, step, found_inf and grad_factor are read by the kernel itself: no host sync.
+      // lr, step, found_inf and the factors are read by the kernel itself: no host sync.
       cuda::sgd_update(buffers, hyper, lr.data<float>(), step.data<std::int32_t>(),
-                       device_scalar(found_inf), device_scalar(grad_factor),
+                       device_scalar(found_inf), device_factors(grad_factor, grad_unscale),
                        cuda::stream_of(device));
       return;
     });
   if (skip_step(found_inf)) return;
   const std::int64_t next = next_step(op, step);
-  cpu::sgd_update(buffers, hyper, lr.data<float>()[0], next, cpu_grad_factor(grad_factor));
+  cpu::sgd_update(buffers, hyper, lr.data<float>()[0], next,
+                  cpu_grad_factors(grad_factor, grad_unscale));
   step.data<std::int32_t>()[0] = static_cast<std::int32_t>(next);
 }
 
 void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hyper,
                   const Tensor& lr, Tensor& step, const Tensor& found_inf,
-                  const Tensor& grad_factor) {
+                  const Tensor& grad_factor, const Tensor& grad_unscale) {
   constexpr const char* op = "adamw_update";
-  const Device device = check_scalars(op, lr, step, found_inf, grad_factor);
+  const Device device = check_scalars(op, lr, step, found_inf, grad_factor, grad_unscale);
   ALLOY_CHECK(hyper.eps >= 0.0f && hyper.weight_decay >= 0.0f, op,
               ": eps and weight_decay must be non-negative, got ", hyper.eps, ", ",
               hyper.weight_decay);
@@ -158,13 +168,14 @@ void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hy
   if (device.is_cuda())
     ALLOY_CUDA_PATH(op, device, {
       cuda::adamw_update(buffers, hyper, lr.data<float>(), step.data<std::int32_t>(),
-                         device_scalar(found_inf), device_scalar(grad_factor),
+                         device_scalar(found_inf), device_factors(grad_factor, grad_unscale),
                          cuda::stream_of(device));
       return;
     });
   if (skip_step(found_inf)) return;
   const std::int64_t next = next_step(op, step);
-  cpu::adamw_update(buffers, hyper, lr.data<float>()[0], next, cpu_grad_factor(grad_factor));
+  cpu::adamw_update(buffers, hyper, lr.data<float>()[0], next,
+                    cpu_grad_factors(grad_factor, grad_unscale));
   step.data<std::int32_t>()[0] = static_cast<std::int32_t>(next);
 }
 

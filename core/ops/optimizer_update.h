@@ -12,8 +12,14 @@
 // each gradient element is first multiplied by it in f32 (one rounding, as if the gradients had
 // been multiplied in place beforehand, like PyTorch's clip_grad_norm_ does), then used as below
 // (grad_scale included): gradient-norm clipping's coefficient (core/ops/clip_grad_norm.h),
-// applied as the update reads the gradient instead of in a pass of its own. Without it the
-// arithmetic is exactly as before factors existed (the kernels multiply by 1, which is exact).
+// applied as the update reads the gradient instead of in a pass of its own. grad_unscale, if
+// defined (f32 [1]), is read there too and multiplies each element before grad_factor does, its
+// product rounded to f32 on its own: 1/the loss scale of gradients that arrive still scaled (O2's
+// half gradients; amp/ops/unscale.h: check_and_invert), so that the update sees
+//   float(float(grad * grad_unscale) * grad_factor) * grad_scale,
+// the same bits as an fp32 copy unscaled beforehand and then multiplied by grad_factor. Without
+// the factors the arithmetic is exactly as before they existed (the kernels multiply by 1, which
+// is exact).
 //
 // With stochastic rounding on (the hypers' `rounding`), a half parameter (one without an fp32
 // master: O3, or O2 without master weights) is rounded stochastically instead of to nearest
@@ -88,13 +94,14 @@ struct AdamWTensors {
 
 // lr: f32 [1]. step: i32 [2]; step[0] counts the updates applied so far and each call that is
 // not skipped adds one; step[1] must be zero (the CUDA kernel counts its finished blocks there
-// and leaves it at zero). found_inf and grad_factor: f32 [1] or undefined. A call with an empty
-// list changes nothing. All tensors share one device.
+// and leaves it at zero). found_inf, grad_factor and grad_unscale: f32 [1] or undefined. A call
+// with an empty list changes nothing. All tensors share one device.
 void sgd_update(const std::vector<SgdTensors>& tensors, const SgdHyper& hyper, const Tensor& lr,
-                Tensor& step, const Tensor& found_inf = {}, const Tensor& grad_factor = {});
+                Tensor& step, const Tensor& found_inf = {}, const Tensor& grad_factor = {},
+                const Tensor& grad_unscale = {});
 void adamw_update(const std::vector<AdamWTensors>& tensors, const AdamWHyper& hyper,
                   const Tensor& lr, Tensor& step, const Tensor& found_inf = {},
-                  const Tensor& grad_factor = {});
+                  const Tensor& grad_factor = {}, const Tensor& grad_unscale = {});
 
 // One tensor of a multi-tensor update as raw storage: what the CPU and CUDA kernels take.
 struct UpdateBuffers {
@@ -110,12 +117,18 @@ struct UpdateBuffers {
 };
 
 namespace cpu {
+// The gradients' device factors as the CPU kernels take them: 1 for one the call has none of.
+struct GradFactors {
+  float unscale = 1.0f;  // applied first
+  float factor = 1.0f;
+};
+
 // step: the step count including this update (AdamW's bias corrections, stochastic rounding's
-// words). grad_factor: 1 when the call has none.
+// words).
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, float lr,
-                std::int64_t step, float grad_factor);
+                std::int64_t step, GradFactors factors);
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper, float lr,
-                  std::int64_t step, float grad_factor);
+                  std::int64_t step, GradFactors factors);
 }  // namespace cpu
 
 }  // namespace alloy

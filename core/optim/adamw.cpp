@@ -25,7 +25,8 @@ void AdamW::allocate_state(std::size_t index) {
   }
 }
 
-void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) {
+void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor,
+                 const Tensor& grad_unscale) {
   AdamWHyper hyper;
   hyper.beta1 = config_.beta1;
   hyper.beta2 = config_.beta2;
@@ -50,7 +51,7 @@ void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_f
   AdamWHyper no_decay = hyper;
   no_decay.weight_decay = 0.0f;
   if (tensors.empty()) {
-    adamw_update(undecayed, no_decay, lr_, step_, found_inf, grad_factor);
+    adamw_update(undecayed, no_decay, lr_, step_, found_inf, grad_factor, grad_unscale);
     return;
   }
   if (!undecayed.empty()) {
@@ -59,9 +60,9 @@ void AdamW::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_f
                                   MemoryCategory::optimizer_state);
     }
     group_step_.copy_from(step_);
-    adamw_update(undecayed, no_decay, lr_, group_step_, found_inf, grad_factor);
+    adamw_update(undecayed, no_decay, lr_, group_step_, found_inf, grad_factor, grad_unscale);
   }
-  adamw_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
+  adamw_update(tensors, hyper, lr_, step_, found_inf, grad_factor, grad_unscale);
 }
 
 std::vector<StateTensor> AdamW::state() {

@@ -11,7 +11,8 @@ class AdamW : public Optimizer {
   // Throws UsageError unless lr > 0, weight_decay >= 0, betas in [0, 1) and eps > 0.
   AdamW(std::vector<nn::Parameter*> params, OptimizerConfig config);
 
-  void step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) override;
+  void step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor,
+            const Tensor& grad_unscale) override;
   std::vector<StateTensor> state() override;
 
  private:

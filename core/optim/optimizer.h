@@ -1,5 +1,6 @@
 // Optimizers over a list of parameters whose values are f32 (the model's own parameters at
-// O0/O1, the fp32 masters at O2) or half (O3). Gradients may be f32 or half. Each step is one
+// O0/O1, the fp32 masters at O2) or half (O3). Gradients may be f32 or half (at O2 a master's
+// gradient is its half model weight's). Each step is one
 // fused multi-tensor update over every parameter (core/ops/optimizer_update.h), which reads
 // the learning rate and the step count from the optimizer's scalars on the parameters' device:
 // the host writes them only when they change, and a step captured in a CUDA graph replays
@@ -48,8 +49,11 @@ class Optimizer {
   // found_inf (f32 [1], optional): when nonzero on the device, the step does nothing, and does
   // not count as a step. grad_factor (f32 [1], optional): a further multiplier of the gradients
   // read on the device, e.g. gradient-norm clipping's coefficient (core/ops/clip_grad_norm.h).
+  // grad_unscale (f32 [1], optional): read on the device too and applied before grad_factor,
+  // each product rounded on its own (core/ops/optimizer_update.h): O2's 1/loss scale of the
+  // half gradients, which no pass has unscaled.
   virtual void step(float grad_scale = 1.0f, const Tensor& found_inf = {},
-                    const Tensor& grad_factor = {}) = 0;
+                    const Tensor& grad_factor = {}, const Tensor& grad_unscale = {}) = 0;
 
   // Every state tensor, allocating lazily-created ones so a checkpoint can restore them.
   virtual std::vector<StateTensor> state() = 0;

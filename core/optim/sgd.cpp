@@ -25,7 +25,8 @@ Tensor& Sgd::momentum_buffer(std::size_t index) {
   return buffer;
 }
 
-void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) {
+void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor,
+               const Tensor& grad_unscale) {
   SgdHyper hyper;
   hyper.momentum = config_.momentum;
   hyper.weight_decay = config_.weight_decay;
@@ -44,7 +45,7 @@ void Sgd::step(float grad_scale, const Tensor& found_inf, const Tensor& grad_fac
                        static_cast<std::uint32_t>(i)});
   }
   prepare_lr();
-  sgd_update(tensors, hyper, lr_, step_, found_inf, grad_factor);
+  sgd_update(tensors, hyper, lr_, step_, found_inf, grad_factor, grad_unscale);
 }
 
 std::vector<StateTensor> Sgd::state() {

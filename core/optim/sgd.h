@@ -12,7 +12,8 @@ class Sgd : public Optimizer {
   // with momentum > 0.
   Sgd(std::vector<nn::Parameter*> params, OptimizerConfig config);
 
-  void step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor) override;
+  void step(float grad_scale, const Tensor& found_inf, const Tensor& grad_factor,
+            const Tensor& grad_unscale) override;
   std::vector<StateTensor> state() override;
 
  private:

@@ -1,6 +1,7 @@
 // amp's CUDA kernels against their CPU twins: the multi-tensor unscale-and-check (more tensors
 // than one launch holds, mixed dtypes, in place and into f32 masters, overflow naming the first
-// bad tensor), the scaler's state machine and the fused master-to-model copy.
+// bad tensor), O2's check-only pass with the inverse it leaves, the scaler's state machine and
+// the fused master-to-model copy.
 #include <boost/test/unit_test.hpp>
 
 #include "amp/ops/master_copy.h"
@@ -140,7 +141,9 @@ BOOST_AUTO_TEST_CASE(update_scale_follows_the_cpu_state_machine) {
 
 // The dynamic scaler's fused step: the pass's last block writes the verdict and runs the state
 // machine, over two launches' worth of gradients (60) and over none (a launch for the verdict
-// alone), through clean steps, growth, overflows and back-off.
+// alone), through clean steps, growth, overflows and back-off. O2's check-only pass on the same
+// gradients ends in the same state, stores nothing, and leaves the inverse of the scale the
+// gradients carried (the one before the update).
 BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
   amp::LossScaleConfig config;
   config.dynamic = true;
@@ -151,6 +154,9 @@ BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
   const int pattern[] = {0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0};
   for (const int tensors : {60, 0}) {
     amp::ScalerState cpu = make_state(Device::cpu()), gpu = make_state(Device::cuda(0));
+    amp::ScalerState check_cpu = make_state(Device::cpu()), check_gpu = make_state(Device::cuda(0));
+    Tensor inverse_cpu = Tensor::zeros({1}, DType::f32);
+    Tensor inverse_gpu = to_cuda(inverse_cpu);
     int step = 0;
     for (const int overflow : pattern) {
       std::vector<Tensor> grads, grads_gpu, masters_cpu, masters_gpu;
@@ -175,17 +181,57 @@ BOOST_AUTO_TEST_CASE(unscale_check_and_update_matches_the_cpu) {
         out_cpu.push_back(&masters_cpu[i]);
         out_gpu.push_back(&masters_gpu[i]);
       }
+      const float inverse = 1.0f / cpu.scale.data<float>()[0];
       amp::unscale_check_and_update(in_cpu, out_cpu, cpu, config);
       amp::unscale_check_and_update(in_gpu, out_gpu, gpu, config);
+      amp::check_invert_and_update(in_cpu, inverse_cpu, check_cpu, config);
+      amp::check_invert_and_update(in_gpu, inverse_gpu, check_gpu, config);
       const std::string what =
           "after step " + std::to_string(step++) + " of " + std::to_string(tensors) + " tensors";
       check_states_equal(gpu, cpu, what);
+      check_states_equal(check_gpu, cpu, "check-only " + what);
+      check_states_equal(check_gpu, check_cpu, "check-only on both " + what);
+      BOOST_TEST(inverse_cpu.data<float>()[0] == inverse, what);
+      check_gpu_equal(inverse_gpu, inverse_cpu, "inverse " + what);
       for (std::size_t i = 0; i < grads.size(); ++i) {
         check_gpu_equal(masters_gpu[i], masters_cpu[i],
                         "unscaled gradient " + std::to_string(i) + " " + what);
+        check_gpu_equal(grads_gpu[i], grads[i],
+                        "checked gradient " + std::to_string(i) + " " + what);
       }
     }
   }
+}
+
+// O2's pass with a static scale: no stores, the verdict with an overflow in the second launch,
+// and the inverse.
+BOOST_AUTO_TEST_CASE(check_and_invert_matches_the_cpu) {
+  Generator generator(104);
+  std::vector<Tensor> grads, grads_gpu;
+  std::vector<const Tensor*> in_cpu, in_gpu;
+  for (int i = 0; i < 70; ++i) {
+    grads.push_back(random_tensor({1 + i * 29}, kFloatTypes[i % 3], generator, -1.0f, 1.0f));
+    if (i == 66) {
+      std::vector<float> values = grads.back().to_floats();
+      values.back() = INFINITY;
+      grads.back().copy_from_floats(values);
+    }
+    grads_gpu.push_back(to_cuda(grads.back()));
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    in_cpu.push_back(&grads[i]);
+    in_gpu.push_back(&grads_gpu[i]);
+  }
+  Flags cpu(Device::cpu(), 384.0f), gpu(Device::cuda(0), 384.0f);
+  Tensor inverse_cpu = Tensor::zeros({1}, DType::f32);
+  Tensor inverse_gpu = to_cuda(inverse_cpu);
+  amp::check_and_invert(in_cpu, cpu.scale, inverse_cpu, cpu.found_inf, cpu.first_overflow);
+  amp::check_and_invert(in_gpu, gpu.scale, inverse_gpu, gpu.found_inf, gpu.first_overflow);
+  check_gpu_equal(inverse_gpu, inverse_cpu, "the static scale's inverse");
+  BOOST_TEST(to_host(inverse_gpu).to_floats()[0] == 1.0f / 384.0f);
+  check_gpu_equal(gpu.found_inf, cpu.found_inf, "the static scale's found_inf");
+  BOOST_CHECK_EQUAL(first_of(gpu.first_overflow), 66);
+  BOOST_CHECK_EQUAL(first_of(cpu.first_overflow), 66);
 }
 
 BOOST_AUTO_TEST_CASE(master_copy_rounds_like_the_cpu) {

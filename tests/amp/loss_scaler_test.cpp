@@ -191,6 +191,41 @@ BOOST_AUTO_TEST_CASE(unscale_multiplies_by_the_inverse_and_flags_inf_and_nan) {
   BOOST_TEST(first.to_floats()[0] == 0.0f);
 }
 
+// O2's pass: the gradients stay as they are, the verdict is unscale_and_check's, and the
+// inverse of the scale they carry is left for the clip and the update, also when the dynamic
+// scaler's update in the same pass changes the scale.
+BOOST_AUTO_TEST_CASE(check_and_invert_leaves_the_gradients_and_writes_the_inverse) {
+  Tensor scale = Tensor::from_floats({1}, {8.0f});
+  Tensor inverse = Tensor::zeros({1}, DType::f32);
+  Tensor found_inf = Tensor::from_floats({1}, {0.0f});
+  Tensor first = Tensor::from_floats({1}, {0.0f}, DType::i32);
+  Tensor clean = Tensor::from_floats({3}, {8.0f, -16.0f, 4.0f}, DType::f16);
+  Tensor with_inf = Tensor::from_floats({2}, {2.0f, std::numeric_limits<float>::infinity()});
+  check_and_invert({&clean}, scale, inverse, found_inf, first);
+  BOOST_TEST(inverse.to_floats()[0] == 0.125f);
+  BOOST_TEST(found_inf.to_floats()[0] == 0.0f);
+  BOOST_TEST(first.to_floats()[0] == -1.0f);
+  BOOST_TEST(clean.to_floats() == std::vector<float>({8.0f, -16.0f, 4.0f}));
+  check_and_invert({&clean, &with_inf}, scale, inverse, found_inf, first);
+  BOOST_TEST(found_inf.to_floats()[0] == 1.0f);
+  BOOST_TEST(first.to_floats()[0] == 1.0f);
+  BOOST_TEST(with_inf.to_floats()[0] == 2.0f);
+
+  LossScaleConfig config;
+  config.dynamic = true;
+  config.init_scale = 4.0f;
+  config.window = 1;
+  LossScaler scaler(config, Device::cpu());
+  check_invert_and_update({&clean}, inverse, scaler.state(), config);
+  BOOST_TEST(scaler.snapshot().scale == 8.0f);  // grown after the clean step
+  BOOST_TEST(inverse.to_floats()[0] == 0.25f);  // the inverse of the scale the step carries
+  check_invert_and_update({&with_inf}, inverse, scaler.state(), config);
+  BOOST_TEST(scaler.snapshot().scale == 4.0f);
+  BOOST_TEST(scaler.snapshot().skipped_steps == 1);
+  BOOST_TEST(inverse.to_floats()[0] == 0.125f);
+  BOOST_TEST(clean.to_floats() == std::vector<float>({8.0f, -16.0f, 4.0f}));
+}
+
 BOOST_AUTO_TEST_CASE(unscale_sees_values_that_overflowed_half) {
   // 70000 is past fp16's range: stored as inf, which must be caught, not scaled to a number.
   Tensor scale = Tensor::from_floats({1}, {65536.0f});

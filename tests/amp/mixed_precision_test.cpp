@@ -1,6 +1,7 @@
 // The amp step end to end on small models: each opt level's dtypes, O1's cast decisions, O2's
 // master/model consistency after a step, skipped steps leaving every weight untouched, clipping,
-// and the weight averages (--ema-decay) following each applied step.
+// O2's bits without fp32 master gradients, and the weight averages (--ema-decay) following each
+// applied step.
 #include "amp/mixed_precision.h"
 
 #include <algorithm>
@@ -13,17 +14,20 @@
 #include <optional>
 #include <vector>
 
+#include "amp/ops/unscale.h"
 #include "core/half.h"
 #include "core/models/models.h"
 #include "core/nn/batch_norm2d.h"
 #include "core/nn/cast_policy.h"
 #include "core/nn/conv2d.h"
+#include "core/nn/dropout.h"
 #include "core/nn/flatten.h"
 #include "core/nn/linear.h"
 #include "core/nn/pool2d.h"
 #include "core/nn/relu.h"
 #include "core/nn/residual_block.h"
 #include "core/ops/clip_grad_norm.h"
+#include "core/ops/optimizer_update.h"
 #include "core/ops/softmax_cross_entropy.h"
 #include "core/random.h"
 #include "tests/support/gradcheck.h"
@@ -539,6 +543,90 @@ BOOST_AUTO_TEST_CASE(o2_clips_the_unscaled_gradients) {
       difference[i][j] -= change0[i][j];
   }
   BOOST_TEST(l2_norm(difference) < 0.05 * l2_norm(change0));
+}
+
+// O2 keeps no fp32 master gradients: its pass only checks the half gradients, and the clip and
+// the update multiply them by 1/scale as they read them. The result must still be the bits of
+// the pipeline with the copies, replayed here with the ops (the model's gradients unscaled into
+// fp32 tensors, the clip over those, the update from them): the clip's norm and coefficient, the
+// masters, the momentum and the half model, bit for bit. On the ffn (half linear layers, fp32
+// layer norms without masters), clipping every step, with the dynamic scale doubling after each
+// step (window 1), so that the step must use the scale its gradients carry, not the new one.
+// (With a power-of-two scale, the dynamic scaler's default, the order of the products could not
+// change a bit: multiplying by a power of two is exact.)
+BOOST_AUTO_TEST_CASE(o2_clips_and_updates_with_the_bits_of_fp32_master_gradients) {
+  AmpOverrides overrides;
+  overrides.window = 1;
+  // Not a power of two, so that 1/scale is inexact and the order of the update's products shows;
+  // low enough that three doublings do not overflow.
+  overrides.init_scale = 384.0f;
+  Fixture f(OptLevel::O2, overrides, "ffn");
+  constexpr float kMaxNorm = 0.05f;
+  f.precision->set_clip_grad_norm(kMaxNorm);
+  const auto params = f.model->parameters();
+  const auto canonical = f.precision->canonical_parameters();
+  std::vector<Tensor> weights, momentum, copies, grads;
+  std::vector<const Tensor*> model_grads, unscaled;
+  std::vector<Tensor*> outputs;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const Tensor& value = canonical[i]->value;
+    weights.push_back(value.clone(MemoryCategory::workspace));
+    momentum.push_back(Tensor::zeros(value.shape(), DType::f32));
+    const bool mastered = canonical[i] != params[i];
+    copies.push_back(mastered ? params[i]->value.clone(MemoryCategory::workspace) : Tensor());
+    grads.push_back(Tensor::empty(value.shape(), DType::f32));
+    model_grads.push_back(&params[i]->grad);
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    outputs.push_back(&grads[i]);
+    unscaled.push_back(&grads[i]);
+  }
+  BOOST_TEST_REQUIRE(std::count_if(copies.begin(), copies.end(),
+                                   [](const Tensor& t) { return !t.defined(); }) > 0);
+  const Tensor lr = Tensor::from_floats({1}, {0.1f}, DType::f32);
+  Tensor step = Tensor::zeros({2}, DType::i32);
+  SgdHyper hyper;
+  hyper.momentum = 0.9f;
+  for (std::uint64_t k = 0; k < 3; ++k) {
+    {
+      const nn::DropoutStreamScope dropout({&f.precision->optimizer().step_count(), 0, 1});
+      f.forward_backward(80 + k);
+    }
+    // The reference, before the step (which leaves the model's gradients as they are).
+    const Tensor scale = f.precision->loss_scale().clone(MemoryCategory::workspace);
+    Tensor found_inf = Tensor::zeros({1}, DType::f32);
+    Tensor first_overflow = Tensor::zeros({1}, DType::i32);
+    unscale_and_check(model_grads, outputs, scale, found_inf, first_overflow);
+    BOOST_TEST_REQUIRE(read_scalar(found_inf) == 0.0f);
+    Tensor norm = Tensor::zeros({1}, DType::f32);
+    Tensor coefficient = Tensor::zeros({1}, DType::f32);
+    Tensor no_tally;
+    clip_grad_norm(unscaled, kMaxNorm, norm, coefficient, no_tally);
+    std::vector<SgdTensors> tensors;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      tensors.push_back({&weights[i], &grads[i], &momentum[i],
+                         copies[i].defined() ? &copies[i] : nullptr,
+                         static_cast<std::uint32_t>(i)});
+    }
+    sgd_update(tensors, hyper, lr, step, found_inf, coefficient);
+
+    f.step();
+    BOOST_TEST_CONTEXT("step " << k) {
+      BOOST_TEST(read_scalar(f.precision->loss_scale()) == 2 * read_scalar(scale));
+      BOOST_TEST(read_scalar(coefficient) < 1.0f);  // the clip acted
+      BOOST_TEST(read_scalar(f.precision->clip_norm()) == read_scalar(norm));
+      BOOST_TEST(read_scalar(f.precision->clip_coefficient()) == read_scalar(coefficient));
+      const auto state = f.precision->optimizer().state();
+      BOOST_TEST_REQUIRE(state.size() == params.size());
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        BOOST_TEST(test::same_bits(canonical[i]->value, weights[i]), canonical[i]->name);
+        BOOST_TEST(test::same_bits(*state[i].value, momentum[i]), state[i].name);
+        if (copies[i].defined()) {
+          BOOST_TEST(test::same_bits(params[i]->value, copies[i]), params[i]->name);
+        }
+      }
+    }
+  }
 }
 
 // A step whose gradients overflow is skipped by the dynamic scaler as without clipping, and

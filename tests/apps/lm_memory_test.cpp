@@ -1,5 +1,6 @@
 // alloy mem for sequence models: the GPT flags parse (and are refused for other models), and a
-// measured level's parameters, masters and AdamW state have the sizes the parameter count gives.
+// measured level's parameters, masters, gradients and AdamW state have the sizes the parameter
+// count gives.
 #include <boost/test/unit_test.hpp>
 
 #include "apps/cli/memory_report.h"
@@ -41,12 +42,17 @@ BOOST_AUTO_TEST_CASE(levels_hold_the_parameter_count_in_each_category) {
   BOOST_TEST(count == 50 * c + 16 * c +
                           2 * (4 * c + 3 * c * c + 3 * c + c * c + c + 8 * c * c + 5 * c) + 2 * c);
   BOOST_TEST(o0.bytes(MemoryCategory::parameters) == 4 * count);
+  BOOST_TEST(o0.bytes(MemoryCategory::gradients) == 4 * count);
   BOOST_TEST(o0.bytes(MemoryCategory::optimizer_state) >= 8 * count);
   BOOST_TEST(o0.bytes(MemoryCategory::activations) > 0);
   BOOST_TEST(o0.leaked_bytes == 0);
   const LevelReport o2 = measure_level(config, level_properties(amp::OptLevel::O2, std::nullopt));
   BOOST_TEST(o2.bytes(MemoryCategory::master_parameters) >= 4 * count - 4 * 10 * c);
   BOOST_TEST(o2.bytes(MemoryCategory::parameters) < o0.bytes(MemoryCategory::parameters));
+  // Half gradients where there are masters, fp32 ones of the layer norms: no fp32 master
+  // gradients beside them.
+  const std::int64_t mastered = o2.bytes(MemoryCategory::master_parameters) / 4;
+  BOOST_TEST(o2.bytes(MemoryCategory::gradients) == 2 * mastered + 4 * (count - mastered));
   BOOST_TEST(o2.leaked_bytes == 0);
 }
 

@@ -15,6 +15,13 @@ Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, floa
   return Tensor::from_floats(shape, values, dtype);
 }
 
+Tensor multiplied(const Tensor& tensor, float factor) {
+  std::vector<float> values = tensor.to_floats();
+  for (float& value : values)
+    value *= factor;
+  return Tensor::from_floats(tensor.shape(), values);
+}
+
 bool same_bits(const Tensor& a, const Tensor& b) {
   if (!a.defined() || !b.defined()) return a.defined() == b.defined();
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&

@@ -19,6 +19,10 @@ Tensor random_tensor(const Shape& shape, DType dtype, Generator& generator, floa
 // The tensor's values widened to double.
 std::vector<double> to_doubles(const Tensor& tensor);
 
+// A host f32 tensor of fl(x * factor) for each element x of a host tensor of any floating dtype:
+// gradients multiplied beforehand (unscaled, clipped), against an op that multiplies as it reads.
+Tensor multiplied(const Tensor& tensor, float factor);
+
 // Whether two host tensors hold the same shape, dtype and bytes (two undefined ones do).
 bool same_bits(const Tensor& a, const Tensor& b);
 

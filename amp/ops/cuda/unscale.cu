@@ -25,6 +25,7 @@ constexpr std::int64_t kMaxBlocksPerTensor = 1024;
 struct Verdict {
   float* found_inf;
   std::int32_t* first_overflow;
+  float* inverse_scale;    // or null
   unsigned int* arrivals;  // this launch's arrival counter
   unsigned int* mark;      // the overflow mark, zero between calls
   bool finish;             // the call's last launch: write the verdict (and update the scale)
@@ -33,8 +34,9 @@ struct Verdict {
 };
 
 // Each block strides over its tensor's elements with that tensor's other blocks. The inverse
-// is formed as the CPU forms it: 1.0f / scale, then one multiply per element. Every block
-// reads the scale before it takes its arrival ticket, so the last block may then change it.
+// is formed as the CPU forms it: 1.0f / scale, then one multiply per element (none where the
+// output is null: the check alone). Every block reads the scale before it takes its arrival
+// ticket, so the last block may then change it, after writing the inverse it read.
 __global__ void unscale_kernel(List list, const float* scale, Verdict verdict) {
   const alloy::cuda::ListSlice s = alloy::cuda::slice_of_block(list);
   const float inverse = 1.0f / *scale;
@@ -44,10 +46,15 @@ __global__ void unscale_kernel(List list, const float* scale, Verdict verdict) {
     void* out = list.data[kOutput][s.tensor];
     const DType in_dtype = list.dtype[kGrad][s.tensor];
     const DType out_dtype = list.dtype[kOutput][s.tensor];
-    for (std::int64_t i = s.first; i < s.count; i += s.stride) {
-      const float value = alloy::cuda::load_any(in, in_dtype, i);
-      bad |= !isfinite(value);
-      alloy::cuda::store_any(out, out_dtype, i, value * inverse);
+    if (out == nullptr) {
+      for (std::int64_t i = s.first; i < s.count; i += s.stride)
+        bad |= !isfinite(alloy::cuda::load_any(in, in_dtype, i));
+    } else {
+      for (std::int64_t i = s.first; i < s.count; i += s.stride) {
+        const float value = alloy::cuda::load_any(in, in_dtype, i);
+        bad |= !isfinite(value);
+        alloy::cuda::store_any(out, out_dtype, i, value * inverse);
+      }
     }
   }
   if (__syncthreads_or(bad) && threadIdx.x == 0) {
@@ -59,13 +66,14 @@ __global__ void unscale_kernel(List list, const float* scale, Verdict verdict) {
   const std::int32_t first = found ? static_cast<std::int32_t>(kNoMark - mark) : -1;
   *verdict.found_inf = found ? 1.0f : 0.0f;
   *verdict.first_overflow = first;
+  if (verdict.inverse_scale != nullptr) *verdict.inverse_scale = inverse;
   if (verdict.update) run_scaler_step(verdict.step, found, first);
 }
 
 }  // namespace
 
 void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale, float* found_inf,
-                       std::int32_t* first_overflow, const ScalerStep* update,
+                       std::int32_t* first_overflow, float* inverse_scale, const ScalerStep* update,
                        cudaStream_t stream) {
   // At least one launch (with no tensors if need be), whose last block writes the verdict.
   const auto launches = alloy::cuda::split_tensor_lists<List>(
@@ -80,6 +88,7 @@ void unscale_and_check(const std::vector<UnscaleItem>& items, const float* scale
   Verdict verdict{};
   verdict.found_inf = found_inf;
   verdict.first_overflow = first_overflow;
+  verdict.inverse_scale = inverse_scale;
   verdict.arrivals = alloy::cuda::arrival_counter(ArrivalSlot::unscale);
   verdict.mark = alloy::cuda::arrival_counter(ArrivalSlot::unscale_mark);
   if (update != nullptr) {

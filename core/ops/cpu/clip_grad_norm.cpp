@@ -20,7 +20,7 @@ struct Chunk {
   std::int64_t offset, count;
 };
 
-double chunk_squares(const Chunk& chunk) {
+double chunk_squares(const Chunk& chunk, float unscale) {
   std::array<float, kElementBlock> scratch;
   double sum = 0.0;
   for (std::int64_t done = 0; done < chunk.count; done += kElementBlock) {
@@ -28,7 +28,7 @@ double chunk_squares(const Chunk& chunk) {
     const float* x = load_floats(chunk.item->data, chunk.item->dtype, chunk.offset + done, count,
                                  scratch.data());
     for (std::int64_t i = 0; i < count; ++i) {
-      const double value = x[i];
+      const double value = x[i] * unscale;  // rounded to f32 first, as the update's product
       sum += value * value;
     }
   }
@@ -37,19 +37,20 @@ double chunk_squares(const Chunk& chunk) {
 
 }  // namespace
 
-double sum_of_squares(const std::vector<NormItem>& items) {
+double sum_of_squares(const std::vector<NormItem>& items, float unscale) {
   std::vector<Chunk> chunks;
   for (const NormItem& item : items) {
     for (std::int64_t offset = 0; offset < item.count; offset += kChunk)
       chunks.push_back({&item, offset, std::min(kChunk, item.count - offset)});
   }
   std::vector<double> sums(chunks.size(), 0.0);
-  parallel_ranges(
-      static_cast<std::int64_t>(chunks.size()), kChunk, [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t c = begin; c < end; ++c) {
-          sums[static_cast<std::size_t>(c)] = chunk_squares(chunks[static_cast<std::size_t>(c)]);
-        }
-      });
+  parallel_ranges(static_cast<std::int64_t>(chunks.size()), kChunk,
+                  [&](std::int64_t begin, std::int64_t end) {
+                    for (std::int64_t c = begin; c < end; ++c) {
+                      sums[static_cast<std::size_t>(c)] =
+                          chunk_squares(chunks[static_cast<std::size_t>(c)], unscale);
+                    }
+                  });
   double total = 0.0;
   for (const double sum : sums)
     total += sum;
@@ -57,8 +58,8 @@ double sum_of_squares(const std::vector<NormItem>& items) {
 }
 
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
-                    float* coefficient, ClipTally* tally) {
-  finish_clip_grad_norm(sum_of_squares(items), max_norm, norm, coefficient, tally);
+                    float* coefficient, ClipTally* tally, float unscale) {
+  finish_clip_grad_norm(sum_of_squares(items, unscale), max_norm, norm, coefficient, tally);
 }
 
 }  // namespace alloy::cpu

@@ -75,23 +75,25 @@ void for_parameter_blocks(const std::vector<UpdateBuffers>& tensors,
 
 }  // namespace
 
-// The gradient times the factor is an operand of a multiply, never of an add, so it is rounded
-// once on its own (no fused multiply-add takes it): the update sees fl(g * factor) as if the
-// gradient had been multiplied beforehand, and g itself when the factor is 1.
+// The gradient times each factor is an operand of a multiply, never of an add, so each product
+// is rounded on its own (no fused multiply-add takes it): the update sees
+// fl(fl(g * unscale) * factor) as if the gradient had been multiplied in place by each
+// beforehand, and g itself when both are 1.
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, float lr,
-                std::int64_t step, float grad_factor) {
+                std::int64_t step, GradFactors factors) {
+  const float unscale = factors.unscale, grad_factor = factors.factor;
   const auto update = [&](const UpdateBuffers& tensor, std::int64_t offset, std::int64_t count,
                           float* p, const float* g) {
     if (h.momentum == 0.0f) {
       for (std::int64_t i = 0; i < count; ++i) {
-        const float d = g[i] * grad_factor * h.grad_scale + h.weight_decay * p[i];
+        const float d = g[i] * unscale * grad_factor * h.grad_scale + h.weight_decay * p[i];
         p[i] -= lr * d;
       }
       return;
     }
     float* buf = tensor.state[0] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
-      const float d = g[i] * grad_factor * h.grad_scale + h.weight_decay * p[i];
+      const float d = g[i] * unscale * grad_factor * h.grad_scale + h.weight_decay * p[i];
       buf[i] = h.momentum * buf[i] + d;
       const float change = h.nesterov ? d + h.momentum * buf[i] : buf[i];
       p[i] -= lr * change;
@@ -101,7 +103,8 @@ void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& h, fl
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h, float lr,
-                  std::int64_t step, float grad_factor) {
+                  std::int64_t step, GradFactors factors) {
+  const float unscale = factors.unscale, grad_factor = factors.factor;
   // The per-step scalars in double, as PyTorch computes them on the host.
   const double correction1 = 1.0 - std::pow(static_cast<double>(h.beta1), step);
   const double correction2 = 1.0 - std::pow(static_cast<double>(h.beta2), step);
@@ -115,7 +118,7 @@ void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& h
     float* m = tensor.state[0] + offset;
     float* v = tensor.state[1] + offset;
     for (std::int64_t i = 0; i < count; ++i) {
-      const float gi = g[i] * grad_factor * h.grad_scale;
+      const float gi = g[i] * unscale * grad_factor * h.grad_scale;
       m[i] += one_minus_beta1 * (gi - m[i]);
       v[i] = h.beta2 * v[i] + one_minus_beta2 * gi * gi;
       const float denom = std::sqrt(v[i]) / correction2_sqrt + h.eps;

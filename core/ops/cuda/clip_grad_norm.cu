@@ -23,17 +23,19 @@ struct Finish {
   float max_norm;
   float* norm;
   float* coefficient;
-  ClipTally* tally;  // or null
+  ClipTally* tally;      // or null
+  const float* unscale;  // or null: 1
 };
 
-// This thread's squares of its block's share of tensor t, in double.
+// This thread's squares of its block's share of tensor t times unscale (the product rounded to
+// f32, as on the CPU), in double.
 template <class T>
 __device__ double thread_squares(const void* data, std::int64_t first, std::int64_t stride,
-                                 std::int64_t count) {
+                                 std::int64_t count, float unscale) {
   const T* x = static_cast<const T*>(data);
   double sum = 0.0;
   for (std::int64_t i = first; i < count; i += stride) {
-    const double value = widen(x[i]);
+    const double value = __fmul_rn(widen(x[i]), unscale);
     sum += value * value;
   }
   return sum;
@@ -48,16 +50,17 @@ __global__ void norm_kernel(List list, double* partials, std::int32_t partial_of
   // A list with no elements (a call with none) runs one block, for the results only.
   const ListSlice s = slice_of_block(list);
   const void* data = list.data[0][s.tensor];
+  const float unscale = finish.unscale == nullptr ? 1.0f : *finish.unscale;
   double sum = 0.0;
   switch (list.dtype[0][s.tensor]) {
     case DType::f16:
-      sum = thread_squares<__half>(data, s.first, s.stride, s.count);
+      sum = thread_squares<__half>(data, s.first, s.stride, s.count, unscale);
       break;
     case DType::bf16:
-      sum = thread_squares<__nv_bfloat16>(data, s.first, s.stride, s.count);
+      sum = thread_squares<__nv_bfloat16>(data, s.first, s.stride, s.count, unscale);
       break;
     default:
-      sum = thread_squares<float>(data, s.first, s.stride, s.count);
+      sum = thread_squares<float>(data, s.first, s.stride, s.count, unscale);
       break;
   }
   sum = block_sum(sum);
@@ -77,7 +80,8 @@ __global__ void norm_kernel(List list, double* partials, std::int32_t partial_of
 }  // namespace
 
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
-                    float* coefficient, ClipTally* tally, cudaStream_t stream) {
+                    float* coefficient, ClipTally* tally, const float* unscale,
+                    cudaStream_t stream) {
   // At least one launch (with no tensors if need be), whose last block writes the results.
   const auto launches = split_tensor_lists<List>(
       items.size(), kMaxBlocksPerTensor, true, [&](List& list, int k, std::size_t i) {
@@ -97,7 +101,8 @@ void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* n
                 max_norm,
                 norm,
                 coefficient,
-                tally};
+                tally,
+                unscale};
   for (std::size_t l = 0; l < launches.size(); ++l) {
     finish.last_launch = launches[l].last;
     ALLOY_LAUNCH(norm_kernel, launches[l].blocks, kThreads, 0, stream)

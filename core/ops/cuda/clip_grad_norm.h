@@ -14,8 +14,10 @@
 
 namespace alloy::cuda {
 
-// Every item has count > 0 (the list may be empty: the norm is then 0). tally may be null.
+// Every item has count > 0 (the list may be empty: the norm is then 0). tally and unscale (a
+// device f32, read by every block) may be null.
 void clip_grad_norm(const std::vector<NormItem>& items, float max_norm, float* norm,
-                    float* coefficient, ClipTally* tally, cudaStream_t stream);
+                    float* coefficient, ClipTally* tally, const float* unscale,
+                    cudaStream_t stream);
 
 }  // namespace alloy::cuda

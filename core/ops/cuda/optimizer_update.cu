@@ -22,9 +22,19 @@ __device__ __forceinline__ bool skip(const float* found_inf) {
   return found_inf != nullptr && !(*found_inf == 0.0f);
 }
 
-// The gradients' factor, read on the device; 1 without one (a multiply by 1 changes no value).
-__device__ __forceinline__ float factor_of(const float* grad_factor) {
-  return grad_factor == nullptr ? 1.0f : *grad_factor;
+// The gradients' factors, read on the device; 1 for a missing one (a multiply by 1 changes no
+// value).
+struct Factors {
+  float unscale, factor;
+};
+__device__ __forceinline__ Factors factors_of(const GradFactors& f) {
+  return {f.unscale == nullptr ? 1.0f : *f.unscale, f.factor == nullptr ? 1.0f : *f.factor};
+}
+
+// g * unscale, then * factor, each product rounded on its own (an operand of a multiply), as on
+// the CPU.
+__device__ __forceinline__ float scaled_grad(float g, const Factors& f) {
+  return __fmul_rn(__fmul_rn(g, f.unscale), f.factor);
 }
 
 // How a block stores its tensor's updated parameters: to nearest, or stochastically with the
@@ -121,13 +131,12 @@ struct SgdElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* buf, void* copy,
                              DType copy_dtype, const ListSlice& s, const SgdHyper& h, float lr,
-                             float factor, const ParamRounding& rounding) {
+                             const Factors& factors, const ParamRounding& rounding) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
       float p = widen(param[i]);
-      // g * factor is rounded on its own (an operand of a multiply), as on the CPU.
-      const float d = __fmul_rn(widen(grad[i]), factor) * h.grad_scale + h.weight_decay * p;
+      const float d = scaled_grad(widen(grad[i]), factors) * h.grad_scale + h.weight_decay * p;
       if (buf == nullptr) {
         p -= lr * d;
       } else {
@@ -142,9 +151,9 @@ struct SgdElements {
   }
 };
 
-// lr, the step count, found_inf and grad_factor are read here, on the device, at every replay.
+// lr, the step count, found_inf and the factors are read here, on the device, at every replay.
 __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t* step,
-                           const float* found_inf, const float* grad_factor, bool advance) {
+                           const float* found_inf, GradFactors factors, bool advance) {
   if (skip(found_inf)) return;
   const ListSlice s = slice_of_block(list);
   const ParamRounding rounding = block_rounding(h.rounding, step, list.index[s.tensor]);
@@ -152,7 +161,7 @@ __global__ void sgd_kernel(List list, SgdHyper h, const float* lr, std::int32_t*
                                   list.data[kParam][s.tensor], list.data[kGrad][s.tensor],
                                   static_cast<float*>(list.data[kState0][s.tensor]),
                                   list.data[kCopy][s.tensor], list.dtype[kCopy][s.tensor], s, h,
-                                  *lr, factor_of(grad_factor), rounding);
+                                  *lr, factors_of(factors), rounding);
   finish_block(step, advance);
 }
 
@@ -174,11 +183,12 @@ struct AdamWElements {
   template <class P, class G>
   __device__ static void run(void* param_data, const void* grad_data, float* m, float* v,
                              void* copy, DType copy_dtype, const ListSlice& s, const AdamWHyper& h,
-                             const AdamScalars& c, float factor, const ParamRounding& rounding) {
+                             const AdamScalars& c, const Factors& factors,
+                             const ParamRounding& rounding) {
     P* param = static_cast<P*>(param_data);
     const G* grad = static_cast<const G*>(grad_data);
     for (std::int64_t i = s.first; i < s.count; i += s.stride) {
-      const float g = __fmul_rn(widen(grad[i]), factor) * h.grad_scale;
+      const float g = scaled_grad(widen(grad[i]), factors) * h.grad_scale;
       const float mi = m[i] + c.one_minus_beta1 * (g - m[i]);
       const float vi = h.beta2 * v[i] + c.one_minus_beta2 * g * g;
       m[i] = mi;
@@ -192,7 +202,7 @@ struct AdamWElements {
 };
 
 __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int32_t* step,
-                             const float* found_inf, const float* grad_factor, bool advance) {
+                             const float* found_inf, GradFactors factors, bool advance) {
   if (skip(found_inf)) return;
   __shared__ AdamScalars scalars;
   if (threadIdx.x == 0) scalars = adam_scalars(h, *lr, step[0] + 1);
@@ -203,7 +213,7 @@ __global__ void adamw_kernel(List list, AdamWHyper h, const float* lr, std::int3
       list.dtype[kParam][s.tensor], list.dtype[kGrad][s.tensor], list.data[kParam][s.tensor],
       list.data[kGrad][s.tensor], static_cast<float*>(list.data[kState0][s.tensor]),
       static_cast<float*>(list.data[kState1][s.tensor]), list.data[kCopy][s.tensor],
-      list.dtype[kCopy][s.tensor], s, h, scalars, factor_of(grad_factor), rounding);
+      list.dtype[kCopy][s.tensor], s, h, scalars, factors_of(factors), rounding);
   finish_block(step, advance);
 }
 
@@ -231,22 +241,22 @@ std::vector<ListLaunch<List>> update_lists(const std::vector<UpdateBuffers>& ten
 }  // namespace
 
 void sgd_update(const std::vector<UpdateBuffers>& tensors, const SgdHyper& hyper, const float* lr,
-                std::int32_t* step, const float* found_inf, const float* grad_factor,
+                std::int32_t* step, const float* found_inf, GradFactors factors,
                 cudaStream_t stream) {
   for (const ListLaunch<List>& launch : update_lists(tensors)) {
     ALLOY_LAUNCH(sgd_kernel, launch.blocks, kThreads, 0, stream)
-    (launch.list, hyper, lr, step, found_inf, grad_factor, launch.last);
+    (launch.list, hyper, lr, step, found_inf, factors, launch.last);
     ALLOY_CUDA_CHECK_LAUNCH("sgd_kernel on ", launch.list.size, " tensors (", launch.blocks,
                             " blocks)");
   }
 }
 
 void adamw_update(const std::vector<UpdateBuffers>& tensors, const AdamWHyper& hyper,
-                  const float* lr, std::int32_t* step, const float* found_inf,
-                  const float* grad_factor, cudaStream_t stream) {
+                  const float* lr, std::int32_t* step, const float* found_inf, GradFactors factors,
+                  cudaStream_t stream) {
   for (const ListLaunch<List>& launch : update_lists(tensors)) {
     ALLOY_LAUNCH(adamw_kernel, launch.blocks, kThreads, 0, stream)
-    (launch.list, hyper, lr, step, found_inf, grad_factor, launch.last);
+    (launch.list, hyper, lr, step, found_inf, factors, launch.last);
     ALLOY_CUDA_CHECK_LAUNCH("adamw_kernel on ", launch.list.size, " tensors (", launch.blocks,
                             " blocks)");
   }

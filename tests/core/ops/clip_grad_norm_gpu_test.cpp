@@ -1,8 +1,8 @@
 // The CUDA gradient-norm clip against the CPU op on mixed sizes and dtypes (more tensors than
 // one launch holds, so the last launch's last block combines every launch's partials), the same
 // bits run after run, inf and NaN as on the CPU, one call captured in a CUDA graph and replayed
-// (new gradient values, same addresses), and the clip's coefficient fed to the fused update as
-// on the CPU.
+// (new gradient values, same addresses), the clip's coefficient fed to the fused update as on
+// the CPU, and O2's unscale factor read on the device.
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdint>
@@ -99,6 +99,29 @@ BOOST_AUTO_TEST_CASE(norm_coefficient_and_tally_match_the_cpu) {
   run({}, 0.5f, empty);
   BOOST_TEST(empty.norm_value() == 0.0f);
   BOOST_TEST(empty.coefficient_value() == 1.0f);
+}
+
+// O2's half gradients, still scaled, with the inverse of the scale read on the device: as the
+// CPU, and as the CUDA clip over fp32 copies of fl(g * unscale).
+BOOST_AUTO_TEST_CASE(an_unscale_factor_matches_the_cpu_and_unscaled_copies) {
+  Generator generator(33);
+  const std::vector<Tensor> host = mixed_gradients(generator, 3000.0f);
+  const float inverse = 1.0f / 1536.0f;
+  std::vector<Tensor> unscaled;
+  for (const Tensor& g : host)
+    unscaled.push_back(multiplied(g, inverse));
+  const Tensor unscale = Tensor::from_floats({1}, {inverse});
+  const Tensor device_unscale = to_cuda(unscale);
+  Outputs cpu(Device::cpu()), gpu(Device::cuda(0)), copies(Device::cuda(0));
+  clip_grad_norm(pointers(host), 0.5f, cpu.norm, cpu.coefficient, cpu.tally, unscale);
+  const std::vector<Tensor> device = on_gpu(host);
+  clip_grad_norm(pointers(device), 0.5f, gpu.norm, gpu.coefficient, gpu.tally, device_unscale);
+  run(on_gpu(unscaled), 0.5f, copies);
+  check_gpu_close(gpu.norm, cpu.norm, "norm", 1e-6, 0.0);
+  check_gpu_close(gpu.coefficient, cpu.coefficient, "coefficient", 1e-6, 0.0);
+  BOOST_TEST(bits_of(gpu.norm_value()) == bits_of(copies.norm_value()));
+  BOOST_TEST(bits_of(gpu.coefficient_value()) == bits_of(copies.coefficient_value()));
+  BOOST_TEST(gpu.coefficient_value() < 1.0f);
 }
 
 BOOST_AUTO_TEST_CASE(the_same_bits_run_after_run) {

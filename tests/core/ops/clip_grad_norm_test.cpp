@@ -2,7 +2,7 @@
 // min(max_norm / (norm + 1e-6), 1) of torch.nn.utils.clip_grad_norm_ against a float64
 // reference over tensors of mixed sizes (across the kernel's chunk edges) and dtypes; a limit
 // above the norm, exact zero gradients, inf and NaN gradients; the same bits at 1, 2 and 3
-// threads; the tally's counts; argument checks.
+// threads; the tally's counts; O2's unscale factor; argument checks.
 #include "core/ops/clip_grad_norm.h"
 
 #include <boost/test/unit_test.hpp>
@@ -108,6 +108,27 @@ BOOST_AUTO_TEST_CASE(norm_and_coefficient_match_float64_over_mixed_sizes_and_dty
       }
     }
   }
+}
+
+// O2's still-scaled half gradients with the inverse of their scale: the very bits of the clip
+// over fp32 copies holding fl(g * unscale), what the update then reads.
+BOOST_AUTO_TEST_CASE(unscale_gives_the_bits_of_unscaled_fp32_copies) {
+  Generator generator(17);
+  const std::vector<Tensor> grads = mixed_gradients(generator, 3000.0f);
+  const float inverse = 1.0f / 1536.0f;
+  std::vector<Tensor> unscaled;
+  for (const Tensor& g : grads)
+    unscaled.push_back(multiplied(g, inverse));
+  const Tensor unscale = Tensor::from_floats({1}, {inverse});
+  Tensor norm = Tensor::empty({1}, DType::f32), coefficient = Tensor::empty({1}, DType::f32);
+  Tensor no_tally;
+  clip_grad_norm(pointers(grads), 0.5f, norm, coefficient, no_tally, unscale);
+  const Result expected = run(unscaled, 0.5f);
+  BOOST_TEST(bits_of(norm.data<float>()[0]) == bits_of(expected.norm));
+  BOOST_TEST(bits_of(coefficient.data<float>()[0]) == bits_of(expected.coefficient));
+  BOOST_TEST(expected.norm == reference_norm(grads) * inverse, boost::test_tools::tolerance(1e-6));
+  BOOST_TEST(cpu::sum_of_squares({{grads[1].raw(), grads[1].dtype(), grads[1].numel()}}, inverse) ==
+             cpu::sum_of_squares({{unscaled[1].raw(), DType::f32, unscaled[1].numel()}}));
 }
 
 BOOST_AUTO_TEST_CASE(the_coefficient_is_exactly_one_under_the_limit) {
@@ -254,6 +275,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_are_errors_naming_them) {
   Tensor small_tally = Tensor::zeros({2}, DType::i32);
   BOOST_CHECK_EXCEPTION(clip_grad_norm({&grad}, 1.0f, norm, coefficient, small_tally), Error,
                         fails_with("tally"));
+  BOOST_CHECK_EXCEPTION(clip_grad_norm({&grad}, 1.0f, norm, coefficient, tally, wide), Error,
+                        fails_with("unscale"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -92,17 +92,21 @@ struct Twin {
   std::int32_t cpu_count() const { return cpu_step.data<std::int32_t>()[0]; }
 
   // found_inf and factor: host tensors (or undefined), uploaded for the GPU's update.
-  void sgd(const SgdHyper& h, const Tensor& found_inf = {}, const Tensor& factor = {}) {
+  void sgd(const SgdHyper& h, const Tensor& found_inf = {}, const Tensor& factor = {},
+           const Tensor& unscale = {}) {
     add_terms();
-    sgd_update(sgd_list(cpu), h, cpu_lr, cpu_step, found_inf, factor);
+    sgd_update(sgd_list(cpu), h, cpu_lr, cpu_step, found_inf, factor, unscale);
     add_terms();
-    sgd_update(sgd_list(gpu), h, gpu_lr, gpu_step, on_gpu(found_inf), on_gpu(factor));
+    sgd_update(sgd_list(gpu), h, gpu_lr, gpu_step, on_gpu(found_inf), on_gpu(factor),
+               on_gpu(unscale));
   }
-  void adamw(const AdamWHyper& h, const Tensor& found_inf = {}, const Tensor& factor = {}) {
+  void adamw(const AdamWHyper& h, const Tensor& found_inf = {}, const Tensor& factor = {},
+             const Tensor& unscale = {}) {
     add_terms();
-    adamw_update(adamw_list(cpu), h, cpu_lr, cpu_step, found_inf, factor);
+    adamw_update(adamw_list(cpu), h, cpu_lr, cpu_step, found_inf, factor, unscale);
     add_terms();
-    adamw_update(adamw_list(gpu), h, gpu_lr, gpu_step, on_gpu(found_inf), on_gpu(factor));
+    adamw_update(adamw_list(gpu), h, gpu_lr, gpu_step, on_gpu(found_inf), on_gpu(factor),
+                 on_gpu(unscale));
   }
   static Tensor on_gpu(const Tensor& host) { return host.defined() ? to_cuda(host) : Tensor(); }
 
@@ -278,46 +282,50 @@ BOOST_AUTO_TEST_CASE(found_inf_on_the_device_skips_the_step_and_its_count) {
 
 // Gradient-norm clipping's coefficient read on the device: like the CPU's update with the same
 // factor, and on the GPU the same bits as the update on gradients multiplied by it beforehand
-// (fl(g * c) in f32, computed here on the host).
+// (fl(g * c) in f32, computed here on the host). With O2's grad_unscale u too: fl(fl(g * u) * c).
 BOOST_AUTO_TEST_CASE(grad_factor_on_the_device_matches_the_cpu_and_premultiplied_gradients) {
   Generator generator(95);
   const Tensor factor = Tensor::from_floats({1}, {0.2871f});
+  const Tensor unscale = Tensor::from_floats({1}, {1.0f / 1536.0f});
   SgdHyper sgd;
   sgd.momentum = 0.9f;
   sgd.nesterov = true;
   sgd.weight_decay = 1e-2f;
-  for (const bool adamw : {false, true}) {
-    const std::string what = adamw ? "adamw" : "sgd";
-    Twin twin = mixed(generator, 1e-2f);
-    Twin premultiplied(1e-2f);
-    for (const Param& p : twin.cpu)
-      premultiplied.add(p.value);
-    for (int step = 0; step < 3; ++step) {
-      twin.new_gradients(generator, 4.0f);
-      for (std::size_t i = 0; i < twin.cpu.size(); ++i) {
-        std::vector<float> values = twin.cpu[i].grad.to_floats();
-        for (float& value : values)
-          value *= factor.data<float>()[0];
-        premultiplied.gpu[i].grad = to_cuda(Tensor::from_floats(twin.cpu[i].grad.shape(), values));
-        premultiplied.cpu[i].grad = twin.cpu[i].grad;  // unused: only its GPU side is compared
-      }
-      if (adamw) {
-        twin.adamw(AdamWHyper{}, {}, factor);
-        adamw_update(Twin::adamw_list(premultiplied.gpu), AdamWHyper{}, premultiplied.gpu_lr,
+  for (const bool unscaled : {false, true}) {
+    for (const bool adamw : {false, true}) {
+      const std::string what = std::string(adamw ? "adamw" : "sgd") + (unscaled ? " unscaled" : "");
+      const Tensor grad_unscale = unscaled ? unscale : Tensor();
+      Twin twin = mixed(generator, 1e-2f);
+      Twin premultiplied(1e-2f);
+      for (const Param& p : twin.cpu)
+        premultiplied.add(p.value);
+      for (int step = 0; step < 3; ++step) {
+        twin.new_gradients(generator, unscaled ? 6144.0f : 4.0f);
+        for (std::size_t i = 0; i < twin.cpu.size(); ++i) {
+          const Tensor& grad = twin.cpu[i].grad;
+          premultiplied.gpu[i].grad =
+              to_cuda(multiplied(unscaled ? multiplied(grad, unscale.data<float>()[0]) : grad,
+                                 factor.data<float>()[0]));
+          premultiplied.cpu[i].grad = twin.cpu[i].grad;  // unused: only its GPU side is compared
+        }
+        if (adamw) {
+          twin.adamw(AdamWHyper{}, {}, factor, grad_unscale);
+          adamw_update(Twin::adamw_list(premultiplied.gpu), AdamWHyper{}, premultiplied.gpu_lr,
+                       premultiplied.gpu_step);
+        } else {
+          twin.sgd(sgd, {}, factor, grad_unscale);
+          sgd_update(Twin::sgd_list(premultiplied.gpu), sgd, premultiplied.gpu_lr,
                      premultiplied.gpu_step);
-      } else {
-        twin.sgd(sgd, {}, factor);
-        sgd_update(Twin::sgd_list(premultiplied.gpu), sgd, premultiplied.gpu_lr,
-                   premultiplied.gpu_step);
+        }
+        for (std::size_t i = 0; i < twin.gpu.size(); ++i) {
+          const std::string where = what + " step " + std::to_string(step) + ", tensor " +
+                                    std::to_string(i) + " (" + twin.cpu[i].value.str() + ")";
+          check_gpu_equal(twin.gpu[i].value, to_host(premultiplied.gpu[i].value), where);
+          check_gpu_equal(twin.gpu[i].state0, to_host(premultiplied.gpu[i].state0), where);
+        }
       }
-      for (std::size_t i = 0; i < twin.gpu.size(); ++i) {
-        const std::string where = what + " step " + std::to_string(step) + ", tensor " +
-                                  std::to_string(i) + " (" + twin.cpu[i].value.str() + ")";
-        check_gpu_equal(twin.gpu[i].value, to_host(premultiplied.gpu[i].value), where);
-        check_gpu_equal(twin.gpu[i].state0, to_host(premultiplied.gpu[i].state0), where);
-      }
+      twin.check(what + " with a factor", adamw);
     }
-    twin.check(what + " with a factor", adamw);
   }
 }
 

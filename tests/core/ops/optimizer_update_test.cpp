@@ -498,40 +498,46 @@ BOOST_AUTO_TEST_CASE(adamw_after_a_skipped_step_continues_as_if_it_had_not_happe
 // lives): the same bits as the update on gradients multiplied by it beforehand, fl(g * c) in
 // f32, for gradients of every dtype, with grad_scale 1 and with a power-of-two grad_scale
 // (whose product with c is exact); a NaN factor poisons the parameters as a NaN gradient would.
+// With grad_unscale u too (O2's 1/loss scale, not a power of two here): fl(fl(g * u) * c), u
+// first, each product rounded on its own, the bits of an fp32 copy unscaled and then clipped.
 BOOST_AUTO_TEST_CASE(grad_factor_equals_gradients_multiplied_by_it_beforehand) {
   Generator generator(7);
   const Tensor factor = Tensor::from_floats({1}, {0.37126f});
-  const auto premultiplied = [&](const Tensor& grad) {
-    std::vector<float> values = grad.to_floats();
-    for (float& value : values)
-      value *= factor.data<float>()[0];
-    return Tensor::from_floats(grad.shape(), values);  // f32: fl(g * c), no second rounding
+  const Tensor unscale = Tensor::from_floats({1}, {1.0f / 3072.0f});
+  // f32: fl(g * c) or fl(fl(g * u) * c), no other rounding.
+  const auto premultiplied = [&](const Tensor& grad, bool unscaled) {
+    return multiplied(unscaled ? multiplied(grad, unscale.data<float>()[0]) : grad,
+                      factor.data<float>()[0]);
   };
-  for (const bool adamw : {false, true}) {
-    for (int hyper = 0; hyper < (adamw ? 2 : 3); ++hyper) {
-      BOOST_TEST_CONTEXT((adamw ? "adamw " : "sgd ") << hyper) {
-        std::vector<Param> params = mixed_params(generator, -0.1f, 0.1f);
-        std::vector<Param> expected = clone_all(params);
-        Scalars scalars(1e-2f), expected_scalars(1e-2f);
-        for (int step = 0; step < kSteps; ++step) {
-          const float grad_scale =
-              adamw ? kAdamWHypers[hyper].grad_scale : kSgdHypers[hyper].grad_scale;
-          new_gradients(params, generator, 1.0f / grad_scale);
-          for (std::size_t i = 0; i < params.size(); ++i)
-            expected[i].grad = premultiplied(params[i].grad);
-          if (adamw) {
-            adamw_update(adamw_list(params), kAdamWHypers[hyper], scalars.lr, scalars.step, {},
-                         factor);
-            adamw_update(adamw_list(expected), kAdamWHypers[hyper], expected_scalars.lr,
+  for (const bool unscaled : {false, true}) {
+    const Tensor grad_unscale = unscaled ? unscale : Tensor();
+    for (const bool adamw : {false, true}) {
+      for (int hyper = 0; hyper < (adamw ? 2 : 3); ++hyper) {
+        BOOST_TEST_CONTEXT((adamw ? "adamw " : "sgd ") << hyper << (unscaled ? " unscaled" : "")) {
+          std::vector<Param> params = mixed_params(generator, -0.1f, 0.1f);
+          std::vector<Param> expected = clone_all(params);
+          Scalars scalars(1e-2f), expected_scalars(1e-2f);
+          for (int step = 0; step < kSteps; ++step) {
+            const float grad_scale =
+                adamw ? kAdamWHypers[hyper].grad_scale : kSgdHypers[hyper].grad_scale;
+            new_gradients(params, generator, (unscaled ? 3072.0f : 1.0f) / grad_scale);
+            for (std::size_t i = 0; i < params.size(); ++i)
+              expected[i].grad = premultiplied(params[i].grad, unscaled);
+            if (adamw) {
+              adamw_update(adamw_list(params), kAdamWHypers[hyper], scalars.lr, scalars.step, {},
+                           factor, grad_unscale);
+              adamw_update(adamw_list(expected), kAdamWHypers[hyper], expected_scalars.lr,
+                           expected_scalars.step);
+            } else {
+              sgd_update(sgd_list(params), kSgdHypers[hyper], scalars.lr, scalars.step, {}, factor,
+                         grad_unscale);
+              sgd_update(sgd_list(expected), kSgdHypers[hyper], expected_scalars.lr,
                          expected_scalars.step);
-          } else {
-            sgd_update(sgd_list(params), kSgdHypers[hyper], scalars.lr, scalars.step, {}, factor);
-            sgd_update(sgd_list(expected), kSgdHypers[hyper], expected_scalars.lr,
-                       expected_scalars.step);
+            }
+            check_same_bits(params, expected, adamw, "step " + std::to_string(step));
           }
-          check_same_bits(params, expected, adamw, "step " + std::to_string(step));
+          BOOST_TEST(scalars.count() == kSteps);
         }
-        BOOST_TEST(scalars.count() == kSteps);
       }
     }
   }
@@ -551,6 +557,9 @@ BOOST_AUTO_TEST_CASE(grad_factor_equals_gradients_multiplied_by_it_beforehand) {
                     Error);
   BOOST_CHECK_THROW(sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {},
                                Tensor::zeros({1}, DType::i32)),
+                    Error);
+  BOOST_CHECK_THROW(sgd_update(sgd_list(params), kSgdHypers[0], scalars.lr, scalars.step, {}, {},
+                               Tensor::zeros({2}, DType::f32)),
                     Error);
 }
 
