@@ -75,7 +75,7 @@ void store_head(const float* values, void* data, DType dtype, HeadRows where, co
 }
 
 // out (dim x rows) = in (rows x dim) transposed: the keys' components along vectors.
-void transpose_head(const float* in, const HeadLayout& l, float* out) {
+void transpose_head(const float* __restrict in, const HeadLayout& l, float* __restrict out) {
   for (Index t = 0; t < l.rows; ++t)
     for (Index d = 0; d < l.dim; ++d)
       out[d * l.rows + t] = in[t * l.dim + d];
@@ -83,8 +83,8 @@ void transpose_head(const float* in, const HeadLayout& l, float* out) {
 
 // s[r][j] = scale * (a_r . b_j) for the kRows rows of a from `a` on and the keys j < keys (and
 // on to the tile's end), each sum over d in order; bt holds the keys transposed, s rows of ld.
-void score_rows(const float* a, const float* bt, const HeadLayout& l, Index keys, float scale,
-                float* s, Index ld) {
+void score_rows(const float* __restrict a, const float* __restrict bt, const HeadLayout& l,
+                Index keys, float scale, float* __restrict s, Index ld) {
   for (Index j = 0; j < keys; j += kKeys) {
     Lanes acc[kRows][2] = {};
     for (Index d = 0; d < l.dim; ++d) {
@@ -105,7 +105,8 @@ void score_rows(const float* a, const float* bt, const HeadLayout& l, Index keys
 
 // out[r] += sum_{j < keys} p[r][j] b_j over C vectors of columns, j in order.
 template <int C>
-void accumulate_tile(const float* p, Index ld, const float* b, Index dim, Index keys, float* out) {
+void accumulate_tile(const float* __restrict p, Index ld, const float* __restrict b, Index dim,
+                     Index keys, float* __restrict out) {
   Lanes acc[kRows][C];
   for (Index r = 0; r < kRows; ++r)
     for (int c = 0; c < C; ++c)
@@ -133,21 +134,39 @@ void accumulate_rows(const float* p, Index ld, const float* b, Index dim, Index 
   if (c < dim) accumulate_tile<1>(p, ld, b + c, dim, keys, out + c);
 }
 
-// out_j += sum_r p[r][j] a_r for j < keys, the kRows rows r in order: the keys' side of backward.
-void accumulate_columns(const float* p, Index ld, const float* a, Index dim, Index keys,
-                        float* out) {
-  for (Index c = 0; c < dim; c += kLanes) {
-    Lanes av[kRows];
-    for (Index r = 0; r < kRows; ++r)
-      av[r] = load_lanes<Lanes>(a + r * dim + c);
-    for (Index j = 0; j < keys; ++j) {
-      Lanes o = load_lanes<Lanes>(out + j * dim + c);
-      for (Index r = 0; r < kRows; ++r)
-        o += p[r * ld + j] * av[r];
-      store_lanes(out + j * dim + c, o);
+// out_j += sum_r p[r][j] a_r over C vectors of columns for j < keys, the kRows rows r in order:
+// the keys' side of backward. Each p[r][j] is broadcast once for the C vectors.
+template <int C>
+void accumulate_column_tile(const float* __restrict p, Index ld, const float* __restrict a,
+                            Index dim, Index keys, float* __restrict out) {
+  Lanes av[kRows][C];
+  for (Index r = 0; r < kRows; ++r)
+    for (int c = 0; c < C; ++c)
+      av[r][c] = load_lanes<Lanes>(a + r * dim + c * kLanes);
+  for (Index j = 0; j < keys; ++j) {
+    Lanes o[C];
+    for (int c = 0; c < C; ++c)
+      o[c] = load_lanes<Lanes>(out + j * dim + c * kLanes);
+    for (Index r = 0; r < kRows; ++r) {
+      const float x = p[r * ld + j];
+      for (int c = 0; c < C; ++c)
+        o[c] += x * av[r][c];
     }
+    for (int c = 0; c < C; ++c)
+      store_lanes(out + j * dim + c * kLanes, o[c]);
   }
 }
+
+void accumulate_columns(const float* p, Index ld, const float* a, Index dim, Index keys,
+                        float* out) {
+  Index c = 0;
+  for (; c + 2 * kLanes <= dim; c += 2 * kLanes)
+    accumulate_column_tile<2>(p, ld, a + c, dim, keys, out + c);
+  if (c < dim) accumulate_column_tile<1>(p, ld, a + c, dim, keys, out + c);
+}
+
+// The helpers' arrays never overlap (__restrict): otherwise each store into a sum reloads the
+// weights it read, as they might have changed.
 
 // A thread's fp32 arrays for the heads it takes: `count` of one head's size, then `extra` floats.
 class HeadArrays {
