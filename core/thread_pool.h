@@ -3,6 +3,7 @@
 // bit-identical from run to run.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -32,15 +33,18 @@ class ThreadPool {
   void worker(int index);
 
   int threads_;
+  // Whether waits poll a little before they sleep: only where each thread can have a core.
+  bool polls_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable done_;
   const Body* body_ = nullptr;
   std::int64_t count_ = 0;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  // Written under mutex_, read without it by polling waits.
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
   std::exception_ptr error_;
 };
 

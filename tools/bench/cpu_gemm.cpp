@@ -1,7 +1,7 @@
 // Times the CPU GEMM Alloy runs (cpu::gemm_serial: its own AVX-512 kernel where the build has
 // one, OpenBLAS otherwise) against OpenBLAS's cblas_sgemm in the same process, on one thread, on
-// the shapes LeNet's and ResNet-18's convolutions hand it: the probe behind docs/PERFORMANCE.md's
-// GEMM table. A measurement tool, not a test.
+// the shapes LeNet's and ResNet-18's convolutions and a small GPT's linear layers hand it: the
+// probe behind docs/PERFORMANCE.md's GEMM table. A measurement tool, not a test.
 //
 //   cpu_gemm [--rounds N]
 //
@@ -48,6 +48,23 @@ const Shape kShapes[] = {
     {"lenet conv2 forward", false, false, 50, 400, 20},
     {"lenet conv2 filter grad", false, true, 50, 20, 400},
     {"lenet conv2 data grad", true, false, 20, 400, 50},
+    // nanoGPT's CPU shakespeare_char step (768 tokens, 128 wide): each linear layer's forward
+    // (x w^T), weight gradient (dy^T x) and input gradient (dy w).
+    {"gpt qkv forward", false, true, 768, 384, 128},
+    {"gpt qkv weight grad", true, false, 384, 128, 768},
+    {"gpt qkv input grad", false, false, 768, 128, 384},
+    {"gpt proj forward", false, true, 768, 128, 128},
+    {"gpt proj weight grad", true, false, 128, 128, 768},
+    {"gpt proj input grad", false, false, 768, 128, 128},
+    {"gpt fc forward", false, true, 768, 512, 128},
+    {"gpt fc weight grad", true, false, 512, 128, 768},
+    {"gpt fc input grad", false, false, 768, 128, 512},
+    {"gpt mlp proj forward", false, true, 768, 128, 512},
+    {"gpt mlp proj weight grad", true, false, 128, 512, 768},
+    {"gpt mlp proj input grad", false, false, 768, 512, 128},
+    {"gpt head forward", false, true, 768, 65, 128},
+    {"gpt head weight grad", true, false, 65, 128, 768},
+    {"gpt head input grad", false, false, 768, 128, 65},
 };
 
 template <class Call>
