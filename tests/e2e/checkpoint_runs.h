@@ -121,8 +121,6 @@ inline std::string last_field(const TrainRun& run, const std::string& event,
   return lines.empty() ? "" : json_field(lines.back(), key);
 }
 
-// `alloy` started in the background with stdout and stderr in files; killed and reaped by the
-// destructor if still running.
 // The command failed with status 1 and stderr's one error line holds `path` and `reason`.
 inline void check_clean_failure(const ProcessResult& result, const std::string& path,
                                 const std::string& reason) {
@@ -151,6 +149,8 @@ inline std::vector<pid_t> workers_of(pid_t launcher) {
   return pids;
 }
 
+// `alloy` started in the background with stdout and stderr in files; killed and reaped by the
+// destructor if still running.
 class BackgroundAlloy {
  public:
   BackgroundAlloy(const std::vector<std::string>& arguments, const std::string& out_path,
