@@ -2,7 +2,7 @@
 // cross-entropy, dh and the table's gradient), at f32 and bf16, for one chunk and several, in one
 // block of vocabulary rows and several, and the evaluation form's loss equal to the step's; an
 // fp32 table with half h (O1) giving the bits of its half cast; and the memory the op holds at
-// half dtypes no more than at f32, with no whole fp32 copy of the table.
+// half dtypes about half of what it holds at f32, with no whole fp32 copy of the table.
 #include "core/ops/lm_head_loss.h"
 
 #include <boost/test/unit_test.hpp>
@@ -118,11 +118,12 @@ BOOST_AUTO_TEST_CASE(an_fp32_table_with_half_h_gives_its_half_casts_bits) {
   }
 }
 
-BOOST_AUTO_TEST_CASE(half_levels_hold_no_more_than_fp32_and_no_fp32_table) {
-  // GPT-2's vocabulary, few channels: two chunks, a full one and a part, and small GEMMs.
+BOOST_AUTO_TEST_CASE(half_levels_hold_about_half_of_fp32_and_no_fp32_table) {
+  // GPT-2's vocabulary, few channels: chunks of full size (three, two were they sized by half
+  // logits' bytes) and small GEMMs.
   set_cpu_threads(2);
   Generator generator(5);
-  const std::int64_t rows = 700, channels = 48, vocab = 50257;
+  const std::int64_t rows = 700, channels = 32, vocab = 50257;
   const Tensor h32 = random_tensor({rows, channels}, DType::f32, generator, -2, 2);
   const Tensor wte32 = random_tensor({vocab, channels}, DType::f32, generator);
   const Tensor targets = random_targets(rows, vocab, generator);
@@ -156,8 +157,9 @@ BOOST_AUTO_TEST_CASE(half_levels_hold_no_more_than_fp32_and_no_fp32_table) {
       o0_peak = peak;
       continue;
     }
-    BOOST_TEST(peak <= o0_peak, level.name);
-    BOOST_TEST(workspace < vocab * channels * 4 / 2, level.name);  // under half a widened table
+    // Half logits and their gradient: half of O0's, beside a few MiB of fp32 scratch.
+    BOOST_TEST(peak <= o0_peak * 6 / 10, level.name);
+    BOOST_TEST(workspace < vocab * channels * 4, level.name);  // less than a widened table
   }
 }
 
