@@ -172,17 +172,14 @@ Tensor Gpt::backward(const Tensor& dh) {
   return Tensor();
 }
 
-const Tensor& Gpt::head_weight(DType dtype) {
-  return nn::cached_weight_cast(embedding_.wte().value, dtype);
-}
-
 Tensor Gpt::loss_step(const Tensor& h, const Tensor& targets, const Tensor& loss_scale,
                       Tensor& tally, std::int64_t gradient_rows) {
-  // The head is a linear layer: O1 computes it in half from the fp32 residual stream.
+  // The head is a linear layer: O1 computes it in half from the fp32 residual stream. The op
+  // rounds O1's fp32 table itself (on the CPU a block at a time): no cached half copy.
   const DType compute =
       nn::compute_dtype(nn::OpClass::half_compute, h.dtype(), embedding_.wte().value.dtype());
   const Tensor rows = nn::in_dtype(h, compute).reshape({h.dim(0) * h.dim(1), h.dim(2)});
-  const Tensor dh = lm_head_loss_step(rows, head_weight(compute), targets.reshape({rows.dim(0)}),
+  const Tensor dh = lm_head_loss_step(rows, embedding_.wte().value, targets.reshape({rows.dim(0)}),
                                       loss_scale, tally, embedding_.wte_grad(), gradient_rows);
   return nn::in_dtype(dh, h.dtype()).reshape(h.shape());
 }
@@ -191,7 +188,7 @@ void Gpt::loss(const Tensor& h, const Tensor& targets, Tensor& tally) {
   const DType compute =
       nn::compute_dtype(nn::OpClass::half_compute, h.dtype(), embedding_.wte().value.dtype());
   const Tensor rows = nn::in_dtype(h, compute).reshape({h.dim(0) * h.dim(1), h.dim(2)});
-  lm_head_loss(rows, head_weight(compute), targets.reshape({rows.dim(0)}), tally);
+  lm_head_loss(rows, embedding_.wte().value, targets.reshape({rows.dim(0)}), tally);
 }
 
 Tensor Gpt::last_logits(const Tensor& h) {
@@ -204,7 +201,9 @@ Tensor Gpt::last_logits(const Tensor& h) {
     row.copy_from(h.view(static_cast<std::size_t>((b * time + time - 1) * channels) * element,
                          {1, channels}, h.dtype()));
   }
-  const Tensor logits = linear_forward(last, head_weight(h.dtype()), Tensor());
+  // O1's half copy of the fp32 table is cached: generation calls this once per token.
+  const Tensor logits =
+      linear_forward(last, nn::cached_weight_cast(embedding_.wte().value, h.dtype()), Tensor());
   return logits.dtype() == DType::f32 ? logits : cast(logits, DType::f32);
 }
 

@@ -65,9 +65,6 @@ class Gpt : public nn::Module {
   const GptConfig& config() const { return config_; }
 
  private:
-  // wte as the head computes with it (O1 casts the fp32 table to half once per step).
-  const Tensor& head_weight(DType dtype);
-
   GptConfig config_;
   nn::TokenPositionEmbedding& embedding_;
   nn::Module& dropout_;

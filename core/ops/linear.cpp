@@ -89,25 +89,26 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
                             need_dx ? grads.dx.raw() : nullptr);
       return grads;
     });
-  const cpu::FloatInput x_float(x);
   const cpu::FloatInput dy_float(dy);
-  cpu::FloatOutput dw_float(dw, true);
-  std::optional<cpu::FloatOutput> db_float;
-  if (db.defined()) db_float.emplace(db, true);
-  std::optional<cpu::FloatInput> w_float;
-  std::optional<cpu::FloatOutput> dx_float;
+  {
+    // Half x's fp32 copy is gone before dx's is made: the two never coexist.
+    const cpu::FloatInput x_float(x);
+    cpu::FloatOutput dw_float(dw, true);
+    std::optional<cpu::FloatOutput> db_float;
+    if (db.defined()) db_float.emplace(db, true);
+    cpu::linear_backward(sizes.batch, sizes.in, sizes.out, x_float.data(), nullptr, dy_float.data(),
+                         dw_float.data(), db_float ? db_float->data() : nullptr, nullptr);
+    dw_float.commit();
+    if (db_float) db_float->commit();
+  }
   if (need_dx) {
     grads.dx = Tensor::empty(x.shape(), x.dtype(), device, MemoryCategory::activations);
-    w_float.emplace(w);
-    dx_float.emplace(grads.dx, false);
+    const cpu::FloatInput w_float(w);
+    cpu::FloatOutput dx_float(grads.dx, false);
+    cpu::linear_backward(sizes.batch, sizes.in, sizes.out, nullptr, w_float.data(), dy_float.data(),
+                         nullptr, nullptr, dx_float.data());
+    dx_float.commit();
   }
-  cpu::linear_backward(sizes.batch, sizes.in, sizes.out, x_float.data(),
-                       w_float ? w_float->data() : nullptr, dy_float.data(), dw_float.data(),
-                       db_float ? db_float->data() : nullptr,
-                       dx_float ? dx_float->data() : nullptr);
-  dw_float.commit();
-  if (db_float) db_float->commit();
-  if (dx_float) dx_float->commit();
   return grads;
 }
 

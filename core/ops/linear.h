@@ -18,7 +18,8 @@ LinearGrads linear_backward(const Tensor& x, const Tensor& w, const Tensor& dy, 
                             Tensor& db, bool need_dx);
 
 namespace cpu {
-// fp32 kernels over row-major arrays; b, db and dx may be null (no bias, no dx wanted).
+// fp32 kernels over row-major arrays; b, db and dx may be null (no bias, no dx wanted), and so
+// may dw (dx alone: x is not read).
 void linear_forward(int batch, int in, int out, const float* x, const float* w, const float* b,
                     float* y);
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/ops/dispatch.h"
+#include "core/ops/elementwise.h"
 #include "core/ops/linear.h"
 #include "core/ops/softmax_cross_entropy.h"
 
@@ -15,7 +16,7 @@ constexpr std::int64_t kChunkBytes = std::int64_t{64} << 20;
 void check_inputs(const char* op, const Tensor& h, const Tensor& wte, const Tensor& targets) {
   check_floating(op, "h", h);
   check_rank(op, "h", h, 2);
-  check_dtype(op, "wte", wte, h.dtype());
+  if (wte.dtype() != DType::f32 || !is_half(h.dtype())) check_dtype(op, "wte", wte, h.dtype());
   check_rank(op, "wte", wte, 2);
   ALLOY_CHECK(wte.dim(1) == h.dim(1), op, ": h ", h.str(), " and wte ", wte.str(),
               " need the same number of channels");
@@ -39,10 +40,23 @@ void for_each_chunk(std::int64_t rows, std::int64_t chunk_rows, const Body& body
     body(first, std::min(chunk_rows, rows - first));
 }
 
+// The table in h's dtype for cuBLAS's half GEMMs: an fp32 table rounded for the op's length.
+Tensor cuda_table(const Tensor& h, const Tensor& wte) {
+  return wte.dtype() == h.dtype() ? wte : cast(wte, h.dtype(), MemoryCategory::workspace);
+}
+
+Tensor chunk_logits(const Tensor& part, const Tensor& wte, const Tensor& table) {
+  if (part.device().is_cuda()) return linear_forward(part, table, Tensor());
+  Tensor logits = Tensor::empty({part.dim(0), wte.dim(0)}, part.dtype(), part.device(),
+                                MemoryCategory::activations);
+  cpu::lm_head_logits(part, wte, logits);
+  return logits;
+}
+
 }  // namespace
 
-std::int64_t lm_head_chunk_rows(std::int64_t rows, std::int64_t vocab, DType dtype) {
-  const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(dtype_size(dtype));
+std::int64_t lm_head_chunk_rows(std::int64_t rows, std::int64_t vocab) {
+  const std::int64_t row_bytes = vocab * static_cast<std::int64_t>(sizeof(float));
   return std::clamp<std::int64_t>(kChunkBytes / std::max<std::int64_t>(row_bytes, 1), 1,
                                   std::max<std::int64_t>(rows, 1));
 }
@@ -55,18 +69,24 @@ Tensor lm_head_loss_step(const Tensor& h, const Tensor& wte, const Tensor& targe
   check_inputs(op, h, wte, targets);
   const std::int64_t rows = h.dim(0);
   if (gradient_rows == 0) gradient_rows = rows;
-  if (chunk_rows <= 0) chunk_rows = lm_head_chunk_rows(rows, wte.dim(0), h.dtype());
+  if (chunk_rows <= 0) chunk_rows = lm_head_chunk_rows(rows, wte.dim(0));
+  check_accumulator_dtype(op, "dwte", dwte, h.dtype());
+  check_shape(op, "dwte", dwte, {wte.dim(0), wte.dim(1)});
   Tensor dh = Tensor::empty(h.shape(), h.dtype(), device, MemoryCategory::activations);
+  const Tensor table = device.is_cuda() ? cuda_table(h, wte) : Tensor();
   Tensor no_bias;
   for_each_chunk(rows, chunk_rows, [&](std::int64_t first, std::int64_t count) {
     const Tensor part = rows_of(h, first, count);
-    const Tensor logits = linear_forward(part, wte, Tensor());
-    const Tensor dlogits = softmax_cross_entropy_step(logits, rows_of(targets, first, count),
-                                                      loss_scale, tally, gradient_rows)
-                               .dlogits;
-    const LinearGrads grads = linear_backward(part, wte, dlogits, dwte, no_bias, true);
+    const Tensor dlogits =
+        softmax_cross_entropy_step(chunk_logits(part, wte, table), rows_of(targets, first, count),
+                                   loss_scale, tally, gradient_rows)
+            .dlogits;
     Tensor target = rows_of(dh, first, count);
-    target.copy_from(grads.dx);
+    if (device.is_cpu()) {
+      cpu::lm_head_backward(part, wte, dlogits, dwte, target);
+      return;
+    }
+    target.copy_from(linear_backward(part, table, dlogits, dwte, no_bias, true).dx);
   });
   return dh;
 }
@@ -77,13 +97,14 @@ void lm_head_loss(const Tensor& h, const Tensor& wte, const Tensor& targets, Ten
   const Device device = common_device(op, {&h, &wte, &targets, &tally});
   check_inputs(op, h, wte, targets);
   const std::int64_t rows = h.dim(0);
-  if (chunk_rows <= 0) chunk_rows = lm_head_chunk_rows(rows, wte.dim(0), h.dtype());
+  if (chunk_rows <= 0) chunk_rows = lm_head_chunk_rows(rows, wte.dim(0));
   // The step's kernel with a zero scale: the loss and tally of the training step, bit for bit;
   // its gradient is dropped.
   Tensor zero = Tensor::zeros({1}, DType::f32, device, MemoryCategory::workspace);
+  const Tensor table = device.is_cuda() ? cuda_table(h, wte) : Tensor();
   for_each_chunk(rows, chunk_rows, [&](std::int64_t first, std::int64_t count) {
-    const Tensor logits = linear_forward(rows_of(h, first, count), wte, Tensor());
-    softmax_cross_entropy_step(logits, rows_of(targets, first, count), zero, tally);
+    softmax_cross_entropy_step(chunk_logits(rows_of(h, first, count), wte, table),
+                               rows_of(targets, first, count), zero, tally);
   });
 }
 

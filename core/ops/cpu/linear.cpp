@@ -19,7 +19,7 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
 
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                      float* dw, float* db, float* dx) {
-  gemm(true, false, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in);
+  if (dw != nullptr) gemm(true, false, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in);
   if (db != nullptr) {
     // Summed apart from db's old value, row by row in a fixed order.
     std::vector<float> sum(static_cast<std::size_t>(out), 0.0f);

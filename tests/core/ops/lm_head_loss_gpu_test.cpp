@@ -1,5 +1,6 @@
 // The chunked tied head and loss on CUDA against the CPU: the loss tally, dh and the table's
-// gradient, at f32 and f16, in one chunk and in several.
+// gradient, at f32 and f16 and with O1's fp32 table beside f16 h, in one chunk and in several,
+// with a vocabulary in one of the CPU's blocks of table rows and in two.
 #include <boost/test/unit_test.hpp>
 
 #include "core/ops/lm_head_loss.h"
@@ -13,12 +14,21 @@ BOOST_AUTO_TEST_SUITE(lm_head_loss_gpu)
 
 BOOST_AUTO_TEST_CASE(step_and_evaluation_match_the_cpu) {
   Generator generator(27);
-  const std::int64_t rows = 19, channels = 24, vocab = 37;
-  for (const DType dtype : {DType::f32, DType::f16}) {
+  const std::int64_t rows = 19, channels = 24;
+  struct Case {
+    DType dtype, table;
+    std::int64_t vocab;
+  };
+  for (const Case c : {Case{DType::f32, DType::f32, 37}, Case{DType::f16, DType::f16, 37},
+                       Case{DType::f16, DType::f16, 2085}, Case{DType::f16, DType::f32, 2085}}) {
+    const DType dtype = c.dtype;
+    const std::int64_t vocab = c.vocab;
     for (const std::int64_t chunk : {std::int64_t{0}, std::int64_t{5}}) {
-      const std::string what = std::string(dtype_name(dtype)) + " chunk " + std::to_string(chunk);
+      const std::string what = std::string(dtype_name(dtype)) + " table " + dtype_name(c.table) +
+                               " vocab " + std::to_string(vocab) + " chunk " +
+                               std::to_string(chunk);
       const Tensor h = random_tensor({rows, channels}, dtype, generator);
-      const Tensor wte = random_tensor({vocab, channels}, dtype, generator);
+      const Tensor wte = random_tensor({vocab, channels}, c.table, generator);
       const Tensor targets = random_labels(rows, vocab, generator);
       const Tensor dwte0 = random_tensor({vocab, channels}, DType::f32, generator);
       const Tensor scale = Tensor::from_floats({1}, {8.0f});
