@@ -23,6 +23,25 @@ namespace cpu {
 // from inside a parallel_for body (use gemm_serial there).
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
           int lda, const float* b, int ldb, float beta, float* c, int ldc);
+// One product's arguments, in gemm's order.
+struct GemmCall {
+  bool transpose_a, transpose_b;
+  int m, n, k;
+  float alpha;
+  const float* a;
+  int lda;
+  const float* b;
+  int ldb;
+  float beta;
+  float* c;
+  int ldc;
+};
+void gemm(const GemmCall& call);
+// Two independent products at once, each on its share of the pool (by flops) and split there
+// as gemm splits it: no fork/join between them, and at two threads each runs whole on its own
+// core, packing its operands once instead of once per thread. Deterministic for a fixed thread
+// count, as gemm is; the bits may differ from gemm's, as OpenBLAS's differ with the split.
+void gemm_pair(const GemmCall& first, const GemmCall& second);
 // The same on the calling thread only: for kernels that parallelise at a coarser level.
 void gemm_serial(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha,
                  const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc);

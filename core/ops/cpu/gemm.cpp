@@ -3,6 +3,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/ops/cpu/packed_gemm.h"
@@ -84,29 +85,80 @@ void gemm_serial(const GemmLeft& a, bool transpose_b, int n, float alpha, const 
               ldc, a.packed());
 }
 
-void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
-          int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  const bool split_rows = m >= n;
-  const int extent = split_rows ? m : n;
-  const int split = split_rows ? kRowSplit : kColumnSplit;
-  const std::int64_t blocks = extent / split;
-  const double flops = 2.0 * m * n * k;
-  if (cpu_threads() == 1 || blocks < 2 || flops < kParallelAboveFlops) {
-    gemm_serial(transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  cpu_pool().parallel_for(blocks, [&](std::int64_t begin, std::int64_t end, int) {
+namespace {
+
+// A call split into blocks of c: rows of kRowSplit or columns of kColumnSplit, the last block
+// taking the remainder.
+struct SplitCall {
+  explicit SplitCall(const GemmCall& call)
+      : call(call),
+        split_rows(call.m >= call.n),
+        extent(split_rows ? call.m : call.n),
+        split(split_rows ? kRowSplit : kColumnSplit),
+        blocks(std::max<std::int64_t>(extent / split, 1)) {}
+
+  double flops() const { return 2.0 * call.m * call.n * call.k; }
+
+  // Blocks [begin, end) on the calling thread.
+  void run(std::int64_t begin, std::int64_t end) const {
+    if (begin >= end) return;
     const std::int64_t first = begin * split;
     const int count = static_cast<int>((end == blocks ? extent : end * split) - first);
+    const GemmCall& g = call;
     if (split_rows) {
-      const float* a_rows = a + (transpose_a ? first : first * lda);
-      gemm_serial(transpose_a, transpose_b, count, n, k, alpha, a_rows, lda, b, ldb, beta,
-                  c + first * ldc, ldc);
+      const float* a_rows = g.a + (g.transpose_a ? first : first * g.lda);
+      gemm_serial(g.transpose_a, g.transpose_b, count, g.n, g.k, g.alpha, a_rows, g.lda, g.b, g.ldb,
+                  g.beta, g.c + first * g.ldc, g.ldc);
     } else {
-      const float* b_columns = b + (transpose_b ? first * ldb : first);
-      gemm_serial(transpose_a, transpose_b, m, count, k, alpha, a, lda, b_columns, ldb, beta,
-                  c + first, ldc);
+      const float* b_columns = g.b + (g.transpose_b ? first * g.ldb : first);
+      gemm_serial(g.transpose_a, g.transpose_b, g.m, count, g.k, g.alpha, g.a, g.lda, b_columns,
+                  g.ldb, g.beta, g.c + first, g.ldc);
     }
+  }
+
+  const GemmCall& call;
+  bool split_rows;
+  std::int64_t extent;
+  int split;
+  std::int64_t blocks;
+};
+
+}  // namespace
+
+void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a,
+          int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  gemm(GemmCall{transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc});
+}
+
+void gemm(const GemmCall& call) {
+  const SplitCall split(call);
+  if (cpu_threads() == 1 || split.blocks < 2 || split.flops() < kParallelAboveFlops) {
+    split.run(0, split.blocks);
+    return;
+  }
+  cpu_pool().parallel_for(
+      split.blocks, [&](std::int64_t begin, std::int64_t end, int) { split.run(begin, end); });
+}
+
+void gemm_pair(const GemmCall& first, const GemmCall& second) {
+  const SplitCall one(first), two(second);
+  const int threads = cpu_threads();
+  if (threads == 1) {
+    one.run(0, one.blocks);
+    two.run(0, two.blocks);
+    return;
+  }
+  // Threads in proportion to the flops, at least one each.
+  const double share = one.flops() / std::max(one.flops() + two.flops(), 1.0);
+  const int first_threads =
+      std::clamp(static_cast<int>(std::lround(threads * share)), 1, threads - 1);
+  cpu_pool().parallel_for(threads, [&](std::int64_t thread, std::int64_t, int) {
+    const bool in_first = thread < first_threads;
+    const SplitCall& call = in_first ? one : two;
+    const int index = static_cast<int>(in_first ? thread : thread - first_threads);
+    std::int64_t begin = 0, end = 0;
+    chunk_range(call.blocks, in_first ? first_threads : threads - first_threads, index, begin, end);
+    call.run(begin, end);
   });
 }
 

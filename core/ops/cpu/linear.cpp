@@ -19,7 +19,6 @@ void linear_forward(int batch, int in, int out, const float* x, const float* w, 
 
 void linear_backward(int batch, int in, int out, const float* x, const float* w, const float* dy,
                      float* dw, float* db, float* dx) {
-  if (dw != nullptr) gemm(true, false, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in);
   if (db != nullptr) {
     // Summed apart from db's old value, row by row in a fixed order.
     std::vector<float> sum(static_cast<std::size_t>(out), 0.0f);
@@ -31,7 +30,15 @@ void linear_backward(int batch, int in, int out, const float* x, const float* w,
     for (int j = 0; j < out; ++j)
       db[j] += sum[j];
   }
-  if (dx != nullptr) gemm(false, false, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in);
+  const GemmCall weight_grad{true, false, out, in, batch, 1.0f, dy, out, x, in, 1.0f, dw, in};
+  const GemmCall input_grad{false, false, batch, in, out, 1.0f, dy, out, w, in, 0.0f, dx, in};
+  if (dw != nullptr && dx != nullptr) {
+    gemm_pair(weight_grad, input_grad);
+  } else if (dw != nullptr) {
+    gemm(weight_grad);
+  } else if (dx != nullptr) {
+    gemm(input_grad);
+  }
 }
 
 }  // namespace alloy::cpu

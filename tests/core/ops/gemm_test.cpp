@@ -226,3 +226,55 @@ BOOST_AUTO_TEST_CASE(rejects_bad_shapes_and_dtypes) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(gemm_pair_op)
+
+// Two products at 1-3 threads, unequal in flops, one split by rows and one by columns, each
+// against float64 and the same bits on a second call.
+BOOST_AUTO_TEST_CASE(pair_matches_float64_at_every_thread_count) {
+  Generator generator(3);
+  const GemmCase first{130, 90, 200}, second{40, 150, 700};
+  GemmShape shape_one, shape_two;
+  shape_one.transpose_a = true;
+  shape_one.beta = 1.0f;
+  shape_two.transpose_b = true;
+  const Tensor a1 = random_tensor(a_shape(first, true), DType::f32, generator);
+  const Tensor b1 = random_tensor(b_shape(first, false), DType::f32, generator);
+  const Tensor c1_start = random_tensor({first.m, first.n}, DType::f32, generator);
+  const Tensor a2 = random_tensor(a_shape(second, false), DType::f32, generator);
+  const Tensor b2 = random_tensor(b_shape(second, true), DType::f32, generator);
+  const auto expected_one =
+      reference(to_doubles(a1), to_doubles(b1), to_doubles(c1_start), first, shape_one);
+  const auto expected_two = reference(to_doubles(a2), to_doubles(b2), {}, second, shape_two);
+  for (const int threads : {1, 2, 3}) {
+    set_cpu_threads(threads);
+    std::vector<float> previous_one, previous_two;
+    for (int call = 0; call < 2; ++call) {
+      Tensor c1 = c1_start.clone();
+      Tensor c2 = Tensor::from_floats(
+          {second.m, second.n},
+          std::vector<float>(second.m * second.n, std::numeric_limits<float>::quiet_NaN()),
+          DType::f32);
+      const int m1 = static_cast<int>(first.m), n1 = static_cast<int>(first.n),
+                k1 = static_cast<int>(first.k);
+      const int m2 = static_cast<int>(second.m), n2 = static_cast<int>(second.n),
+                k2 = static_cast<int>(second.k);
+      cpu::gemm_pair({true, false, m1, n1, k1, 1.0f, a1.data<float>(), m1, b1.data<float>(), n1,
+                      1.0f, c1.data<float>(), n1},
+                     {false, true, m2, n2, k2, 1.0f, a2.data<float>(), k2, b2.data<float>(), k2,
+                      0.0f, c2.data<float>(), n2});
+      const std::string where = std::to_string(threads) + " threads, call " + std::to_string(call);
+      check_close(c1, expected_one, 1e-5, accumulation_atol(first.k), "first, " + where);
+      check_close(c2, expected_two, 1e-5, accumulation_atol(second.k), "second, " + where);
+      if (call == 1) {
+        BOOST_TEST(c1.to_floats() == previous_one, where);
+        BOOST_TEST(c2.to_floats() == previous_two, where);
+      }
+      previous_one = c1.to_floats();
+      previous_two = c2.to_floats();
+    }
+  }
+  set_cpu_threads(2);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
