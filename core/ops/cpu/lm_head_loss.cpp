@@ -135,15 +135,16 @@ void lm_head_backward(const Tensor& h, const Tensor& wte, const Tensor& dlogits,
     if (half_dwte)
       to_float(static_cast<const std::uint16_t*>(dwte.raw()) + offset, dwte.dtype(), dw,
                dwte_elements);
-    gemm(true, false, count, s.channels, s.rows, 1.0f, dy, ldy, h_float.data(), s.channels, 1.0f,
-         dw, s.channels);
-    if (half_dwte)
-      from_float(dw, static_cast<std::uint16_t*>(dwte.raw()) + offset, dwte.dtype(), dwte_elements);
     // dh sums over the vocabulary: each block adds its part in fp32, rounded once at the end.
     const float* rows =
         table_rows(wte, h.dtype(), first, count, s.channels, half ? table.data<float>() : nullptr);
-    gemm(false, false, s.rows, s.channels, count, 1.0f, dy, ldy, rows, s.channels,
-         first == 0 ? 0.0f : 1.0f, dh_float.data(), s.channels);
+    // The two products are independent, as a linear layer's are (cpu::linear_backward).
+    gemm_pair({true, false, count, s.channels, s.rows, 1.0f, dy, ldy, h_float.data(), s.channels,
+               1.0f, dw, s.channels},
+              {false, false, s.rows, s.channels, count, 1.0f, dy, ldy, rows, s.channels,
+               first == 0 ? 0.0f : 1.0f, dh_float.data(), s.channels});
+    if (half_dwte)
+      from_float(dw, static_cast<std::uint16_t*>(dwte.raw()) + offset, dwte.dtype(), dwte_elements);
   }
   dh_float.commit();
 }
