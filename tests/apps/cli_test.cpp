@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,28 +25,14 @@ namespace {
 constexpr int kUsage = 2;
 constexpr int kFailure = 1;
 
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
-}
-
 // `result` is a clean failure with `status`: one error line on stderr holding every one of
 // `needles`, nothing that looks like a crash, and nothing on stdout but (at most) a summary.
 void check_error(const ProcessResult& result, int status, const std::vector<std::string>& needles) {
   BOOST_TEST(result.exit_code == status,
              "exit " << result.exit_code << "; stderr: " << result.errors);
-  int error_lines = 0;
-  std::string error_line;
-  for (const std::string& line : lines_of(result.errors)) {
-    if (line.rfind("alloy: error: ", 0) == 0) {
-      ++error_lines;
-      error_line = line;
-    }
-  }
-  BOOST_TEST(error_lines == 1, "stderr: " << result.errors);
+  const std::vector<std::string> reports = alloy_error_lines(result.errors);
+  const std::string error_line = reports.empty() ? "" : reports.back();
+  BOOST_TEST(reports.size() == 1u, "stderr: " << result.errors);
   for (const std::string& needle : needles) {
     BOOST_TEST(error_line.find(needle) != std::string::npos,
                "error line '" << error_line << "' does not mention '" << needle << "'");

@@ -40,14 +40,6 @@ inline std::string read_text(const std::string& path) {
   return text.str();
 }
 
-inline std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
-}
-
 // The raw text of `key`'s value in a one-line JSON object (numbers, or strings without their
 // quotes); "" when absent. Spaces after the colon are allowed (Python's json.dumps writes
 // them); the values of interest hold no commas or braces.
@@ -125,15 +117,9 @@ inline std::string last_field(const TrainRun& run, const std::string& event,
 inline void check_clean_failure(const ProcessResult& result, const std::string& path,
                                 const std::string& reason) {
   BOOST_TEST(result.exit_code == 1, result.errors);
-  int error_lines = 0;
-  std::string error_line;
-  for (const std::string& line : lines_of(result.errors)) {
-    if (line.rfind("alloy: error: ", 0) == 0) {
-      ++error_lines;
-      error_line = line;
-    }
-  }
-  BOOST_TEST(error_lines == 1, result.errors);
+  const std::vector<std::string> reports = alloy_error_lines(result.errors);
+  const std::string error_line = reports.empty() ? "" : reports.back();
+  BOOST_TEST(reports.size() == 1u, result.errors);
   BOOST_TEST(error_line.find(path) != std::string::npos, error_line);
   BOOST_TEST(error_line.find(reason) != std::string::npos, error_line << " lacks: " << reason);
   BOOST_TEST(result.errors.find("terminate") == std::string::npos, result.errors);

@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -27,14 +26,6 @@ namespace {
 
 constexpr std::int64_t kTrainImages = 6400;
 constexpr std::int64_t kTestImages = 2000;
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    lines.push_back(line);
-  return lines;
-}
 
 // The raw text of `key`'s value in a one-line JSON object (strings without their quotes);
 // "" when absent. The values of interest hold no commas or braces.

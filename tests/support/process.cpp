@@ -14,6 +14,22 @@
 
 namespace alloy::test {
 
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> alloy_error_lines(const std::string& errors) {
+  std::vector<std::string> found;
+  for (const std::string& line : lines_of(errors)) {
+    if (line.rfind("alloy: error: ", 0) == 0) found.push_back(line);
+  }
+  return found;
+}
+
 namespace {
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -18,6 +18,12 @@ ProcessResult run_process(const std::string& program, const std::vector<std::str
 // Runs the alloy binary of this build.
 ProcessResult run_alloy(const std::vector<std::string>& arguments);
 
+// The lines of `text`, without their line ends.
+std::vector<std::string> lines_of(const std::string& text);
+
+// The lines of stderr `errors` that are the command line's error reports ("alloy: error: ...").
+std::vector<std::string> alloy_error_lines(const std::string& errors);
+
 // A fresh empty directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:
