@@ -1,6 +1,8 @@
 #include <climits>
 
 #include "core/ops/cuda/attention.h"
+#include "core/ops/cuda/attention_half.h"
+#include "core/ops/cuda/attention_view.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/last_block.h"
 
@@ -28,21 +30,6 @@ __device__ __forceinline__ float warp_sum(float value) {
   return value;
 }
 
-// Where one head's rows live: row t of part (0 q, 1 k, 2 v) of qkv at
-// qkv + (b T + t) * 3C + part * C + h D; of a [B, T, C] tensor at (b T + t) * C + h D.
-struct HeadView {
-  std::int64_t b, h, time, dim, width;
-  __device__ std::int64_t qkv_at(std::int64_t t, int part) const {
-    return (b * time + t) * 3 * width + part * width + h * dim;
-  }
-  __device__ std::int64_t out_at(std::int64_t t) const { return (b * time + t) * width + h * dim; }
-};
-
-__device__ HeadView head_view(const AttentionGeometry& g) {
-  const std::int64_t bh = blockIdx.y;
-  return {bh / g.heads, bh % g.heads, g.time, g.head_dim, g.heads * g.head_dim};
-}
-
 // rows x dim elements of a head into a tile (zero beyond T), all threads of the block.
 template <class T, int Stride>
 __device__ void load_tile(float (*tile)[Stride], int rows, const T* data, const HeadView& v,
@@ -51,8 +38,7 @@ __device__ void load_tile(float (*tile)[Stride], int rows, const T* data, const 
     const int r = e / static_cast<int>(v.dim);
     const int d = e - r * static_cast<int>(v.dim);
     const std::int64_t t = first + r;
-    const std::int64_t at = part < 0 ? v.out_at(t) : v.qkv_at(t, part);
-    tile[r][d] = t < v.time ? widen(data[at + d]) : 0.0f;
+    tile[r][d] = t < v.time ? widen(data[v.at(t, part) + d]) : 0.0f;
   }
 }
 
@@ -338,15 +324,13 @@ void attention_forward(const void* qkv, DType dtype, const AttentionGeometry& g,
                        float* lse, const AttentionDropoutBits& dropout, cudaStream_t stream) {
   check_geometry(g, "attention_forward");
   if (g.batch * g.time * g.heads == 0) return;
+  if (dtype != DType::f32) return attention_forward_half(qkv, dtype, g, y, lse, dropout, stream);
   const float scale = 1.0f / sqrtf(static_cast<float>(g.head_dim));
   const dim3 grid(tiles(g.time, kForwardRows), static_cast<unsigned int>(g.batch * g.heads));
-  dispatch_floating(dtype, "attention_forward", [&](auto type) {
-    using T = decltype(type);
-    ALLOY_LAUNCH(forward_kernel, grid, kBlockThreads, 0, stream)
-    (static_cast<const T*>(qkv), g, scale, static_cast<T*>(y), lse, dropout);
-    ALLOY_CUDA_CHECK_LAUNCH("attention forward_kernel over ", g.batch, "x", g.time, " with ",
-                            g.heads, " heads of ", g.head_dim);
-  });
+  ALLOY_LAUNCH(forward_kernel, grid, kBlockThreads, 0, stream)
+  (static_cast<const float*>(qkv), g, scale, static_cast<float*>(y), lse, dropout);
+  ALLOY_CUDA_CHECK_LAUNCH("attention forward_kernel over ", g.batch, "x", g.time, " with ", g.heads,
+                          " heads of ", g.head_dim);
 }
 
 void attention_backward(const void* dy, const void* qkv, const void* y, const float* lse,
@@ -357,25 +341,28 @@ void attention_backward(const void* dy, const void* qkv, const void* y, const fl
   if (rows == 0) return;
   const float scale = 1.0f / sqrtf(static_cast<float>(g.head_dim));
   const DeviceBuffer delta = reduction_workspace(sizeof(float) * static_cast<std::size_t>(rows));
-  const auto sequences = static_cast<unsigned int>(g.batch * g.heads);
   dispatch_floating(dtype, "attention_backward", [&](auto type) {
     using T = decltype(type);
-    const T* grad = static_cast<const T*>(dy);
-    const T* in = static_cast<const T*>(qkv);
-    T* out = static_cast<T*>(dqkv);
     ALLOY_LAUNCH(delta_kernel, static_cast<unsigned int>((rows + kWarps - 1) / kWarps),
                  kBlockThreads, 0, stream)
-    (grad, static_cast<const T*>(y), g, delta.as<float>());
+    (static_cast<const T*>(dy), static_cast<const T*>(y), g, delta.as<float>());
     ALLOY_CUDA_CHECK_LAUNCH("attention delta_kernel over ", rows, " rows");
-    ALLOY_LAUNCH(dkdv_kernel, dim3(tiles(g.time, kKeys), sequences), kBlockThreads, 0, stream)
-    (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
-    ALLOY_CUDA_CHECK_LAUNCH("attention dkdv_kernel over ", g.batch, "x", g.time, " with ", g.heads,
-                            " heads of ", g.head_dim);
-    ALLOY_LAUNCH(dq_kernel, dim3(tiles(g.time, kBackwardRows), sequences), kBlockThreads, 0, stream)
-    (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
-    ALLOY_CUDA_CHECK_LAUNCH("attention dq_kernel over ", g.batch, "x", g.time, " with ", g.heads,
-                            " heads of ", g.head_dim);
   });
+  if (dtype != DType::f32)
+    return attention_backward_half(dy, qkv, lse, delta.as<float>(), dtype, g, dqkv, dropout,
+                                   stream);
+  const auto sequences = static_cast<unsigned int>(g.batch * g.heads);
+  const auto* grad = static_cast<const float*>(dy);
+  const auto* in = static_cast<const float*>(qkv);
+  auto* out = static_cast<float*>(dqkv);
+  ALLOY_LAUNCH(dkdv_kernel, dim3(tiles(g.time, kKeys), sequences), kBlockThreads, 0, stream)
+  (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
+  ALLOY_CUDA_CHECK_LAUNCH("attention dkdv_kernel over ", g.batch, "x", g.time, " with ", g.heads,
+                          " heads of ", g.head_dim);
+  ALLOY_LAUNCH(dq_kernel, dim3(tiles(g.time, kBackwardRows), sequences), kBlockThreads, 0, stream)
+  (in, grad, lse, delta.as<float>(), g, scale, dropout, out);
+  ALLOY_CUDA_CHECK_LAUNCH("attention dq_kernel over ", g.batch, "x", g.time, " with ", g.heads,
+                          " heads of ", g.head_dim);
 }
 
 }  // namespace alloy::cuda

@@ -1,5 +1,6 @@
-// Causal self-attention on the GPU (core/ops/attention.h has the formulas): flash-attention
-// kernels with shared-memory tiles of 32 keys and fp32 arithmetic. Forward: a block per 16
+// Causal self-attention on the GPU (core/ops/attention.h has the formulas). f16 and bf16 run on
+// tensor cores (core/ops/cuda/attention_half.h); f32, here, runs flash-attention kernels with
+// shared-memory tiles of 32 keys and fp32 arithmetic on the CUDA cores. Forward: a block per 16
 // query rows of one head; each warp owns 4 rows, a lane one key of the tile (scores, running
 // max and sum by warp shuffles) and D / 32 output columns. Backward: delta = rowsum(dy * y);
 // then a block per 32 keys sums dk and dv over the query rows after them, and a block per 8
