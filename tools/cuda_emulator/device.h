@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 namespace alloy::emulator {
@@ -40,6 +41,29 @@ enum class WarpCollective { shuffle_down, shuffle_xor, ballot };
 // lanes that do not exist, or lanes that returned or wait elsewhere.
 std::uint64_t warp_collective(WarpCollective collective, unsigned int mask, std::uint64_t bits,
                               unsigned int size, unsigned int operand, int width);
+
+// What a lane posts to a warp task: first the call's arguments that every lane must pass alike
+// (compared bit for bit), then, in a type derived from it, the lane's own operands.
+struct WarpTaskPart {
+  std::uint64_t uniform[4] = {};
+};
+
+// A warp-wide operation that the engine runs once for the whole warp, on every lane's part
+// (nvcuda::wmma's loads, stores and multiplies, where each lane holds a share of a tile).
+struct WarpTask {
+  const char* name;  // "wmma::mma_sync", in fault messages
+  // The uniform arguments in words ("pointer 0x..., ldm 16"), for a fault naming the lanes
+  // that disagree.
+  std::string (*describe)(const WarpTaskPart& part);
+  // Runs the operation on the 32 lanes' parts, in lane order; std::invalid_argument, whose
+  // message the device fault carries, where they break the operation's rules.
+  void (*run)(const WarpTaskPart* const* parts);
+};
+
+// Suspends the thread until all 32 lanes of its warp have posted a part for `task`, then runs
+// the task once. DeviceFault for a warp of fewer than 32 lanes, lanes that returned or wait
+// elsewhere, parts whose uniform arguments differ, or a part that `run` refuses.
+void warp_task(const WarpTask& task, const WarpTaskPart& part);
 
 namespace detail {
 
