@@ -149,7 +149,7 @@ struct Thread {
   unsigned int mask = 0;
   unsigned int source = 0;  // the lane a shuffle reads
   unsigned int size = 0;
-  std::uint64_t bits = 0;  // the value posted; after the release, the result
+  std::uint64_t bits = 0;          // the value posted; after the release, the result
   const WarpTask* task = nullptr;  // a warp task's, else null (a shuffle or ballot)
   const WarpTaskPart* part = nullptr;
 };
@@ -567,8 +567,8 @@ void Engine::run_task(Thread* warp, unsigned int index) {
   bool uniform = true;
   for (unsigned int lane = 0; lane < kWarpSize; ++lane) {
     parts[lane] = warp[lane].part;
-    uniform = uniform && std::memcmp(parts[lane]->uniform, parts[0]->uniform,
-                                     sizeof parts[0]->uniform) == 0;
+    uniform = uniform &&
+              std::memcmp(parts[lane]->uniform, parts[0]->uniform, sizeof parts[0]->uniform) == 0;
   }
   const std::string call = std::string(task.name) + " in warp " + std::to_string(index);
   if (!uniform) {
@@ -587,7 +587,6 @@ void Engine::run_task(Thread* warp, unsigned int index) {
     --at_warp_;
   }
 }
-
 
 // Why the first lane waiting at a warp collective cannot go on.
 std::string Engine::stuck_warp() const {

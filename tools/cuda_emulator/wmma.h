@@ -61,9 +61,9 @@ struct FragmentBase {
 
 template <class T>
 constexpr Element element_of() {
-  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> ||
-                    std::is_same_v<T, float>,
-                "the emulator's wmma fragments hold __half, __nv_bfloat16 or float");
+  static_assert(
+      std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, float>,
+      "the emulator's wmma fragments hold __half, __nv_bfloat16 or float");
   if constexpr (std::is_same_v<T, __half>) {
     return Element::f16;
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -88,26 +88,6 @@ enum layout_t { mem_row_major, mem_col_major };
 template <class Use, int m, int n, int k, class T, class Layout = void>
 class fragment;
 
-#define ALLOY_WMMA_FRAGMENT(use, type, layout)                                                 \
-  template <>                                                                                  \
-  class fragment<use, 16, 16, 16, type, layout>                                                \
-      : public ::alloy::emulator::wmma::FragmentBase<                                          \
-            type, ::alloy::emulator::wmma::lane_elements(                                      \
-                      std::is_same_v<use, accumulator> ? ::alloy::emulator::wmma::Use::accumulator \
-                                                       : ::alloy::emulator::wmma::Use::matrix_a, \
-                      ::alloy::emulator::wmma::element_of<type>())> {}
-ALLOY_WMMA_FRAGMENT(matrix_a, __half, row_major);
-ALLOY_WMMA_FRAGMENT(matrix_a, __half, col_major);
-ALLOY_WMMA_FRAGMENT(matrix_b, __half, row_major);
-ALLOY_WMMA_FRAGMENT(matrix_b, __half, col_major);
-ALLOY_WMMA_FRAGMENT(matrix_a, __nv_bfloat16, row_major);
-ALLOY_WMMA_FRAGMENT(matrix_a, __nv_bfloat16, col_major);
-ALLOY_WMMA_FRAGMENT(matrix_b, __nv_bfloat16, row_major);
-ALLOY_WMMA_FRAGMENT(matrix_b, __nv_bfloat16, col_major);
-ALLOY_WMMA_FRAGMENT(accumulator, float, void);
-ALLOY_WMMA_FRAGMENT(accumulator, __half, void);
-#undef ALLOY_WMMA_FRAGMENT
-
 }  // namespace nvcuda::wmma
 
 namespace alloy::emulator::wmma {
@@ -129,6 +109,10 @@ constexpr FragmentType type_of(const nvcuda::wmma::fragment<Tag, 16, 16, 16, T, 
           std::is_same_v<Layout, nvcuda::wmma::col_major> ? Order::col_major : Order::row_major};
 }
 
+// The base of a fragment of `Tag` and `T`: a lane's share of the tile.
+template <class Tag, class T>
+using LaneShare = FragmentBase<T, lane_elements(use_of<Tag>(), element_of<T>())>;
+
 constexpr Order order_of(nvcuda::wmma::layout_t layout) {
   return layout == nvcuda::wmma::mem_col_major ? Order::col_major : Order::row_major;
 }
@@ -136,6 +120,22 @@ constexpr Order order_of(nvcuda::wmma::layout_t layout) {
 }  // namespace alloy::emulator::wmma
 
 namespace nvcuda::wmma {
+
+#define ALLOY_WMMA_FRAGMENT(use, type, layout)  \
+  template <>                                   \
+  class fragment<use, 16, 16, 16, type, layout> \
+      : public ::alloy::emulator::wmma::LaneShare<use, type> {}
+ALLOY_WMMA_FRAGMENT(matrix_a, __half, row_major);
+ALLOY_WMMA_FRAGMENT(matrix_a, __half, col_major);
+ALLOY_WMMA_FRAGMENT(matrix_b, __half, row_major);
+ALLOY_WMMA_FRAGMENT(matrix_b, __half, col_major);
+ALLOY_WMMA_FRAGMENT(matrix_a, __nv_bfloat16, row_major);
+ALLOY_WMMA_FRAGMENT(matrix_a, __nv_bfloat16, col_major);
+ALLOY_WMMA_FRAGMENT(matrix_b, __nv_bfloat16, row_major);
+ALLOY_WMMA_FRAGMENT(matrix_b, __nv_bfloat16, col_major);
+ALLOY_WMMA_FRAGMENT(accumulator, float, void);
+ALLOY_WMMA_FRAGMENT(accumulator, __half, void);
+#undef ALLOY_WMMA_FRAGMENT
 
 template <class T, int size>
 inline void fill_fragment(::alloy::emulator::wmma::FragmentBase<T, size>& frag,
@@ -150,24 +150,24 @@ template <class Use, class T, class Layout,
 inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& frag,
                              const typename ::alloy::emulator::detail::NonDeduced<T>::type* pointer,
                              unsigned ldm) {
-  ::alloy::emulator::wmma::load(::alloy::emulator::wmma::type_of(frag), frag.x, pointer,
-                                ldm, ::alloy::emulator::wmma::type_of(frag).order);
+  ::alloy::emulator::wmma::load(::alloy::emulator::wmma::type_of(frag), frag.x, pointer, ldm,
+                                ::alloy::emulator::wmma::type_of(frag).order);
 }
 
 template <class T>
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, T>& frag,
                              const typename ::alloy::emulator::detail::NonDeduced<T>::type* pointer,
                              unsigned ldm, layout_t layout) {
-  ::alloy::emulator::wmma::load(::alloy::emulator::wmma::type_of(frag), frag.x, pointer,
-                                ldm, ::alloy::emulator::wmma::order_of(layout));
+  ::alloy::emulator::wmma::load(::alloy::emulator::wmma::type_of(frag), frag.x, pointer, ldm,
+                                ::alloy::emulator::wmma::order_of(layout));
 }
 
 template <class T>
 inline void store_matrix_sync(typename ::alloy::emulator::detail::NonDeduced<T>::type* pointer,
                               const fragment<accumulator, 16, 16, 16, T>& frag, unsigned ldm,
                               layout_t layout) {
-  ::alloy::emulator::wmma::store(::alloy::emulator::wmma::type_of(frag), pointer, frag.x,
-                                 ldm, ::alloy::emulator::wmma::order_of(layout));
+  ::alloy::emulator::wmma::store(::alloy::emulator::wmma::type_of(frag), pointer, frag.x, ldm,
+                                 ::alloy::emulator::wmma::order_of(layout));
 }
 
 // d = a * b + c (d may be c): each product exact, summed in fp32 in k order from c; a __half d
@@ -177,9 +177,9 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, D>& d,
                      const fragment<matrix_a, 16, 16, 16, T, LayoutA>& a,
                      const fragment<matrix_b, 16, 16, 16, T, LayoutB>& b,
                      const fragment<accumulator, 16, 16, 16, C>& c) {
-  static_assert(!std::is_same_v<T, __nv_bfloat16> ||
-                    (std::is_same_v<D, float> && std::is_same_v<C, float>),
-                "CUDA's __nv_bfloat16 mma_sync accumulates in float only");
+  static_assert(
+      !std::is_same_v<T, __nv_bfloat16> || (std::is_same_v<D, float> && std::is_same_v<C, float>),
+      "CUDA's __nv_bfloat16 mma_sync accumulates in float only");
   namespace emulated = ::alloy::emulator::wmma;
   emulated::mma(emulated::type_of(d), d.x, emulated::type_of(a), a.x, emulated::type_of(b), b.x,
                 emulated::type_of(c), c.x);

@@ -156,7 +156,7 @@ void check_exact_tiles() {
 void check_engine_works() {
   const Tile a = random_tile<__half>(1), b = random_tile<__half>(2), c = random_tile<float>(3);
   check_equal(multiply_tile<__half, wmma::row_major, wmma::col_major>(a, b, c, wmma::mem_row_major,
-                                                                       wmma::mem_row_major),
+                                                                      wmma::mem_row_major),
               multiply_model(a, b, c));
 }
 
@@ -211,7 +211,8 @@ BOOST_AUTO_TEST_CASE(random_tiles_sum_in_fp32_in_k_order_bit_for_bit) {
       check_equal(multiply_tile<__half, wmma::row_major, wmma::col_major>(
                       a, b, c, wmma::mem_col_major, wmma::mem_row_major),
                   multiply_model(a, b, c));
-      const Tile a16 = random_tile<__nv_bfloat16>(seed), b16 = random_tile<__nv_bfloat16>(10 + seed);
+      const Tile a16 = random_tile<__nv_bfloat16>(seed),
+                 b16 = random_tile<__nv_bfloat16>(10 + seed);
       check_equal(multiply_tile<__nv_bfloat16, wmma::col_major, wmma::row_major>(
                       a16, b16, c, wmma::mem_row_major, wmma::mem_col_major),
                   multiply_model(a16, b16, c));
@@ -265,6 +266,36 @@ BOOST_AUTO_TEST_CASE(uniform_work_on_x_fill_and_a_fresh_fragment) {
   check_equal(scaled.read(wmma::mem_row_major), multiply_model(twice_a, b, half));
   const Tile nan = unfilled.read(wmma::mem_row_major);
   BOOST_CHECK(std::all_of(nan.begin(), nan.end(), [](float v) { return std::isnan(v); }));
+}
+
+// CUDA leaves each use's layout unspecified, and the emulator's differ: an accumulator's x[]
+// converted into a matrix_a fragment (both 8 elements for bf16) scrambles the tile here.
+BOOST_AUTO_TEST_CASE(x_copied_between_uses_lands_elsewhere) {
+  const Tile tile = random_tile<__nv_bfloat16>(12);
+  Tile identity{};
+  for (int i = 0; i < kSide; ++i)
+    identity[i * kSide + i] = 1.0f;
+  TileMemory<float> tile_memory, product;
+  TileMemory<__nv_bfloat16> identity_memory;
+  tile_memory.write(tile, wmma::mem_row_major);
+  identity_memory.write(identity, wmma::mem_row_major);
+  run_grid("wmma_reuse", dim3(1), dim3(32), [&] {
+    FloatAccumulator c;
+    wmma::load_matrix_sync(c, tile_memory.data.data(), tile_memory.ld, wmma::mem_row_major);
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+    for (int i = 0; i < a.num_elements; ++i)
+      a.x[i] = __float2bfloat16_rn(c.x[i]);
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
+    wmma::load_matrix_sync(b, identity_memory.data.data(), identity_memory.ld);
+    wmma::fill_fragment(c, 0.0f);
+    wmma::mma_sync(c, a, b, c);
+    wmma::store_matrix_sync(product.data.data(), c, product.ld, wmma::mem_row_major);
+  });
+  const Tile result = product.read(wmma::mem_row_major);
+  int moved = 0;
+  for (int i = 0; i < kSide * kSide; ++i)
+    moved += result[i] != tile[i];
+  BOOST_CHECK_GT(moved, kSide * kSide / 2);
 }
 
 // C = A * B, 32x32x32: four warps, each one 16x16 tile of C, two k steps over A and B in
