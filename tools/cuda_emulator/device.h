@@ -32,13 +32,14 @@ enum class Barrier { sync, sync_or };  // __syncthreads, __syncthreads_or
 // returned or waits elsewhere.
 int block_barrier(Barrier barrier, int predicate);
 
-enum class WarpCollective { shuffle_down, shuffle_xor, ballot };
+enum class WarpCollective { shuffle_down, shuffle_xor, ballot, sync };
 
 // Suspends the thread until every lane named in `mask` waits at the same collective with the
 // same mask. A shuffle returns the `bits` of the lane that `operand` (delta or lane mask) and
 // `width` select, or the caller's own where CUDA keeps it; a ballot returns the mask of the
-// lanes whose `bits` are nonzero. DeviceFault for a mask that leaves out the caller or names
-// lanes that do not exist, or lanes that returned or wait elsewhere.
+// lanes whose `bits` are nonzero; a sync (__syncwarp) exchanges nothing. DeviceFault for a mask
+// that leaves out the caller or names lanes that do not exist, or lanes that returned or wait
+// elsewhere.
 std::uint64_t warp_collective(WarpCollective collective, unsigned int mask, std::uint64_t bits,
                               unsigned int size, unsigned int operand, int width);
 
@@ -152,6 +153,12 @@ T __shfl_xor_sync(unsigned int mask, T value, int lane_mask, int width = warpSiz
 inline unsigned int __ballot_sync(unsigned int mask, int predicate) {
   return static_cast<unsigned int>(::alloy::emulator::warp_collective(
       ::alloy::emulator::WarpCollective::ballot, mask, predicate != 0, sizeof(int), 0, warpSize));
+}
+// Orders the memory accesses of the lanes in `mask`, as between a wmma store to shared memory
+// and other lanes' reads of it.
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+  ::alloy::emulator::warp_collective(::alloy::emulator::WarpCollective::sync, mask, 0, 0, 0,
+                                     warpSize);
 }
 
 // Loads through L2 or the read-only cache: host memory has neither.

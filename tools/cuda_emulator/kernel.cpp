@@ -5,8 +5,9 @@
 // warp collective, and the next thread then starts on a new worker, so a kernel without
 // barriers runs a whole block on one fiber, and one with barriers has a fiber per suspended
 // thread. When nothing can run, the scheduler releases the warp collectives whose lanes have
-// all arrived, else the block barrier, else the block is stuck on undefined behaviour and the
-// engine throws DeviceFault. Fiber stacks come from a per-OS-thread pool, mapped once.
+// all arrived (running a warp task once for its warp), else the block barrier, else the block is
+// stuck on undefined behaviour and the engine throws DeviceFault. Fiber stacks come from a
+// per-OS-thread pool, mapped once.
 #include "tools/cuda_emulator/kernel.h"
 
 #include <sys/mman.h>
@@ -164,8 +165,10 @@ const char* name_of(WarpCollective collective) {
       return "__shfl_down_sync";
     case WarpCollective::shuffle_xor:
       return "__shfl_xor_sync";
-    default:
+    case WarpCollective::ballot:
       return "__ballot_sync";
+    default:
+      return "__syncwarp";
   }
 }
 
