@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 namespace alloy::emulator {
@@ -31,15 +32,39 @@ enum class Barrier { sync, sync_or };  // __syncthreads, __syncthreads_or
 // returned or waits elsewhere.
 int block_barrier(Barrier barrier, int predicate);
 
-enum class WarpCollective { shuffle_down, shuffle_xor, ballot };
+enum class WarpCollective { shuffle_down, shuffle_xor, ballot, sync };
 
 // Suspends the thread until every lane named in `mask` waits at the same collective with the
 // same mask. A shuffle returns the `bits` of the lane that `operand` (delta or lane mask) and
 // `width` select, or the caller's own where CUDA keeps it; a ballot returns the mask of the
-// lanes whose `bits` are nonzero. DeviceFault for a mask that leaves out the caller or names
-// lanes that do not exist, or lanes that returned or wait elsewhere.
+// lanes whose `bits` are nonzero; a sync (__syncwarp) exchanges nothing. DeviceFault for a mask
+// that leaves out the caller or names lanes that do not exist, or lanes that returned or wait
+// elsewhere.
 std::uint64_t warp_collective(WarpCollective collective, unsigned int mask, std::uint64_t bits,
                               unsigned int size, unsigned int operand, int width);
+
+// What a lane posts to a warp task: first the call's arguments that every lane must pass alike
+// (compared bit for bit), then, in a type derived from it, the lane's own operands.
+struct WarpTaskPart {
+  std::uint64_t uniform[4] = {};
+};
+
+// A warp-wide operation that the engine runs once for the whole warp, on every lane's part
+// (nvcuda::wmma's loads, stores and multiplies, where each lane holds a share of a tile).
+struct WarpTask {
+  const char* name;  // "wmma::mma_sync", in fault messages
+  // The uniform arguments in words ("pointer 0x..., ldm 16"), for a fault naming the lanes
+  // that disagree.
+  std::string (*describe)(const WarpTaskPart& part);
+  // Runs the operation on the 32 lanes' parts, in lane order; std::invalid_argument, whose
+  // message the device fault carries, where they break the operation's rules.
+  void (*run)(const WarpTaskPart* const* parts);
+};
+
+// Suspends the thread until all 32 lanes of its warp have posted a part for `task`, then runs
+// the task once. DeviceFault for a warp of fewer than 32 lanes, lanes that returned or wait
+// elsewhere, parts whose uniform arguments differ, or a part that `run` refuses.
+void warp_task(const WarpTask& task, const WarpTaskPart& part);
 
 namespace detail {
 
@@ -128,6 +153,12 @@ T __shfl_xor_sync(unsigned int mask, T value, int lane_mask, int width = warpSiz
 inline unsigned int __ballot_sync(unsigned int mask, int predicate) {
   return static_cast<unsigned int>(::alloy::emulator::warp_collective(
       ::alloy::emulator::WarpCollective::ballot, mask, predicate != 0, sizeof(int), 0, warpSize));
+}
+// Orders the memory accesses of the lanes in `mask`, as between a wmma store to shared memory
+// and other lanes' reads of it.
+inline void __syncwarp(unsigned int mask = 0xffffffffu) {
+  ::alloy::emulator::warp_collective(::alloy::emulator::WarpCollective::sync, mask, 0, 0, 0,
+                                     warpSize);
 }
 
 // Loads through L2 or the read-only cache: host memory has neither.

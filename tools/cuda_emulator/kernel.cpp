@@ -5,8 +5,9 @@
 // warp collective, and the next thread then starts on a new worker, so a kernel without
 // barriers runs a whole block on one fiber, and one with barriers has a fiber per suspended
 // thread. When nothing can run, the scheduler releases the warp collectives whose lanes have
-// all arrived, else the block barrier, else the block is stuck on undefined behaviour and the
-// engine throws DeviceFault. Fiber stacks come from a per-OS-thread pool, mapped once.
+// all arrived (running a warp task once for its warp), else the block barrier, else the block is
+// stuck on undefined behaviour and the engine throws DeviceFault. Fiber stacks come from a
+// per-OS-thread pool, mapped once.
 #include "tools/cuda_emulator/kernel.h"
 
 #include <sys/mman.h>
@@ -21,6 +22,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -148,7 +150,9 @@ struct Thread {
   unsigned int mask = 0;
   unsigned int source = 0;  // the lane a shuffle reads
   unsigned int size = 0;
-  std::uint64_t bits = 0;  // the value posted; after the release, the result
+  std::uint64_t bits = 0;          // the value posted; after the release, the result
+  const WarpTask* task = nullptr;  // a warp task's, else null (a shuffle or ballot)
+  const WarpTaskPart* part = nullptr;
 };
 
 const char* name_of(Barrier barrier) {
@@ -161,8 +165,10 @@ const char* name_of(WarpCollective collective) {
       return "__shfl_down_sync";
     case WarpCollective::shuffle_xor:
       return "__shfl_xor_sync";
-    default:
+    case WarpCollective::ballot:
       return "__ballot_sync";
+    default:
+      return "__syncwarp";
   }
 }
 
@@ -170,6 +176,12 @@ std::string hex(unsigned int mask) {
   char text[16];
   std::snprintf(text, sizeof text, "0x%08x", mask);
   return text;
+}
+
+// The warp call that `thread` waits at, for fault messages.
+std::string call_of(const Thread& thread) {
+  if (thread.task != nullptr) return thread.task->name;
+  return std::string(name_of(thread.collective)) + " with mask " + hex(thread.mask);
 }
 
 // "0-15, 17, 20-31" for ascending numbers.
@@ -233,6 +245,7 @@ class Engine {
   int barrier(Barrier barrier, int predicate);
   std::uint64_t warp(WarpCollective collective, unsigned int mask, std::uint64_t bits,
                      unsigned int size, unsigned int operand, int width);
+  void task(const WarpTask& task, const WarpTaskPart& part);
 
  private:
   // Unwinds the threads that a fault leaves suspended, however run_block ends.
@@ -257,14 +270,16 @@ class Engine {
   void make_runnable(Thread& thread);
   void resolve();
   bool release_warps();
+  void run_task(Thread* warp, unsigned int index);
   void release_barrier();
   std::string stuck_warp() const;
   unsigned int id_of(const Thread& thread) const {
     return static_cast<unsigned int>(&thread - threads_.data());
   }
   bool joins(const Thread& lane, const Thread& leader) const {
-    return lane.state == State::warp && lane.collective == leader.collective &&
-           lane.mask == leader.mask && lane.size == leader.size;
+    return lane.state == State::warp && lane.task == leader.task &&
+           (leader.task != nullptr || (lane.collective == leader.collective &&
+                                       lane.mask == leader.mask && lane.size == leader.size));
   }
   [[noreturn]] void fault(const std::string& what) const;
   [[noreturn]] void thread_fault(const std::string& what) const;
@@ -463,9 +478,27 @@ std::uint64_t Engine::warp(WarpCollective collective, unsigned int mask, std::ui
   thread.mask = mask;
   thread.size = size;
   thread.bits = bits;
+  thread.task = nullptr;
   ++at_warp_;
   suspend();
   return thread.bits;
+}
+
+void Engine::task(const WarpTask& task, const WarpTaskPart& part) {
+  Thread& thread = *current_;
+  const unsigned int id = id_of(thread);
+  const unsigned int lanes = std::min(kWarpSize, count_ - id / kWarpSize * kWarpSize);
+  if (lanes < kWarpSize) {
+    thread_fault(std::string(task.name) + " needs all 32 lanes of a warp, and warp " +
+                 std::to_string(id / kWarpSize) + " has only " + std::to_string(lanes) +
+                 " (the block has " + std::to_string(count_) + " threads)");
+  }
+  thread.state = State::warp;
+  thread.mask = ~0u;
+  thread.task = &task;
+  thread.part = &part;
+  ++at_warp_;
+  suspend();
 }
 
 // Nothing can run: every thread not returned waits at a barrier or a warp collective.
@@ -499,6 +532,11 @@ bool Engine::release_warps() {
         continue;
       }
       pending &= ~mask;
+      released = true;
+      if (leader.task != nullptr) {
+        run_task(warp, first / kWarpSize);
+        continue;
+      }
       // Every result is read before any is written: a lane's bits become its result.
       std::uint64_t posted[kWarpSize] = {};
       std::uint64_t ballot = 0;
@@ -520,10 +558,37 @@ bool Engine::release_warps() {
         make_runnable(thread);
         --at_warp_;
       }
-      released = true;
     }
   }
   return released;
+}
+
+// Every lane of the warp waits at the same task: runs it once, if their uniform arguments agree.
+void Engine::run_task(Thread* warp, unsigned int index) {
+  const WarpTask& task = *warp[0].task;
+  const WarpTaskPart* parts[kWarpSize];
+  bool uniform = true;
+  for (unsigned int lane = 0; lane < kWarpSize; ++lane) {
+    parts[lane] = warp[lane].part;
+    uniform = uniform &&
+              std::memcmp(parts[lane]->uniform, parts[0]->uniform, sizeof parts[0]->uniform) == 0;
+  }
+  const std::string call = std::string(task.name) + " in warp " + std::to_string(index);
+  if (!uniform) {
+    Reasons arguments;
+    for (unsigned int lane = 0; lane < kWarpSize; ++lane)
+      arguments.add(task.describe(*parts[lane]), lane);
+    fault(call + " with different arguments: " + arguments.text("lane"));
+  }
+  try {
+    task.run(parts);
+  } catch (const std::invalid_argument& error) {
+    fault(call + ": " + error.what());
+  }
+  for (unsigned int lane = 0; lane < kWarpSize; ++lane) {
+    make_runnable(warp[lane]);
+    --at_warp_;
+  }
 }
 
 // Why the first lane waiting at a warp collective cannot go on.
@@ -547,18 +612,16 @@ std::string Engine::stuck_warp() const {
       missing.add("had returned", lane);
     } else if (thread.state == State::barrier) {
       missing.add(std::string("waiting at ") + name_of(thread.barrier), lane);
-    } else if (thread.collective != leader->collective || thread.mask != leader->mask) {
-      missing.add(std::string("waiting at ") + name_of(thread.collective) + " with mask " +
-                      hex(thread.mask),
-                  lane);
+    } else if (thread.task != leader->task || thread.collective != leader->collective ||
+               thread.mask != leader->mask) {
+      missing.add("waiting at " + call_of(thread), lane);
     } else {
       missing.add("exchanging a " + std::to_string(thread.size) + "-byte value, not " +
                       std::to_string(leader->size),
                   lane);
     }
   }
-  return std::string(name_of(leader->collective)) + " with mask " + hex(leader->mask) +
-         " in warp " + std::to_string(first / kWarpSize) + " reached by " +
+  return call_of(*leader) + " in warp " + std::to_string(first / kWarpSize) + " reached by " +
          counted("lane", joined) + "; " + missing.text("lane");
 }
 
@@ -629,6 +692,10 @@ int block_barrier(Barrier barrier, int predicate) {
 std::uint64_t warp_collective(WarpCollective collective, unsigned int mask, std::uint64_t bits,
                               unsigned int size, unsigned int operand, int width) {
   return running_engine().warp(collective, mask, bits, size, operand, width);
+}
+
+void warp_task(const WarpTask& task, const WarpTaskPart& part) {
+  running_engine().task(task, part);
 }
 
 cudaError_t check_launch_configuration(dim3 grid, dim3 block, std::size_t dynamic_shared) {

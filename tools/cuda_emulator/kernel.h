@@ -18,7 +18,8 @@ cudaError_t check_launch_configuration(dim3 grid, dim3 block, std::size_t dynami
 // Runs every thread of every block of the grid through `thread_body`. Throws DeviceFault
 // (emulator.h) naming `kernel`, the block and the threads when the kernel breaks the rules a
 // GPU leaves undefined: a __syncthreads that not every thread of the block reaches, a warp
-// shuffle that a lane named in its mask does not join.
+// shuffle that a lane named in its mask does not join, a wmma call that not every lane of the
+// warp makes alike.
 void run_grid(const char* kernel, dim3 grid, dim3 block, const std::function<void()>& thread_body);
 
 }  // namespace alloy::emulator

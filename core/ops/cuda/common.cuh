@@ -7,6 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+// nvcuda::wmma, the warp matrix functions, for every kernel. For a host compiler CUDA's <mma.h>
+// declares nothing: an emulated build has the emulator's, from its prelude.
+#include <mma.h>
 
 #include <algorithm>
 #include <cstdint>

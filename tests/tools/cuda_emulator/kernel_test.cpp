@@ -212,6 +212,20 @@ BOOST_AUTO_TEST_CASE(shuffle_widths_xor_and_ballot) {
   }
 }
 
+// Each half-warp syncs on its own mask, then reads another lane's slot of the same half.
+BOOST_AUTO_TEST_CASE(syncwarp_orders_shared_memory_within_its_mask) {
+  std::vector<int> out(64);
+  run_grid("syncwarp", dim3(1), dim3(64), [&] {
+    __shared__ int slots[64];
+    slots[threadIdx.x] = static_cast<int>(threadIdx.x) * 3;
+    const unsigned int lane = threadIdx.x % 32;
+    __syncwarp(lane < 16 ? 0x0000ffffu : 0xffff0000u);
+    out[threadIdx.x] = slots[threadIdx.x ^ 15];
+  });
+  for (int i = 0; i < 64; ++i)
+    BOOST_CHECK_EQUAL(out[i], (i ^ 15) * 3);
+}
+
 BOOST_AUTO_TEST_CASE(warps_of_a_2d_block_follow_the_linear_thread_index) {
   std::vector<unsigned int> out(64);
   run_grid("warps_2d", dim3(1), dim3(8, 8),
@@ -423,6 +437,14 @@ BOOST_AUTO_TEST_CASE(bad_shuffles_are_faults) {
                              }),
                     "kernel outside_mask, block (0,0,0): __shfl_down_sync with mask 0x0000ffff "
                     "in warp 0: lane 15 reads lane 16, which the mask leaves out");
+  check_engine_works();
+
+  BOOST_CHECK_EQUAL(fault_of("half_syncwarp", dim3(1), dim3(32),
+                             [] {
+                               if (threadIdx.x < 16) __syncwarp();
+                             }),
+                    "kernel half_syncwarp, block (0,0,0): __syncwarp with mask 0xffffffff in warp "
+                    "0 reached by lanes 0-15; lanes 16-31 had returned");
   check_engine_works();
 
   BOOST_CHECK_EQUAL(fault_of("not_me", dim3(1), dim3(32), [] { __shfl_down_sync(1u, 1, 1); }),
