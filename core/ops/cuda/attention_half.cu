@@ -1,7 +1,5 @@
 #include "core/ops/cuda/attention_half.h"
 
-#include <mma.h>
-
 #include <type_traits>
 
 #include "core/ops/cuda/attention_view.cuh"
