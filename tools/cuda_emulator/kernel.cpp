@@ -151,7 +151,7 @@ struct Thread {
   unsigned int source = 0;  // the lane a shuffle reads
   unsigned int size = 0;
   std::uint64_t bits = 0;          // the value posted; after the release, the result
-  const WarpTask* task = nullptr;  // a warp task's, else null (a shuffle or ballot)
+  const WarpTask* task = nullptr;  // a warp task's, else null (a shuffle, ballot or sync)
   const WarpTaskPart* part = nullptr;
 };
 

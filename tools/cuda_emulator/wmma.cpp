@@ -34,33 +34,23 @@ unsigned int tile_index(Use use, unsigned int lane, unsigned int e) {
   return (slot * multiplier[u] + offset[u]) % kTile;
 }
 
-cudaDataType_t data_type(Element element) {
-  switch (element) {
-    case Element::f16:
-      return CUDA_R_16F;
-    case Element::bf16:
-      return CUDA_R_16BF;
-    default:
-      return CUDA_R_32F;
-  }
-}
-
 std::uint64_t code(FragmentType type) {
   return static_cast<std::uint64_t>(type.use) | static_cast<std::uint64_t>(type.element) << 8 |
-         static_cast<std::uint64_t>(type.order) << 16;
+         static_cast<std::uint64_t>(type.order) << 32;
 }
 
 FragmentType decode(std::uint64_t word) {
-  return {static_cast<Use>(word & 0xff), static_cast<Element>(word >> 8 & 0xff),
-          static_cast<Order>(word >> 16 & 0xff)};
+  return {static_cast<Use>(word & 0xff), static_cast<cudaDataType_t>(word >> 8 & 0xffffff),
+          static_cast<Order>(word >> 32)};
 }
 
 // "matrix_a __half row_major", "accumulator float".
 std::string name_of(FragmentType type) {
   static constexpr const char* uses[] = {"matrix_a", "matrix_b", "accumulator"};
-  static constexpr const char* elements[] = {"__half", "__nv_bfloat16", "float"};
-  std::string name = std::string(uses[static_cast<int>(type.use)]) + " " +
-                     elements[static_cast<int>(type.element)];
+  const char* element = type.element == CUDA_R_16F    ? "__half"
+                        : type.element == CUDA_R_16BF ? "__nv_bfloat16"
+                                                      : "float";
+  std::string name = std::string(uses[static_cast<int>(type.use)]) + " " + element;
   if (type.use != Use::accumulator) {
     name += type.order == Order::col_major ? " col_major" : " row_major";
   }
@@ -113,7 +103,7 @@ struct Memory {
         pointer(reinterpret_cast<char*>(static_cast<std::uintptr_t>(part.uniform[1]))),
         ldm(static_cast<unsigned int>(part.uniform[2])),
         order(static_cast<Order>(part.uniform[3])),
-        bytes(element_size(data_type(type.element))) {
+        bytes(element_size(type.element)) {
     if (part.uniform[1] % 32 != 0) {
       throw std::invalid_argument("pointer " + address(part.uniform[1]) +
                                   " is not 256-bit (32-byte) aligned");
@@ -163,7 +153,7 @@ void run_store(const WarpTaskPart* const* parts) {
 template <class Operand>
 std::array<float, kTile> gather(FragmentType type, const WarpTaskPart* const* parts,
                                 Operand operand, const char* name) {
-  const cudaDataType_t data = data_type(type.element);
+  const cudaDataType_t data = type.element;
   const std::size_t bytes = element_size(data);
   const int elements = lane_elements(type.use, type.element);
   std::array<float, kTile> tile{};
@@ -210,7 +200,7 @@ void run_mma(const WarpTaskPart* const* parts) {
       d[row * kSide + column] = sum;
     }
   }
-  const cudaDataType_t data = data_type(d_type.element);
+  const cudaDataType_t data = d_type.element;
   const int elements = lane_elements(d_type.use, d_type.element);
   for (unsigned int lane = 0; lane < kLanes; ++lane) {
     void* x = static_cast<const MmaPart*>(parts[lane])->d;

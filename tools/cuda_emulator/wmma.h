@@ -16,6 +16,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <library_types.h>
 
 #include <cstring>
 #include <type_traits>
@@ -25,20 +26,19 @@
 namespace alloy::emulator::wmma {
 
 enum class Use : unsigned char { matrix_a, matrix_b, accumulator };
-enum class Element : unsigned char { f16, bf16, f32 };
 enum class Order : unsigned char { row_major, col_major };
 
 // A fragment's template arguments; `order`: the Layout of a matrix_a or matrix_b (row_major
 // for an accumulator, which has none).
 struct FragmentType {
   Use use;
-  Element element;
+  cudaDataType_t element;  // CUDA_R_16F, CUDA_R_16BF or CUDA_R_32F
   Order order;
 };
 
 // The elements of one lane's x[], as in CUDA's <mma.h>.
-constexpr int lane_elements(Use use, Element element) {
-  return use != Use::accumulator && element == Element::f16 ? 16 : 8;
+constexpr int lane_elements(Use use, cudaDataType_t element) {
+  return use != Use::accumulator && element == CUDA_R_16F ? 16 : 8;
 }
 
 // The warp tasks behind load_matrix_sync, store_matrix_sync and mma_sync (wmma.cpp); `x` is
@@ -60,16 +60,16 @@ struct FragmentBase {
 };
 
 template <class T>
-constexpr Element element_of() {
+constexpr cudaDataType_t element_of() {
   static_assert(
       std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, float>,
       "the emulator's wmma fragments hold __half, __nv_bfloat16 or float");
   if constexpr (std::is_same_v<T, __half>) {
-    return Element::f16;
+    return CUDA_R_16F;
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return Element::bf16;
+    return CUDA_R_16BF;
   } else {
-    return Element::f32;
+    return CUDA_R_32F;
   }
 }
 
