@@ -161,7 +161,8 @@ BOOST_AUTO_TEST_CASE(two_ranks_draw_the_dropout_masks_of_one_process) {
   const auto args = [&](const std::string& log, const std::string& seed) {
     auto all = common_args(log, free_port(), "1");
     std::replace(all.begin(), all.end(), std::string("mlp"), std::string("ffn"));
-    all.insert(all.end(), {"--lr", "0.05", "--seed", seed});
+    // 2560 examples, 10 steps: ffn's steps are the slow part of this test.
+    all.insert(all.end(), {"--synthetic-size", "2560", "--lr", "0.05", "--seed", seed});
     return all;
   };
   const auto epoch_loss = [&](const std::string& name) {
