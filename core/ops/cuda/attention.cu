@@ -1,8 +1,8 @@
 #include <climits>
 
 #include "core/ops/cuda/attention.h"
+#include "core/ops/cuda/attention_common.cuh"
 #include "core/ops/cuda/attention_half.h"
-#include "core/ops/cuda/attention_view.cuh"
 #include "core/ops/cuda/common.cuh"
 #include "core/ops/cuda/last_block.h"
 
@@ -17,18 +17,6 @@ constexpr int kWarps = 4;
 constexpr int kBlockThreads = 32 * kWarps;
 constexpr int kForwardRows = 16;  // query rows per forward block
 constexpr int kBackwardRows = 8;  // query rows per backward tile (shared memory stays < 48 KiB)
-
-__device__ __forceinline__ float warp_max(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
-}
-
-__device__ __forceinline__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
-}
 
 // rows x dim elements of a head into a tile (zero beyond T), all threads of the block.
 template <class T, int Stride>

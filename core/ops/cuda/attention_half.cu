@@ -2,7 +2,7 @@
 
 #include <type_traits>
 
-#include "core/ops/cuda/attention_view.cuh"
+#include "core/ops/cuda/attention_common.cuh"
 #include "core/ops/cuda/common.cuh"
 
 namespace alloy::cuda {
@@ -123,16 +123,22 @@ __device__ void store_rows(T* out, const HeadView& v, std::int64_t first, int pa
   }
 }
 
-__device__ __forceinline__ float warp_max(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
-  return value;
+template <int N>
+__device__ void fill_zero(Accumulator (&sums)[N]) {
+  ALLOY_UNROLL
+  for (int c = 0; c < N; ++c)
+    wmma::fill_fragment(sums[c], 0.0f);
 }
 
-__device__ __forceinline__ float warp_sum(float value) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    value += __shfl_xor_sync(0xffffffffu, value, offset);
-  return value;
+// Keys and values key0.. key0 + n - 1 into shared memory between two barriers, the first for
+// the previous step's readers: every thread of the block.
+template <class T, int Dp>
+__device__ void load_keys_values(Rows<T, Dp> keys, Rows<T, Dp> values, int n, const T* qkv,
+                                 const HeadView& view, std::int64_t key0) {
+  __syncthreads();
+  load_rows<T, Dp>(keys, n, qkv, view, key0, 1);
+  load_rows<T, Dp>(values, n, qkv, view, key0, 2);
+  __syncthreads();
 }
 
 template <class T, int Dp, int Kt>
@@ -213,14 +219,9 @@ __global__ void __launch_bounds__(kBlockThreads)
 
   // Pass 2: y = sum of p v with p = exp(s - lse), rounded to T.
   Accumulator o[Dp / kTile];
-  ALLOY_UNROLL
-  for (int c = 0; c < Dp / kTile; ++c)
-    wmma::fill_fragment(o[c], 0.0f);
+  fill_zero(o);
   for (std::int64_t key0 = 0; key0 <= block_last; key0 += Kt) {
-    __syncthreads();
-    load_rows<T, Dp>(keys, Kt, qkv, view, key0, 1);
-    load_rows<T, Dp>(values, Kt, qkv, view, key0, 2);
-    __syncthreads();
+    load_keys_values<T, Dp>(keys, values, Kt, qkv, view, key0);
     if (key0 > warp_last) continue;
     times_transposed<Kt, Dp>(scores, ld, q, keys);
     __syncwarp();
@@ -316,11 +317,8 @@ __global__ void __launch_bounds__(kBlockThreads)
   load_left<T, Dp>(v, queries, warp * kTile);
 
   Accumulator dk[Dp / kTile], dv[Dp / kTile];
-  ALLOY_UNROLL
-  for (int c = 0; c < Dp / kTile; ++c) {
-    wmma::fill_fragment(dk[c], 0.0f);
-    wmma::fill_fragment(dv[c], 0.0f);
-  }
+  fill_zero(dk);
+  fill_zero(dv);
   // Query rows before the block's first key see none of its keys.
   for (std::int64_t row0 = key_block; row0 < g.time; row0 += kStep) {
     __syncthreads();  // the previous step's readers are done
@@ -401,14 +399,9 @@ __global__ void __launch_bounds__(kBlockThreads)
   }
 
   Accumulator dq[Dp / kTile];
-  ALLOY_UNROLL
-  for (int c = 0; c < Dp / kTile; ++c)
-    wmma::fill_fragment(dq[c], 0.0f);
+  fill_zero(dq);
   for (std::int64_t key0 = 0; key0 <= block_last; key0 += kStep) {
-    __syncthreads();
-    load_rows<T, Dp>(keys, kStep, qkv, view, key0, 1);
-    load_rows<T, Dp>(values, kStep, qkv, view, key0, 2);
-    __syncthreads();
+    load_keys_values<T, Dp>(keys, values, kStep, qkv, view, key0);
     if (key0 > warp_last) continue;
     times_transposed<kStep, Dp>(&s.scores[warp][0][0], ld, q, keys);
     times_transposed<kStep, Dp>(&s.dyv[warp][0][0], ld, grad, values);

@@ -1,5 +1,5 @@
-// Where one head's rows live in attention's tensors, for the kernels of attention.cu and
-// attention_half.cu: a block's y index is the (sequence, head) pair.
+// What the kernels of attention.cu and attention_half.cu share: where one head's rows live in
+// attention's tensors (a block's y index is the (sequence, head) pair), and warp reductions.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +26,18 @@ struct HeadView {
 __device__ inline HeadView head_view(const AttentionGeometry& g) {
   const std::int64_t bh = blockIdx.y;
   return {bh / g.heads, bh % g.heads, g.time, g.head_dim, g.heads * g.head_dim};
+}
+
+__device__ __forceinline__ float warp_max(float value) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  return value;
+}
+
+__device__ __forceinline__ float warp_sum(float value) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    value += __shfl_xor_sync(0xffffffffu, value, offset);
+  return value;
 }
 
 }  // namespace alloy::cuda
