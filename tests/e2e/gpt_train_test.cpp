@@ -4,7 +4,6 @@
 // naming the file.
 #include <boost/test/unit_test.hpp>
 #include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -48,16 +47,6 @@ std::vector<std::string> with(std::vector<std::string> args, const std::vector<s
   return args;
 }
 
-std::string json_field(const std::string& log, const std::string& event, const std::string& key) {
-  const std::regex line("\\{\"event\":\"" + event + "\"[^\n]*");
-  std::smatch match;
-  if (!std::regex_search(log, match, line)) return {};
-  const std::regex field("\"" + key + "\":(\"[^\"]*\"|[^,}]*)");
-  std::smatch value;
-  const std::string text = match.str();
-  return std::regex_search(text, value, field) ? value[1].str() : std::string();
-}
-
 int count_events(const std::string& log, const std::string& event) {
   const std::string needle = "{\"event\":\"" + event + "\"";
   int count = 0;
@@ -75,21 +64,21 @@ BOOST_AUTO_TEST_CASE(k_steps_then_k_more_from_a_checkpoint_equal_2k_steps) {
   const auto args = with(tiny_gpt(corpus.path), {"--dropout", "0.1", "--steps", "8"});
   const ProcessResult straight = run_alloy(with(args, {"--log-json", "-"}));
   BOOST_TEST_REQUIRE(straight.exit_code == 0, straight.errors);
-  const std::string digest = json_field(straight.output, "end", "params_digest");
+  const std::string digest = json_event_field(straight.output, "end", "params_digest");
   BOOST_TEST_REQUIRE(!digest.empty());
 
   const std::string dir = corpus.dir.file("ckpt");
   const ProcessResult first = run_alloy(
       with(args, {"--checkpoint-dir", dir, "--checkpoint-every", "4", "--log-json", "-"}));
   BOOST_TEST_REQUIRE(first.exit_code == 0, first.errors);
-  BOOST_TEST(json_field(first.output, "end", "params_digest") == digest);
+  BOOST_TEST(json_event_field(first.output, "end", "params_digest") == digest);
   BOOST_TEST(count_events(first.output, "checkpoint") == 2);  // step 4, and the end
 
   const ProcessResult resumed =
       run_alloy(with(args, {"--resume", dir + "/step-00000004.ckpt", "--log-json", "-"}));
   BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
   BOOST_TEST(resumed.errors.find("resuming from") != std::string::npos);
-  BOOST_TEST(json_field(resumed.output, "end", "params_digest") == digest);
+  BOOST_TEST(json_event_field(resumed.output, "end", "params_digest") == digest);
   // A model of another shape refuses the checkpoint, naming it.
   const ProcessResult other = run_alloy(
       with(tiny_gpt(corpus.path, "3"), {"--steps", "8", "--resume", dir + "/step-00000004.ckpt"}));
@@ -110,9 +99,9 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_train_to_the_same_bits) {
     BOOST_TEST_REQUIRE(plain.exit_code == 0, plain.errors);
     const ProcessResult recomputed = run_alloy(with(args, {"--recompute", "blocks"}));
     BOOST_TEST_REQUIRE(recomputed.exit_code == 0, recomputed.errors);
-    const std::string digest = json_field(plain.output, "end", "params_digest");
+    const std::string digest = json_event_field(plain.output, "end", "params_digest");
     BOOST_TEST(!digest.empty());
-    BOOST_TEST(json_field(recomputed.output, "end", "params_digest") == digest, level[1]);
+    BOOST_TEST(json_event_field(recomputed.output, "end", "params_digest") == digest, level[1]);
   }
 }
 
@@ -123,11 +112,11 @@ BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
                                              "--eval-batches", "2", "--log-json", "-"}));
   BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
   BOOST_TEST(count_events(run.output, "eval") == 2);
-  BOOST_TEST(json_field(run.output, "eval", "step") == "30");
-  const double first_val = std::stod(json_field(run.output, "eval", "val_loss"));
-  const double end_val = std::stod(json_field(run.output, "end", "val_loss"));
-  BOOST_TEST(std::stod(json_field(run.output, "end", "tokens_per_second")) > 0);
-  BOOST_TEST(json_field(run.output, "end", "step") == "60");
+  BOOST_TEST(json_event_field(run.output, "eval", "step") == "30");
+  const double first_val = std::stod(json_event_field(run.output, "eval", "val_loss"));
+  const double end_val = std::stod(json_event_field(run.output, "end", "val_loss"));
+  BOOST_TEST(std::stod(json_event_field(run.output, "end", "tokens_per_second")) > 0);
+  BOOST_TEST(json_event_field(run.output, "end", "step") == "60");
   // Eleven words: the loss falls well below log(vocabulary) within 60 steps.
   BOOST_TEST(end_val < first_val);
   BOOST_TEST(end_val < 2.5);
@@ -168,7 +157,7 @@ BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {
     const ProcessResult run =
         run_alloy(with(with(tiny_gpt(corpus.path), {"--steps", "6", "--log-json", "-"}), level));
     BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
-    const std::string loss = json_field(run.output, "end", "val_loss");
+    const std::string loss = json_event_field(run.output, "end", "val_loss");
     BOOST_TEST((!loss.empty() && loss != "null"), level[1] << " " << run.output);
     BOOST_TEST(std::stod(loss) < 3.5, level[1]);
   }

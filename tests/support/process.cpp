@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 
@@ -88,6 +89,17 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(path_, ignored);
+}
+
+std::string json_event_field(const std::string& log, const std::string& event,
+                             const std::string& key) {
+  const std::regex line("\\{\"event\":\"" + event + "\"[^\n]*");
+  std::smatch match;
+  if (!std::regex_search(log, match, line)) return {};
+  const std::regex field("\"" + key + "\":(\"[^\"]*\"|[^,}]*)");
+  std::smatch value;
+  const std::string text = match.str();
+  return std::regex_search(text, value, field) ? value[1].str() : std::string();
 }
 
 }  // namespace alloy::test

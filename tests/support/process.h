@@ -24,6 +24,11 @@ std::vector<std::string> lines_of(const std::string& text);
 // The lines of stderr `errors` that are the command line's error reports ("alloy: error: ...").
 std::vector<std::string> alloy_error_lines(const std::string& errors);
 
+// The value of `key` (a string keeps its quotes) in the first `event` line of a --log-json
+// output; empty when there is none.
+std::string json_event_field(const std::string& log, const std::string& event,
+                             const std::string& key);
+
 // A fresh empty directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:

@@ -1,0 +1,68 @@
+// alloy train --model gpt on a GPU (the emulator in CI), end to end: a few steps at O0, O2 bf16
+// and O2 fp16 end at the CPU's validation loss (the half levels within what their rounding
+// allows: the tensor-core attention rounds its probabilities, the CPU keeps them fp32), and with
+// attention dropout on, steps replayed from a captured CUDA graph give the eager steps' weights
+// bit for bit.
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "tests/support/gpu.h"
+#include "tests/support/process.h"
+
+using namespace alloy::test;
+
+namespace {
+
+std::vector<std::string> tiny_gpt(const std::string& device, const std::string& level,
+                                  const std::string& half) {
+  return {"train", "--model",      "gpt",   "--dataset",    "synthetic", "--vocab-size",
+          "50",    "--n-layer",    "2",     "--n-head",     "2",         "--n-embd",
+          "64",    "--block-size", "64",    "--batch-size", "2",         "--steps",
+          "5",     "--optimizer",  "adamw", "--lr",         "3e-3",      "--threads",
+          "2",     "--device",     device,  "--opt-level",  level,       "--half-dtype",
+          half,    "--log-json",   "-"};
+}
+
+// The end event's field of a run that must succeed.
+std::string end_field(std::vector<std::string> args, const std::vector<std::string>& more,
+                      const std::string& key) {
+  args.insert(args.end(), more.begin(), more.end());
+  const ProcessResult run = run_alloy(args);
+  BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+  const std::string value = json_event_field(run.output, "end", key);
+  BOOST_TEST_REQUIRE(!value.empty(), "no " << key << " in\n" << run.output);
+  return value;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(gpt_cuda)
+
+BOOST_AUTO_TEST_CASE(trains_to_the_cpus_validation_loss) {
+  struct Case {
+    std::string level, half;
+    double tolerance;
+  };
+  for (const Case& c :
+       {Case{"O0", "fp16", 1e-3}, Case{"O2", "bf16", 0.02}, Case{"O2", "fp16", 0.005}}) {
+    const double cpu = std::stod(end_field(tiny_gpt("cpu", c.level, c.half), {}, "val_loss"));
+    const double gpu = std::stod(end_field(tiny_gpt("cuda", c.level, c.half), {}, "val_loss"));
+    BOOST_TEST_MESSAGE(c.level << " " << c.half << ": cpu " << cpu << ", cuda " << gpu);
+    BOOST_TEST(std::isfinite(gpu));
+    BOOST_TEST(std::fabs(gpu - cpu) <= c.tolerance,
+               c.level << " " << c.half << ": cuda " << gpu << " against the cpu's " << cpu);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(graph_replays_give_the_eager_weights_with_attention_dropout) {
+  const auto args = tiny_gpt("cuda", "O2", "bf16");
+  const std::string eager =
+      end_field(args, {"--dropout", "0.1", "--steps", "6", "--cuda-graph", "off"}, "params_digest");
+  const std::string replayed =
+      end_field(args, {"--dropout", "0.1", "--steps", "6", "--cuda-graph", "on"}, "params_digest");
+  BOOST_TEST(replayed == eager);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
