@@ -10,6 +10,18 @@
 using namespace alloy;
 using namespace alloy::test;
 
+namespace {
+
+// Alloy's own kernels, where --attention-kernel auto would take cuDNN's
+// (attention_cudnn_gpu_test checks those).
+struct AlloyKernels {
+  AlloyKernels() { set_attention_kernel(AttentionKernel::alloy); }
+};
+
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(AlloyKernels);
+
 BOOST_AUTO_TEST_SUITE(attention_gpu)
 
 BOOST_AUTO_TEST_CASE(forward_and_backward_match_the_cpu_and_repeat_bit_for_bit) {

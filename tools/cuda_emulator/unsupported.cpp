@@ -1,0 +1,61 @@
+// Runtime entry points that only the cuDNN frontend's headers reference
+// (core/ops/cuda/attention_cudnn.cpp): device and pointer attributes, capture info, user objects,
+// libraries and kernels loaded at run time. None is emulated: each fails with
+// cudaErrorNotSupported, recorded as the thread's last error as the runtime records a failure,
+// so the frontend's graphs never build here (docs/cuda_emulator.md).
+#include "tools/cuda_emulator/runtime.h"
+
+using alloy::emulator::fail;
+
+cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes*, const void*) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t, cudaStreamCaptureStatus*, unsigned long long*,
+                                     cudaGraph_t*, const cudaGraphNode_t**,
+                                     const cudaGraphEdgeData**, size_t*) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaUserObjectCreate(cudaUserObject_t*, void*, cudaHostFn_t, unsigned int,
+                                 unsigned int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaUserObjectRelease(cudaUserObject_t, unsigned int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaGraphRetainUserObject(cudaGraph_t, cudaUserObject_t, unsigned int, unsigned int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char*, void**, unsigned int, unsigned long long,
+                                             cudaDriverEntryPointQueryResult*) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaLibraryLoadData(cudaLibrary_t*, const void*, cudaJitOption*, void**, unsigned int,
+                                cudaLibraryOption*, void**, unsigned int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaLibraryUnload(cudaLibrary_t) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaLibraryGetKernel(cudaKernel_t*, cudaLibrary_t, const char*) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t, cudaFuncAttribute, int, int) {
+  return fail(cudaErrorNotSupported);
+}
+
+cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
+  return fail(cudaErrorNotSupported);
+}
