@@ -1,8 +1,11 @@
-// Runtime entry points that only the cuDNN frontend's headers reference
-// (core/ops/cuda/attention_cudnn.cpp): device and pointer attributes, capture info, user objects,
-// libraries and kernels loaded at run time. None is emulated: each fails with
-// cudaErrorNotSupported, recorded as the thread's last error as the runtime records a failure,
-// so the frontend's graphs never build here (docs/cuda_emulator.md).
+// Entry points that only the cuDNN frontend's headers reference
+// (core/ops/cuda/attention_cudnn.cpp): the runtime's device and pointer attributes, capture info,
+// user objects, libraries and kernels loaded at run time, and NVRTC (its engines compiled at run
+// time). None is emulated: a runtime call fails with cudaErrorNotSupported, recorded as the
+// thread's last error as the runtime records a failure, an NVRTC call with
+// NVRTC_ERROR_INTERNAL_ERROR, so the frontend's graphs never build here (docs/cuda_emulator.md).
+#include <nvrtc.h>
+
 #include "tools/cuda_emulator/runtime.h"
 
 using alloy::emulator::fail;
@@ -58,4 +61,33 @@ cudaError_t cudaKernelSetAttributeForDevice(cudaKernel_t, cudaFuncAttribute, int
 
 cudaError_t cudaLaunchKernel(const void*, dim3, dim3, void**, size_t, cudaStream_t) {
   return fail(cudaErrorNotSupported);
+}
+
+nvrtcResult nvrtcCreateProgram(nvrtcProgram*, const char*, const char*, int, const char* const*,
+                               const char* const*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcCompileProgram(nvrtcProgram, int, const char* const*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcDestroyProgram(nvrtcProgram*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram, size_t*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram, char*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram, size_t*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram, char*) {
+  return NVRTC_ERROR_INTERNAL_ERROR;
 }
