@@ -123,7 +123,8 @@ BOOST_AUTO_TEST_CASE(the_attention_kernel_flag_is_checked_and_the_cpu_ignores_it
   Corpus corpus;
   for (const auto& args : std::vector<std::vector<std::string>>{
            with(tiny_gpt(corpus.path), {"--steps", "2", "--attention-kernel", "fastest"}),
-           {"mem", "--model", "gpt", "--device", "cpu", "--attention-kernel", "fastest"},
+           {"mem", "--model", "gpt", "--device", "cpu", "--batch-size", "2", "--attention-kernel",
+            "fastest"},
            {"eval", "--checkpoint", corpus.path, "--attention-kernel", "fastest"}}) {
     const ProcessResult bad = run_alloy(args);
     BOOST_TEST(bad.exit_code == 2, args[0] << ": " << bad.errors);
