@@ -830,7 +830,7 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
 // its user takes another path or reports cuDNN's refusal (docs/cuda_emulator.md).
 namespace {
 
-constexpr char kNoGraphApi[] = "the CUDA emulator does not emulate cuDNN's graph API";
+constexpr char kNoGraphApi[] = " (the CUDA emulator does not emulate cuDNN's graph API)";
 
 }  // namespace
 

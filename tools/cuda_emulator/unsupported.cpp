@@ -1,5 +1,5 @@
 // Entry points that only the cuDNN frontend's headers reference
-// (core/ops/cuda/attention_cudnn.cpp): the runtime's device and pointer attributes, capture info,
+// (core/ops/cuda/attention_cudnn.cpp): the runtime's pointer attributes, capture info,
 // user objects, libraries and kernels loaded at run time, and NVRTC (its engines compiled at run
 // time). None is emulated: a runtime call fails with cudaErrorNotSupported, recorded as the
 // thread's last error as the runtime records a failure, an NVRTC call with
@@ -9,10 +9,6 @@
 #include "tools/cuda_emulator/runtime.h"
 
 using alloy::emulator::fail;
-
-cudaError_t cudaDeviceGetAttribute(int*, cudaDeviceAttr, int) {
-  return fail(cudaErrorNotSupported);
-}
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes*, const void*) {
   return fail(cudaErrorNotSupported);
