@@ -110,11 +110,57 @@ if [[ "$cuda" != OFF ]] && ! command -v nvcc >/dev/null && [[ -z "${CUDACXX:-}" 
   export PATH="/usr/local/cuda/bin:$PATH"  # the toolkit's usual place, often not on PATH
 fi
 
+builds_cuda=0
+if [[ "$cuda" == EMULATED ]]; then
+  builds_cuda=1
+elif [[ "$cuda" != OFF ]] && { command -v nvcc >/dev/null || [[ -n "${CUDACXX:-}" ]]; }; then
+  builds_cuda=1
+fi
+
+# The cuDNN frontend's C++ headers (header-only; core/ops/cuda/attention_cudnn.cpp), from the
+# PyPI package's wheel into a cache outside the checkout, once per version. CUDA builds only.
+frontend_version=1.32.0
+frontend_include=""
+fetch_cudnn_frontend() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/alloy/cudnn-frontend-$frontend_version"
+  frontend_include="$cache/include"
+  [[ -f "$frontend_include/cudnn_frontend.h" ]] && return 0
+  command -v python3 >/dev/null || { say "python3 is needed to fetch the cuDNN frontend"; exit 1; }
+  local download
+  download="$(mktemp -d)"
+  say "fetching the cuDNN frontend $frontend_version's headers (PyPI nvidia-cudnn-frontend)"
+  python3 -m pip download -q --no-deps -d "$download" "nvidia-cudnn-frontend==$frontend_version" ||
+    { say "pip download nvidia-cudnn-frontend==$frontend_version failed"; rm -rf "$download"; exit 1; }
+  mkdir -p "$cache"
+  # Only include/ from the wheel (or sdist): unpacked beside the cache, then moved in whole.
+  python3 - "$download" "$cache" <<'EOF'
+import pathlib, shutil, sys, tarfile, tempfile, zipfile
+download, cache = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+archive = next(download.iterdir())
+staging = pathlib.Path(tempfile.mkdtemp(dir=cache))
+if archive.suffix == ".whl":
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(staging, [n for n in z.namelist() if n.startswith("include/")])
+else:
+    with tarfile.open(archive) as t:
+        t.extractall(staging, [m for m in t.getmembers() if "/include/" in m.name])
+found = next(staging.rglob("cudnn_frontend.h"), None)
+if found is None:
+    sys.exit(f"setup.sh: {archive.name} holds no include/cudnn_frontend.h")
+shutil.rmtree(cache / "include", ignore_errors=True)
+found.parent.rename(cache / "include")
+shutil.rmtree(staging)
+EOF
+  rm -rf "$download"
+}
+if [[ "$builds_cuda" == 1 ]]; then fetch_cudnn_frontend; fi
+
 jobs="${ALLOY_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 # ccache rewrites the paths under the checkout relative to the build directory, so every clone
 # (CI's fresh one included) shares the objects another clone compiled.
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$here}"
 configure=(cmake -S "$here" -B "$build_dir" -DALLOY_CUDA="$cuda")
+if [[ -n "$frontend_include" ]]; then configure+=(-DCUDNN_FRONTEND_INCLUDE_DIR="$frontend_include"); fi
 if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   # A fresh tree: Ninja and Release. An existing tree keeps its generator and build type.
   configure+=(-G Ninja -DCMAKE_BUILD_TYPE=Release)

@@ -17,6 +17,7 @@
 #include "apps/train/training_state.h"
 #include "core/checkpoint/checkpoint_file.h"
 #include "core/error.h"
+#include "core/ops/attention_kernel.h"
 #include "core/thread_pool.h"
 
 namespace alloy::app {
@@ -41,6 +42,9 @@ po::options_description eval_options() {
     ("allow-tf32", po::value<bool>()->implicit_value(true, "true")->value_name("BOOL"),
      "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores (default: as the "
      "checkpoint was trained); a no-op on the CPU")
+    ("attention-kernel", po::value<std::string>()->value_name("auto|alloy|cudnn"),
+     "the kernel of causal attention on CUDA, as alloy train --attention-kernel (default: "
+     "auto); a no-op on the CPU")
     ("log-json", po::value<std::string>()->value_name("FILE|-"), "write the result as JSON")
     ("help,h", "print this help and exit");
   // clang-format on
@@ -70,6 +74,9 @@ int run_eval(const std::vector<std::string>& args) {
   if (!(device_flag == "auto" || device_flag == "cpu" || device_flag == "cuda" ||
         device_flag.rfind("cuda:", 0) == 0)) {
     usage_fail("--device '", device_flag, "' is not one of auto, cpu, cuda or cuda:N");
+  }
+  if (values.count("attention-kernel")) {  // a bad name fails before the checkpoint is read
+    static_cast<void>(parse_attention_kernel(values["attention-kernel"].as<std::string>()));
   }
   std::unique_ptr<JsonLog> log;
   if (values.count("log-json")) {
@@ -107,6 +114,9 @@ int run_eval(const std::vector<std::string>& args) {
   }
   train.device = device_flag;
   if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();
+  if (values.count("attention-kernel")) {
+    train.attention_kernel = values["attention-kernel"].as<std::string>();
+  }
   // The training run's thread count, so the accuracy is the one its epoch event reported.
   const unsigned cores = std::thread::hardware_concurrency();
   train.threads = cores == 0 ? 1 : static_cast<int>(cores);

@@ -115,6 +115,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
   const models::GptConfig& c = trainer.config();
   const std::int64_t parameters = trainer.parameter_count();
   const char* level = amp::opt_level_name(o.precision.level);
+  const char* attention = trainer.attention_kernel_in_use();  // a bad choice fails here
   human << o.model << " (" << parameters << " parameters: " << c.n_layer << " layers, " << c.n_head
         << " heads, " << c.n_embd << " wide, context " << c.block_size << ", vocabulary "
         << c.vocab_size << ") on " << device.device.str() << ", " << o.threads << " threads | "
@@ -138,6 +139,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
         .add("vocab_size", c.vocab_size)
         .add("steps", o.steps)
         .add("batch_size", o.batch_size)
+        .add("attention_kernel", attention)
         .add("seed", o.seed);
     log->write(event);
   }

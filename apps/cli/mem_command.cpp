@@ -12,6 +12,7 @@
 #include "apps/train/max_batch.h"
 #include "core/error.h"
 #include "core/ops/allow_tf32.h"
+#include "core/ops/attention_kernel.h"
 #include "core/thread_pool.h"
 
 namespace alloy::app {
@@ -29,6 +30,7 @@ int run_mem(const std::vector<std::string>& args) {
 
   set_cpu_threads(options.threads);
   set_allow_tf32(options.allow_tf32);  // process-wide, as `alloy train` sets it
+  set_attention_kernel(parse_attention_kernel(options.attention_kernel));
   const DeviceChoice device = choose_device(options.device);
   if (options.max_batch && device.device.is_cpu()) {
     fail("--max-batch needs a CUDA device, and this run is on the CPU (", device.explanation, ")");

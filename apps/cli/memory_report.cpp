@@ -106,6 +106,10 @@ po::options_description mem_options(MemOptions& o) {
                        ->implicit_value(true, "true")->value_name("BOOL"),
      "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores, as 'alloy "
      "train --allow-tf32' does; a no-op on the CPU")
+    ("attention-kernel", value(&o.attention_kernel)->default_value("auto")
+                             ->value_name("auto|alloy|cudnn"),
+     "the kernel of causal attention on CUDA, as 'alloy train --attention-kernel' chooses it; "
+     "a no-op on the CPU")
     ("threads", value(&o.threads)->value_name("N"),
      "CPU threads for the kernels (default: every core this process may use)")
     ("seed", value(&o.seed)->default_value(1)->value_name("N"), "model and batch seed")

@@ -42,6 +42,8 @@ struct MemOptions {
   std::string plot;               // empty: none
   bool max_batch = false;         // needs a CUDA device
   bool allow_tf32 = false;        // fp32 GEMMs and convolutions on TF32 tensor cores (CUDA)
+  // auto | alloy | cudnn: the kernel of causal attention on CUDA (core/ops/attention_kernel.h)
+  std::string attention_kernel = "auto";
   std::int64_t max_batch_limit = 32768;
   // One rank of a data-parallel job, simulated (MeasureConfig::world_size); --batch-size is then
   // the global batch. zero 1 measures each level twice, plain DDP and ZeRO stage 1.

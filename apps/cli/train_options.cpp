@@ -28,6 +28,7 @@ const std::vector<std::string> kOptimizers = {"sgd", "adamw"};
 const std::vector<std::string> kLrSchedules = {"constant", "linear", "cosine"};
 const std::vector<std::string> kDistBackends = {"nccl", "gloo"};
 const std::vector<std::string> kConvAlgorithms = {"heuristic", "measured"};
+const std::vector<std::string> kAttentionKernels = {"auto", "alloy", "cudnn"};
 constexpr int kMaxThreads = 1024;
 
 void check_choice(const char* flag, const std::string& value,
@@ -134,6 +135,7 @@ void validate(TrainOptions& o, const po::variables_map& values) {
   check_recompute_choice(o.recompute);
   check_layout_choice(o.layout);
   check_choice("--conv-algorithms", o.conv_algorithms, kConvAlgorithms);
+  check_choice("--attention-kernel", o.attention_kernel, kAttentionKernels);
   check_at_least<std::int64_t>("--warmup-steps", o.warmup_steps, 0);
   check_finite("--min-lr", o.min_lr);
   check_at_least("--min-lr", o.min_lr, 0.0);
@@ -280,6 +282,11 @@ po::options_description train_options_description(TrainOptions& o) {
       "let fp32 matrix products and convolutions on CUDA run on TF32 tensor cores (10-bit "
       "mantissa inputs, fp32 accumulation), as PyTorch's allow_tf32; off keeps fp32 IEEE fp32. "
       "Half-precision ops use tensor cores either way; a no-op on the CPU")(
+      "attention-kernel",
+      value(&o.attention_kernel)->default_value(o.attention_kernel)->value_name("auto|alloy|cudnn"),
+      "causal attention on CUDA: cudnn (cuDNN's fused flash attention, deterministic backward), "
+      "alloy (Alloy's own kernels) or auto (cudnn where it runs the shape and dtype, with no "
+      "attention dropout; fp32 always alloy); a no-op on the CPU")(
       "seed", value(&o.seed)->default_value(o.seed)->value_name("N"),
       "seed of the weight initialisation, the shuffling and the synthetic data");
 

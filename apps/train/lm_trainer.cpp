@@ -11,6 +11,7 @@
 #include "core/digest.h"
 #include "core/nn/cast_policy.h"
 #include "core/nn/dropout.h"
+#include "core/ops/attention.h"
 #include "core/ops/lr_schedule.h"
 #include "core/ops/step_tally.h"
 #include "core/random.h"
@@ -191,6 +192,22 @@ LmTrainer::LmTrainer(const TrainConfig& options, Device device, data::TokenCorpu
     precision_->optimizer().set_schedule(schedule);
   }
   tally_ = make_step_tally(device_);
+  set_attention_kernel(parse_attention_kernel(options_.attention_kernel));
+}
+
+const char* LmTrainer::attention_kernel_in_use() {
+  const amp::AmpProperties& p = options_.precision;
+  // qkv comes out of a linear layer: half when the model is, or when O1 casts its inputs.
+  const DType dtype = p.model_dtype != DType::f32 ? p.model_dtype
+                      : p.cast_policy             ? p.half_dtype
+                                                  : DType::f32;
+  const models::GptConfig& c = config();
+  AttentionGeometry g;
+  g.batch = options_.batch_size / world_size();
+  g.time = c.block_size;
+  g.heads = c.n_head;
+  g.head_dim = c.n_embd / c.n_head;
+  return attention_kernel_name(attention_kernel_used(device_, dtype, g, c.dropout > 0.0f));
 }
 
 Tensor LmTrainer::to_device(const Tensor& host) const {

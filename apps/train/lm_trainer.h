@@ -81,6 +81,10 @@ class LmTrainer {
   models::Gpt& model() { return *model_; }
   amp::MixedPrecision& precision() { return *precision_; }
   Device device() const { return device_; }
+  // The kernel the attention ops run (core/ops/attention_kernel.h): "alloy" or "cudnn". On a
+  // GPU this settles --attention-kernel for the run's shape (building cuDNN's plans); an
+  // explicit cudnn that cannot run throws (a usage error for fp32 or attention dropout).
+  const char* attention_kernel_in_use();
 
   // Checkpoints: the state to save, and a saved state put back (Error naming `path` when it
   // does not fit this run).

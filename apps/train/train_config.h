@@ -45,6 +45,8 @@ struct TrainConfig {
   std::string conv_algorithms = "measured";
   // fp32 GEMMs and convolutions on CUDA may use TF32 tensor cores (core/ops/allow_tf32.h).
   bool allow_tf32 = false;
+  // auto | alloy | cudnn: the kernel of causal attention on CUDA (core/ops/attention_kernel.h).
+  std::string attention_kernel = "auto";
 
   // Precision: the opt level's properties after the overrides (--half-dtype, --loss-scale...).
   amp::AmpProperties precision;

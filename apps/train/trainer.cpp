@@ -14,6 +14,7 @@
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
 #include "core/ops/allow_tf32.h"
+#include "core/ops/attention_kernel.h"
 #include "core/ops/clip_grad_norm.h"
 #include "core/ops/conv2d_algorithm_db.h"
 #include "core/ops/elementwise.h"
@@ -98,6 +99,8 @@ Trainer::Trainer(const TrainConfig& options, Device device, data::DatasetPair da
   // --allow-tf32: process-wide too, read by the CUDA GEMMs and convolutions (the CPU computes
   // fp32 in fp32 either way).
   set_allow_tf32(options_.allow_tf32);
+  // --attention-kernel: process-wide, read by the attention ops (no image model has any).
+  set_attention_kernel(parse_attention_kernel(options_.attention_kernel));
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
   precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
   precision_->set_ema_warmup(options_.ema_warmup);

@@ -1,10 +1,12 @@
 #include "core/ops/attention.h"
 
 #include "core/ops/dispatch.h"
+#include "core/setting_error.h"
 
 #ifdef ALLOY_HAVE_CUDA
 #include "core/cuda/context.h"
 #include "core/ops/cuda/attention.h"
+#include "core/ops/cuda/attention_cudnn.h"
 #endif
 
 namespace alloy {
@@ -44,7 +46,43 @@ AttentionDropoutBits dropout_bits_of(const char* op, const AttentionDropout* dro
   return bits;
 }
 
+bool runs_cudnn(Device device, DType dtype, const AttentionGeometry& g,
+                const AttentionDropoutBits& bits) {
+  return device.is_cuda() &&
+         attention_kernel_used(device, dtype, g, bits.threshold != 0) == AttentionKernel::cudnn;
+}
+
 }  // namespace
+
+AttentionKernel attention_kernel_used(Device device, DType dtype, const AttentionGeometry& g,
+                                      bool dropout) {
+  const AttentionKernel setting = attention_kernel();
+  if (!device.is_cuda() || setting == AttentionKernel::alloy) return AttentionKernel::alloy;
+  const bool explicit_cudnn = setting == AttentionKernel::cudnn;
+  if (dtype == DType::f32) {
+    if (explicit_cudnn) {
+      setting_fail(
+          "{attention_kernel} cudnn runs f16 and bf16 attention; fp32 runs Alloy's "
+          "kernel (use auto or alloy)");
+    }
+    return AttentionKernel::alloy;
+  }
+  if (dropout) {
+    if (explicit_cudnn) {
+      setting_fail(
+          "{attention_kernel} cudnn cannot drop out attention probabilities: cuDNN's "
+          "random numbers are not Alloy's masks (use auto or alloy, or no attention "
+          "dropout)");
+    }
+    return AttentionKernel::alloy;
+  }
+#ifdef ALLOY_HAVE_CUDA
+  const std::string why = cuda::cudnn_attention_unsupported(device, dtype, g);
+  if (why.empty()) return AttentionKernel::cudnn;
+  if (explicit_cudnn) setting_failure("{attention_kernel} cudnn: ", why);
+#endif
+  return AttentionKernel::alloy;
+}
 
 AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool save_lse,
                                   const AttentionDropout* dropout) {
@@ -60,6 +98,17 @@ AttentionResult attention_forward(const Tensor& qkv, std::int64_t heads, bool sa
         Tensor::empty({g.batch, g.heads, g.time}, DType::f32, device, MemoryCategory::activations);
   }
   float* lse = save_lse ? result.lse.data<float>() : nullptr;
+  if (runs_cudnn(device, qkv.dtype(), g, bits)) {
+    ALLOY_CUDA_PATH(op, device, {
+      // cuDNN's one forward graph writes the statistics: scratch ones when not kept.
+      const Tensor scratch = save_lse ? Tensor()
+                                      : Tensor::empty({g.batch, g.heads, g.time}, DType::f32,
+                                                      device, MemoryCategory::workspace);
+      cuda::cudnn_attention_forward(device, qkv.raw(), qkv.dtype(), g, result.y.raw(),
+                                    save_lse ? lse : scratch.data<float>());
+    });
+    return result;
+  }
   ALLOY_RUN_KERNEL(op, device, attention_forward, qkv.raw(), qkv.dtype(), g, result.y.raw(), lse,
                    bits);
   return result;
@@ -81,6 +130,13 @@ Tensor attention_backward(const Tensor& dy, const Tensor& qkv, const Tensor& y, 
   check_dtype(op, "lse", lse, DType::f32);
   check_shape(op, "lse", lse, {g.batch, g.heads, g.time});
   Tensor dqkv = Tensor::empty(qkv.shape(), qkv.dtype(), device, MemoryCategory::activations);
+  if (runs_cudnn(device, qkv.dtype(), g, bits)) {
+    ALLOY_CUDA_PATH(op, device, {
+      cuda::cudnn_attention_backward(device, dy.raw(), qkv.raw(), y.raw(), lse.data<float>(),
+                                     qkv.dtype(), g, dqkv.raw());
+    });
+    return dqkv;
+  }
   ALLOY_RUN_KERNEL(op, device, attention_backward, dy.raw(), qkv.raw(), y.raw(), lse.data<float>(),
                    qkv.dtype(), g, dqkv.raw(), bits);
   return dqkv;

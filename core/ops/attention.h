@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "core/host_device.h"
+#include "core/ops/attention_kernel.h"
 #include "core/ops/dropout.h"
 #include "core/tensor.h"
 
@@ -63,6 +64,13 @@ struct AttentionResult {
   Tensor y;    // [B, T, C] in qkv's dtype
   Tensor lse;  // f32 [B, H, T]: each query row's log-sum-exp, for backward; undefined unless saved
 };
+
+// The kernel attention of `dtype` and geometry `g` runs on `device` under the process's
+// --attention-kernel setting (core/ops/attention_kernel.h): alloy or cudnn, the same for a
+// forward and the backward after it. `dropout`: the probabilities get dropout. An explicit cudnn
+// that cannot run throws: a usage error for f32 or dropout, else an error with cuDNN's reason.
+AttentionKernel attention_kernel_used(Device device, DType dtype, const AttentionGeometry& g,
+                                      bool dropout);
 
 // save_lse: keep the row statistics for backward (an evaluation forward does not). dropout:
 // null for none.

@@ -105,6 +105,39 @@ BOOST_AUTO_TEST_CASE(recomputed_blocks_train_to_the_same_bits) {
   }
 }
 
+// --attention-kernel: a bad value is a usage error naming the flag (train, mem, eval); train,
+// mem and eval list it; on the CPU every choice runs Alloy's kernel to the same bits, and the
+// start event says so. (On CUDA: tests/core/ops/attention_cudnn_gpu_test.cpp.)
+BOOST_AUTO_TEST_CASE(the_attention_kernel_flag_is_checked_and_the_cpu_ignores_it) {
+  Corpus corpus;
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           with(tiny_gpt(corpus.path), {"--steps", "2", "--attention-kernel", "fastest"}),
+           {"mem", "--model", "gpt", "--device", "cpu", "--batch-size", "2", "--attention-kernel",
+            "fastest"},
+           {"eval", "--checkpoint", corpus.path, "--attention-kernel", "fastest"}}) {
+    const ProcessResult bad = run_alloy(args);
+    BOOST_TEST(bad.exit_code == 2, args[0] << ": " << bad.errors);
+    BOOST_TEST(bad.errors.find("--attention-kernel 'fastest' is not one of auto, alloy or cudnn") !=
+                   std::string::npos,
+               args[0] << ": " << bad.errors);
+  }
+  for (const char* command : {"train", "mem", "eval"}) {
+    const ProcessResult help = run_alloy({command, "--help"});
+    BOOST_TEST(help.output.find("--attention-kernel") != std::string::npos, command);
+  }
+  std::string digest;
+  for (const char* kernel : {"auto", "alloy", "cudnn"}) {
+    const ProcessResult run =
+        run_alloy(with(tiny_gpt(corpus.path), {"--steps", "2", "--device", "cpu", "--log-json", "-",
+                                               "--attention-kernel", kernel}));
+    BOOST_TEST_REQUIRE(run.exit_code == 0, kernel << ": " << run.errors);
+    BOOST_TEST(json_event_field(run.output, "start", "attention_kernel") == "\"alloy\"", kernel);
+    const std::string mine = json_event_field(run.output, "end", "params_digest");
+    if (digest.empty()) digest = mine;
+    BOOST_TEST(mine == digest, kernel);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
   Corpus corpus;
   const ProcessResult run =

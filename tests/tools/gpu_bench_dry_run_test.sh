@@ -55,6 +55,7 @@ required = {
     "vocab 50304": 1, "batch 256": 3, "batch 16": 1,
     "Alloy --opt-level O0 --allow-tf32": 2, "Alloy --opt-level O2 --half-dtype bf16": 3,
     "Alloy --opt-level O2 --half-dtype fp16": 1,
+    "--attention-kernel alloy": 1, "--attention-kernel cudnn": 1,
 }
 for setting, parts in required.items():
     having = {n.split("/")[0] for n, l in zip(names, labels) if setting in l}

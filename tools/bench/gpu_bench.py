@@ -26,7 +26,8 @@ hand-captured CUDA graph of the whole step; each labelled with its settings (--d
 them, one per line, with an estimate of each part's device seconds). Every run warms up first
 (compile_seconds and warmup_seconds are reported apart from the timed steps); a compilation past
 --compile-cap seconds ends the row as "compile-cap". Alloy: `alloy train` at O0, O0
---allow-tf32, O2 (fp16) and O2 --half-dtype bf16 (lenet: O0 and O2; gpt2: O2 bf16 and fp16);
+--allow-tf32, O2 (fp16) and O2 --half-dtype bf16 (lenet: O0 and O2; gpt2: O2 bf16 and fp16,
+and O2 bf16 with --attention-kernel alloy and cudnn, Alloy's attention kernel against cuDNN's);
 its figure is the mean images_per_second of the epoch events after the first (the first is its
 warm-up), gpt2's the end event's tokens_per_second.
 
@@ -116,9 +117,15 @@ ALLOY_LEVELS = {
     "O2-bf16": (["--opt-level", "O2", "--half-dtype", "bf16"], "bf16 model, fp32 masters"),
     "O2-fp16": (["--opt-level", "O2", "--half-dtype", "fp16"],
                 "fp16 model, fp32 masters, dynamic loss scale"),
+    # The two attention kernels on one device in one call (core/ops/attention_kernel.h).
+    "O2-bf16-attn-alloy": (["--opt-level", "O2", "--half-dtype", "bf16", "--attention-kernel",
+                            "alloy"], "bf16 model, fp32 masters, Alloy's attention kernel"),
+    "O2-bf16-attn-cudnn": (["--opt-level", "O2", "--half-dtype", "bf16", "--attention-kernel",
+                            "cudnn"], "bf16 model, fp32 masters, cuDNN's fused attention"),
 }
 ALLOY_ROWS = {"lenet": ["O0", "O2"], "resnet18": ["O0", "O0-tf32", "O2", "O2-bf16"],
-              "resnet50": ["O0", "O0-tf32", "O2", "O2-bf16"], "gpt2": ["O2-bf16", "O2-fp16"]}
+              "resnet50": ["O0", "O0-tf32", "O2", "O2-bf16"],
+              "gpt2": ["O2-bf16", "O2-fp16", "O2-bf16-attn-alloy", "O2-bf16-attn-cudnn"]}
 # Comparisons: (key, Alloy row, baseline: a PyTorch row or a "best-..." choice, goal).
 COMPARISONS = {
     "lenet": [("alloy_O0_vs_fp32_tf32_off", "O0", "fp32-tf32-off", 5.0),

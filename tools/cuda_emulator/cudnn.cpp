@@ -4,10 +4,12 @@
 // NCHW or NHWC cross-correlation (or convolution) with padding, stride and dilation, and
 // y = alpha * result + beta * y. Every algorithm computes the same im2col + fp32 sgemm; what
 // tells them apart is the workspace each declares (and checks) and its determinism flag.
+// cuDNN's graph API is not emulated: its entry points (at the end) refuse.
 #include <cudnn.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -822,3 +824,60 @@ const char* cudnnGetErrorString(cudnnStatus_t status) {
 }
 
 }  // extern "C"
+
+// cuDNN's graph API (the backend descriptors the cuDNN frontend builds its graphs from, such as
+// fused attention's) is not emulated: every entry point refuses, so a graph never builds and
+// its user takes another path or reports cuDNN's refusal (docs/cuda_emulator.md).
+namespace {
+
+constexpr char kNoGraphApi[] = " (the CUDA emulator does not emulate cuDNN's graph API)";
+
+}  // namespace
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t,
+                                           cudnnBackendDescriptor_t* descriptor) {
+  if (descriptor != nullptr) *descriptor = nullptr;
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendInitialize(cudnnBackendDescriptor_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
+                                       cudnnBackendAttributeType_t, int64_t, const void*) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const, cudnnBackendAttributeName_t,
+                                       cudnnBackendAttributeType_t, int64_t, int64_t*, void*) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t, cudnnBackendDescriptor_t,
+                                  cudnnBackendDescriptor_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendPopulateCudaGraph(cudnnHandle_t, cudnnBackendDescriptor_t,
+                                            cudnnBackendDescriptor_t, cudaGraph_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+cudnnStatus_t cudnnBackendUpdateCudaGraph(cudnnHandle_t, cudnnBackendDescriptor_t,
+                                          cudnnBackendDescriptor_t, cudaGraph_t) {
+  return CUDNN_STATUS_NOT_SUPPORTED;
+}
+
+void cudnnGetLastErrorString(char* message, size_t max_size) {
+  if (message == nullptr || max_size == 0) return;
+  std::snprintf(message, max_size, "%s", kNoGraphApi);
+}

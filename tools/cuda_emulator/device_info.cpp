@@ -170,6 +170,28 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* properties, int device) {
   return cudaSuccess;
 }
 
+// The compute capability and the multiprocessor count (what the cuDNN frontend asks for), as
+// cudaGetDeviceProperties gives them; other attributes are not emulated.
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (value == nullptr) return fail(cudaErrorInvalidValue);
+  cudaDeviceProp properties;
+  const cudaError_t status = cudaGetDeviceProperties(&properties, device);
+  if (status != cudaSuccess) return status;
+  switch (attribute) {
+    case cudaDevAttrComputeCapabilityMajor:
+      *value = properties.major;
+      return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor:
+      *value = properties.minor;
+      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount:
+      *value = properties.multiProcessorCount;
+      return cudaSuccess;
+    default:
+      return fail(cudaErrorNotSupported);
+  }
+}
+
 cudaError_t cudaDeviceGetPCIBusId(char* bus, int length, int device) {
   if (bus == nullptr || length <= 0) return fail(cudaErrorInvalidValue);
   if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
