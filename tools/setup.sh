@@ -16,6 +16,7 @@
 #                     backend built by the host compiler against tools/cuda_emulator, which
 #                     runs it without a GPU (needs the toolkit's headers only)
 #   ALLOY_JOBS        parallel compile jobs (default: the cores this process may use)
+#   ALLOY_BUILD_TARGET  one target to build instead of everything (e.g. gpu_tests)
 #   ALLOY_WITH_TORCH  1: same as --with-torch
 set -euo pipefail
 
@@ -168,5 +169,5 @@ fi
 say "configuring $build_dir (ALLOY_CUDA=$cuda)"
 "${configure[@]}"
 say "building with $jobs jobs"
-cmake --build "$build_dir" --parallel "$jobs"
+cmake --build "$build_dir" --parallel "$jobs" ${ALLOY_BUILD_TARGET:+--target "$ALLOY_BUILD_TARGET"}
 say "done: $build_dir/bin/alloy; tests: ctest --test-dir $build_dir"
