@@ -19,14 +19,14 @@ constexpr int kForwardRows = 16;  // query rows per forward block
 constexpr int kBackwardRows = 8;  // query rows per backward tile (shared memory stays < 48 KiB)
 
 // rows x dim elements of a head into a tile (zero beyond T), all threads of the block.
-template <class T, int Stride>
-__device__ void load_tile(float (*tile)[Stride], int rows, const T* data, const HeadView& v,
+template <int Stride>
+__device__ void load_tile(float (*tile)[Stride], int rows, const float* data, const HeadView& v,
                           std::int64_t first, int part) {
   for (int e = threadIdx.x; e < rows * v.dim; e += blockDim.x) {
     const int r = e / static_cast<int>(v.dim);
     const int d = e - r * static_cast<int>(v.dim);
     const std::int64_t t = first + r;
-    tile[r][d] = t < v.time ? widen(data[v.at(t, part) + d]) : 0.0f;
+    tile[r][d] = t < v.time ? data[v.at(t, part) + d] : 0.0f;
   }
 }
 
@@ -39,9 +39,8 @@ __device__ __forceinline__ float tile_dot(const float* a, const float (*tile)[St
   return sum;
 }
 
-template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
-    forward_kernel(const T* qkv, AttentionGeometry g, float scale, T* y, float* lse,
+    forward_kernel(const float* qkv, AttentionGeometry g, float scale, float* y, float* lse,
                    AttentionDropoutBits dropout) {
   __shared__ float q_tile[kForwardRows][kMaxDim];
   __shared__ float k_tile[kKeys][kMaxDim + 1];  // padded: lanes read different rows
@@ -112,7 +111,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
-      if (d < view.dim) y[view.out_at(t) + d] = narrow<T>(acc[i][c] * inverse);
+      if (d < view.dim) y[view.out_at(t) + d] = acc[i][c] * inverse;
     }
     if (lse != nullptr && lane == 0)
       lse[(view.b * g.heads + view.h) * g.time + t] = m[i] + logf(l[i]);
@@ -149,8 +148,7 @@ struct BackwardTiles {
   float delta[kBackwardRows];
 };
 
-template <class T>
-__device__ void load_rows(BackwardTiles& s, const T* qkv, const T* dy, const float* lse,
+__device__ void load_rows(BackwardTiles& s, const float* qkv, const float* dy, const float* lse,
                           const float* delta, const HeadView& v, const AttentionGeometry& g,
                           std::int64_t row0) {
   load_tile(s.q, kBackwardRows, qkv, v, row0, 0);
@@ -194,10 +192,9 @@ __device__ void probabilities(BackwardTiles& s, std::int64_t row0, std::int64_t 
 }
 
 // dk and dv of kKeys keys: warp w owns keys 8w..8w+7, a lane D / 32 columns of each.
-template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
-    dkdv_kernel(const T* qkv, const T* dy, const float* lse, const float* delta,
-                AttentionGeometry g, float scale, AttentionDropoutBits dropout, T* dqkv) {
+    dkdv_kernel(const float* qkv, const float* dy, const float* lse, const float* delta,
+                AttentionGeometry g, float scale, AttentionDropoutBits dropout, float* dqkv) {
   __shared__ BackwardTiles s;
   const HeadView view = head_view(g);
   const std::int64_t key0 = static_cast<std::int64_t>(blockIdx.x) * kKeys;
@@ -241,17 +238,16 @@ __global__ void __launch_bounds__(kBlockThreads)
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
       if (d >= view.dim) continue;
-      dqkv[view.qkv_at(key, 1) + d] = narrow<T>(dk[kk][c] * scale);
-      dqkv[view.qkv_at(key, 2) + d] = narrow<T>(dv[kk][c]);
+      dqkv[view.qkv_at(key, 1) + d] = dk[kk][c] * scale;
+      dqkv[view.qkv_at(key, 2) + d] = dv[kk][c];
     }
   }
 }
 
 // dq of kBackwardRows query rows: warp w owns rows 2w, 2w + 1, a lane D / 32 columns.
-template <class T>
 __global__ void __launch_bounds__(kBlockThreads)
-    dq_kernel(const T* qkv, const T* dy, const float* lse, const float* delta, AttentionGeometry g,
-              float scale, AttentionDropoutBits dropout, T* dqkv) {
+    dq_kernel(const float* qkv, const float* dy, const float* lse, const float* delta,
+              AttentionGeometry g, float scale, AttentionDropoutBits dropout, float* dqkv) {
   __shared__ BackwardTiles s;
   const HeadView view = head_view(g);
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.x) * kBackwardRows;
@@ -289,7 +285,7 @@ __global__ void __launch_bounds__(kBlockThreads)
     ALLOY_UNROLL
     for (int c = 0; c < kDimPerLane; ++c) {
       const int d = lane + 32 * c;
-      if (d < view.dim) dqkv[view.qkv_at(t, 0) + d] = narrow<T>(dq[i][c] * scale);
+      if (d < view.dim) dqkv[view.qkv_at(t, 0) + d] = dq[i][c] * scale;
     }
   }
 }
