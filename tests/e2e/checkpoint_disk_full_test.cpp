@@ -55,7 +55,7 @@ FullDiskRun train_into_a_full_disk(const TempDir& dir, const std::vector<std::st
                              " 2> \"$3/err\"; echo $? > \"$3/status\"; ls \"$2\" > \"$3/listing\"; "
                              "cp \"$2\"/*.ckpt \"$3\"/ 2> /dev/null; true";
   const ProcessResult shell = run_process(
-      "/usr/bin/unshare", {"-Urm", "/bin/sh", "-c", script, "sh", ALLOY_BINARY, mount, kept});
+      "/usr/bin/unshare", {"-Urm", "/bin/sh", "-c", script, "sh", alloy_binary(), mount, kept});
   BOOST_TEST_REQUIRE(shell.exit_code == 0, "the namespace script failed: " << shell.errors);
   FullDiskRun run;
   run.status = std::stoi(read_text(kept + "/status"));

@@ -142,7 +142,7 @@ class BackgroundAlloy {
   BackgroundAlloy(const std::vector<std::string>& arguments, const std::string& out_path,
                   const std::string& err_path) {
     std::vector<char*> argv;
-    const std::string program = ALLOY_BINARY;
+    const std::string program = alloy_binary();
     argv.push_back(const_cast<char*>(program.c_str()));
     for (const auto& argument : arguments)
       argv.push_back(const_cast<char*>(argument.c_str()));

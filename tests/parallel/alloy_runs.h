@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tests/parallel/forked.h"
+#include "tests/support/process.h"
 
 namespace alloy::test {
 
@@ -58,12 +59,12 @@ inline std::unique_ptr<ForkedChild> spawn_alloy(
     if (out < 0 || err < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0) {
       throw std::runtime_error("cannot redirect the output to " + output);
     }
-    std::vector<char*> argv{const_cast<char*>(ALLOY_BINARY)};
+    std::vector<char*> argv{const_cast<char*>(alloy_binary())};
     for (const auto& arg : args)
       argv.push_back(const_cast<char*>(arg.c_str()));
     argv.push_back(nullptr);
-    execv(ALLOY_BINARY, argv.data());
-    throw std::runtime_error("cannot run " + std::string(ALLOY_BINARY));
+    execv(alloy_binary(), argv.data());
+    throw std::runtime_error("cannot run " + std::string(alloy_binary()));
   });
 }
 

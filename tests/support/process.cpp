@@ -74,8 +74,12 @@ ProcessResult run_process(const std::string& program, const std::vector<std::str
   return result;
 }
 
+const char* alloy_binary() {
+  return ALLOY_BINARY;
+}
+
 ProcessResult run_alloy(const std::vector<std::string>& arguments) {
-  return run_process(ALLOY_BINARY, arguments);
+  return run_process(alloy_binary(), arguments);
 }
 
 TempDir::TempDir() {

@@ -15,6 +15,9 @@ struct ProcessResult {
 // Runs `program` with `arguments`, waits for it, and returns its exit code and output.
 ProcessResult run_process(const std::string& program, const std::vector<std::string>& arguments);
 
+// The path of the alloy binary of this build.
+const char* alloy_binary();
+
 // Runs the alloy binary of this build.
 ProcessResult run_alloy(const std::vector<std::string>& arguments);
 

@@ -2,11 +2,16 @@
 // right before an inaccessible guard page, so overruns fault; device memory is inaccessible
 // to the host except while the runtime runs stream work, and a fault handler turns the host's
 // touch of device memory into one clear line and an abort.
+//
+// Where the CPU has memory protection keys, one key tags every device allocation and the
+// thread that runs stream work opens them all with one register write (pkey_set); elsewhere
+// each allocation is opened and closed with mprotect, whose cost grows with the allocations.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -58,7 +63,20 @@ struct Slot {
 };
 
 Slot slots[kMaxAllocations];
-std::atomic<bool> accessible{false};
+// Whether this thread runs stream work with device memory open: the fault handler's blame.
+thread_local bool open_here = false;
+
+// The protection key of device memory, or -1 where there are none (or ALLOY_EMULATOR_MPROTECT
+// is 1, to run the fallback). pkey_alloc closes the key on the calling thread; threads start
+// with every key but the default one closed.
+int device_key() {
+  static const int key = [] {
+    const char* forced = std::getenv("ALLOY_EMULATOR_MPROTECT");
+    if (forced != nullptr && std::strcmp(forced, "1") == 0) return -1;
+    return pkey_alloc(0, PKEY_DISABLE_ACCESS);
+  }();
+  return key;
+}
 
 // Under the runtime's mutex.
 std::map<std::uintptr_t, Mapping>& mappings() {  // by base
@@ -125,7 +143,7 @@ void on_fault(int signal, siginfo_t* info, void* context) {
     if (base == 0 || address < base || address >= slot.end.load()) continue;
     const std::uintptr_t start = slot.start.load();
     const std::size_t bytes = slot.bytes.load();
-    const bool host = !accessible.load();
+    const bool host = !open_here;
     char line[320];
     if (address >= start + bytes) {
       std::snprintf(line, sizeof line,
@@ -214,11 +232,18 @@ bool is_pinned(const void* pointer, std::size_t bytes) {
 
 void set_device_memory_access(bool access) {
   const auto lock = lock_runtime();
-  if (accessible.load() == access) return;
-  // The fault handler blames host code for faults while device memory is protected.
-  for (const auto& [base, mapping] : mappings())
-    protect(mapping, access);
-  accessible.store(access);
+  if (open_here == access) return;
+  if (const int key = device_key(); key >= 0) {
+    if (pkey_set(key, access ? 0 : PKEY_DISABLE_ACCESS) != 0) {
+      std::fprintf(stderr, "alloy CUDA emulator: pkey_set of device memory's key %d failed: %s\n",
+                   key, std::strerror(errno));
+      std::abort();
+    }
+  } else {
+    for (const auto& [base, mapping] : mappings())
+      protect(mapping, access);
+  }
+  open_here = access;
   if (!access) ensure_fault_handler();
 }
 
@@ -272,7 +297,15 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
   mapping.allocation.device = device;
   // NaN floats and -1 integers: reads of memory nothing wrote show.
   std::memset(mapping.allocation.start, 0xFF, bytes);
-  if (!accessible.load()) protect(mapping, false);
+  if (const int key = device_key(); key >= 0) {
+    if (pkey_mprotect(mapping.base, mapping.data_bytes, PROT_READ | PROT_WRITE, key) != 0) {
+      munmap(base, mapping.data_bytes + page_size());
+      free_slots.push_back(mapping.slot);
+      return fail(cudaErrorMemoryAllocation);
+    }
+  } else if (!open_here) {
+    protect(mapping, false);
+  }
   ensure_fault_handler();
 
   Slot& entry = slots[mapping.slot];
