@@ -65,6 +65,11 @@ Config read_config() {
                  "a positive byte count such as 8G, 512M or 1073741824");
     }
   }
+  if (const char* mprotect = std::getenv("ALLOY_EMULATOR_MPROTECT")) {
+    if (std::strcmp(mprotect, "0") != 0 && std::strcmp(mprotect, "1") != 0)
+      bad_config("ALLOY_EMULATOR_MPROTECT", mprotect, "0 or 1");
+    result.mprotect = mprotect[0] == '1';
+  }
   return result;
 }
 

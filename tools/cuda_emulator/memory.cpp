@@ -66,15 +66,11 @@ Slot slots[kMaxAllocations];
 // Whether this thread runs stream work with device memory open: the fault handler's blame.
 thread_local bool open_here = false;
 
-// The protection key of device memory, or -1 where there are none (or ALLOY_EMULATOR_MPROTECT
-// is 1, to run the fallback). pkey_alloc closes the key on the calling thread; threads start
-// with every key but the default one closed.
+// The protection key of device memory, or -1 where there are none (or the fallback is asked
+// for: Config::mprotect). pkey_alloc closes the key on the calling thread; threads start with
+// every key but the default one closed.
 int device_key() {
-  static const int key = [] {
-    const char* forced = std::getenv("ALLOY_EMULATOR_MPROTECT");
-    if (forced != nullptr && std::strcmp(forced, "1") == 0) return -1;
-    return pkey_alloc(0, PKEY_DISABLE_ACCESS);
-  }();
+  static const int key = config().mprotect ? -1 : pkey_alloc(0, PKEY_DISABLE_ACCESS);
   return key;
 }
 

@@ -129,9 +129,12 @@ struct Config {
   // so that cudaMemGetInfo never reports a device with nothing used: memory / 16, at most
   // 512 MiB.
   std::size_t context_bytes() const { return std::min(memory / 16, std::size_t{512} << 20); }
+  // Device memory opened with mprotect per allocation even where the CPU has protection keys.
+  bool mprotect = false;
 };
-// Read once from ALLOY_EMULATOR_DEVICES and ALLOY_EMULATOR_MEMORY; a bad value is a fatal
-// configuration error (the message names the variable, then the process aborts).
+// Read once from ALLOY_EMULATOR_DEVICES, ALLOY_EMULATOR_MEMORY and ALLOY_EMULATOR_MPROTECT; a
+// bad value is a fatal configuration error (the message names the variable, then the process
+// aborts).
 const Config& config();
 bool valid_device(int device);
 

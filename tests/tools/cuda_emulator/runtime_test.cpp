@@ -204,16 +204,21 @@ BOOST_AUTO_TEST_CASE(devices_come_from_the_environment_with_h100_properties) {
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_configuration_is_fatal_at_first_use) {
-  for (const char* memory : {"12X", "0", "-5G", "G"}) {
-    const auto [status, output] = in_child([memory] {
+  const std::pair<const char*, const char*> settings[] = {
+      {"ALLOY_EMULATOR_MEMORY", "12X"}, {"ALLOY_EMULATOR_MEMORY", "0"},
+      {"ALLOY_EMULATOR_MEMORY", "-5G"}, {"ALLOY_EMULATOR_MEMORY", "G"},
+      {"ALLOY_EMULATOR_MPROTECT", "2"}, {"ALLOY_EMULATOR_MPROTECT", "yes"},
+      {"ALLOY_EMULATOR_MPROTECT", ""}};
+  for (const auto& [variable, value] : settings) {
+    const auto [status, output] = in_child([variable = variable, value = value] {
       setenv(kOwnConfiguration, "1", 1);
-      setenv("ALLOY_EMULATOR_MEMORY", memory, 1);
+      setenv(variable, value, 1);
       execl("/proc/self/exe", "runtime_test",
             "--run_test=runtime/devices_come_from_the_environment_with_h100_properties",
             static_cast<char*>(nullptr));
     });
-    BOOST_TEST(aborted(status), memory);
-    BOOST_TEST(output.find(std::string("alloy CUDA emulator: ALLOY_EMULATOR_MEMORY=\"") + memory +
+    BOOST_TEST(aborted(status), variable << "=" << value);
+    BOOST_TEST(output.find(std::string("alloy CUDA emulator: ") + variable + "=\"" + value +
                            "\" is not valid") != std::string::npos,
                output);
   }
