@@ -283,25 +283,22 @@ cudaError_t cudaMalloc(void** pointer, std::size_t bytes) {
     return fail(cudaErrorMemoryAllocation);
   }
   mapping.base = static_cast<char*>(base);
-  if (mprotect(mapping.base + mapping.data_bytes, page_size(), PROT_NONE) != 0) {
-    munmap(base, mapping.data_bytes + page_size());
-    free_slots.push_back(mapping.slot);
-    return fail(cudaErrorMemoryAllocation);
-  }
   mapping.allocation.start = mapping.base + mapping.data_bytes - accounted;
   mapping.allocation.bytes = bytes;
   mapping.allocation.device = device;
   // NaN floats and -1 integers: reads of memory nothing wrote show.
   std::memset(mapping.allocation.start, 0xFF, bytes);
-  if (const int key = device_key(); key >= 0) {
-    if (pkey_mprotect(mapping.base, mapping.data_bytes, PROT_READ | PROT_WRITE, key) != 0) {
-      munmap(base, mapping.data_bytes + page_size());
-      free_slots.push_back(mapping.slot);
-      return fail(cudaErrorMemoryAllocation);
-    }
-  } else if (!open_here) {
-    protect(mapping, false);
+  // The guard page, and the data under device memory's key (after the fill, which the key
+  // would refuse this thread).
+  const int key = device_key();
+  if (mprotect(mapping.base + mapping.data_bytes, page_size(), PROT_NONE) != 0 ||
+      (key >= 0 &&
+       pkey_mprotect(mapping.base, mapping.data_bytes, PROT_READ | PROT_WRITE, key) != 0)) {
+    munmap(base, mapping.data_bytes + page_size());
+    free_slots.push_back(mapping.slot);
+    return fail(cudaErrorMemoryAllocation);
   }
+  if (key < 0 && !open_here) protect(mapping, false);
   ensure_fault_handler();
 
   Slot& entry = slots[mapping.slot];
