@@ -1,5 +1,6 @@
 // alloy eval --checkpoint FILE: rebuilds the checkpoint's model at its opt level, loads the
-// weights and reports the test accuracy on the dataset it was trained on.
+// weights and reports the test accuracy on the dataset it was trained on (a sequence model: the
+// validation loss, apps/cli/lm_eval_command.h).
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/json_log.h"
+#include "apps/cli/lm_eval_command.h"
 #include "apps/cli/train_options.h"
 #include "apps/train/device_choice.h"
 #include "apps/train/trainer.h"
@@ -39,6 +41,12 @@ po::options_description eval_options() {
      "as alloy train --channels (default: the checkpoint's)")
     ("num-classes", po::value<int>()->value_name("K"),
      "as alloy train --num-classes (default: the checkpoint's)")
+    ("data-file", po::value<std::string>()->value_name("FILE"),
+     "a sequence model's data, as alloy train --data-file (default: the checkpoint's): a text "
+     "file, split as in training, or a token file")
+    ("val-file", po::value<std::string>()->value_name("FILE"),
+     "a sequence model's validation token file, as alloy train --val-file (default: the "
+     "checkpoint's)")
     ("allow-tf32", po::value<bool>()->implicit_value(true, "true")->value_name("BOOL"),
      "let fp32 matrix products and convolutions on CUDA use TF32 tensor cores (default: as the "
      "checkpoint was trained); a no-op on the CPU")
@@ -63,7 +71,8 @@ int run_eval(const std::vector<std::string>& args) {
   if (wants_help(args)) {
     print_help("alloy eval --checkpoint FILE [options]",
                "Evaluates a checkpoint on its dataset's test set, at the opt level it was saved "
-               "at, and prints the test accuracy.",
+               "at, and prints the test accuracy; a sequence model's on its validation split, "
+               "and prints the loss per token.",
                options);
     return kExitSuccess;
   }
@@ -88,10 +97,25 @@ int run_eval(const std::vector<std::string>& args) {
 
   const std::string path = values["checkpoint"].as<std::string>();
   checkpoint::CheckpointState state = checkpoint::read_any_checkpoint(path);
+  // The training run's thread count, so the figure is the one its run reported.
+  const unsigned cores = std::thread::hardware_concurrency();
+  int threads = cores == 0 ? 1 : static_cast<int>(cores);
+  if (const std::optional<std::int64_t> saved = state.run.threads;
+      saved && *saved >= 1 && *saved <= 1024) {
+    threads = static_cast<int>(*saved);
+  }
+  set_cpu_threads(threads);
+  const DeviceChoice device = choose_device(device_flag);
+  std::cerr << "alloy: " << device.explanation << std::endl;
   if (models::is_gpt_model(state.model)) {
-    fail("checkpoint ", path, " holds a sequence model (", state.model,
-         "): alloy eval measures image classifiers; its validation loss is in the end event of ",
-         "alloy train, and alloy generate continues text with it");
+    return run_lm_eval({path, std::move(state), std::nullopt}, values, device.device, threads,
+                       log.get(), human);
+  }
+  for (const char* flag : {"data-file", "val-file"}) {
+    if (values.count(flag)) {
+      usage_fail("--", flag, " applies to sequence models; checkpoint ", path, " holds ",
+                 state.model);
+    }
   }
   TrainConfig train = options_from_checkpoint(state);
   train.resume = path;
@@ -113,21 +137,11 @@ int run_eval(const std::vector<std::string>& args) {
     }
   }
   train.device = device_flag;
+  train.threads = threads;
   if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();
   if (values.count("attention-kernel")) {
     train.attention_kernel = values["attention-kernel"].as<std::string>();
   }
-  // The training run's thread count, so the accuracy is the one its epoch event reported.
-  const unsigned cores = std::thread::hardware_concurrency();
-  train.threads = cores == 0 ? 1 : static_cast<int>(cores);
-  if (const std::optional<std::int64_t> saved = state.run.threads;
-      saved && *saved >= 1 && *saved <= 1024) {
-    train.threads = static_cast<int>(*saved);
-  }
-  set_cpu_threads(train.threads);
-  const DeviceChoice device = choose_device(train.device);
-  std::cerr << "alloy: " << device.explanation << std::endl;
-
   Trainer trainer(train, device.device, load_training_data(train));
   restore_training_state(trainer, state, path, warn);
   // The weights are in the model now: the checkpoint's copies go.

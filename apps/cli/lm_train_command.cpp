@@ -14,6 +14,7 @@
 #include "apps/train/data_parallel.h"
 #include "apps/train/device_choice.h"
 #include "apps/train/lm_trainer.h"
+#include "apps/train/micro_batches.h"
 #include "apps/train/stop_signals.h"
 #include "apps/train/training_state.h"
 #include "core/checkpoint/checkpoint_file.h"
@@ -25,46 +26,26 @@ namespace alloy::app {
 
 namespace {
 
-void warn(const std::string& message) {
-  std::cerr << "alloy: warning: " << message << std::endl;
-}
-
 void check_supported(const TrainOptions& o) {
   if (o.max_restarts > 0) {
     usage_fail("--max-restarts is not available for sequence models (--model ", o.model, ") yet");
   }
-  for (const char* flag :
-       {"accumulation-steps", "ema-decay", "label-smoothing", "async-checkpoint", "epochs"}) {
+  for (const char* flag : {"ema-decay", "label-smoothing", "async-checkpoint", "epochs"}) {
     if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
   }
 }
 
-std::optional<checkpoint::LoadedCheckpoint> load_resume(const TrainOptions& o) {
-  if (o.resume.empty()) return std::nullopt;
-  if (o.resume == "auto") {
-    if (o.checkpoint_dir.empty()) usage_fail("--resume auto needs --checkpoint-dir");
-    if (!std::filesystem::exists(o.checkpoint_dir) ||
-        checkpoint::list_checkpoints(o.checkpoint_dir).empty()) {
-      return std::nullopt;
-    }
-    return checkpoint::find_latest_valid(o.checkpoint_dir, warn);
-  }
-  return load_resume_checkpoint(o.resume, warn);
-}
-
 }  // namespace
 
-int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
+                 std::optional<checkpoint::LoadedCheckpoint> resume) {
   const TrainOptions& o = options;
   check_supported(o);
-  for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
-    if (o.was_given(flag) && o.checkpoint_dir.empty()) {
-      usage_fail("--", flag, " needs --checkpoint-dir");
-    }
-  }
   // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
   const parallel::Rendezvous placement = resolve_train_rendezvous(options);
-  parallel::local_batch_size(o.batch_size, placement.world_size);  // a UsageError if uneven
+  // The global batch splits evenly among the ranks and each rank's share among the
+  // micro-batches (--accumulation-steps); a UsageError if not.
+  micro_batch_size(o.batch_size, placement.world_size, o.accumulation_steps);
   const bool data_parallel = joins_process_group(options, placement);
   if (data_parallel) check_distributed_options(options, placement);
   if (placement.is_launcher()) {
@@ -88,7 +69,6 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
                         : log && log->to_stdout() ? std::cerr
                                                   : std::cout;
 
-  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(o);
   if (resume && resume->state.model != o.model) {
     fail("checkpoint ", resume->path, " holds model ", resume->state.model,
          ", but this run builds ", o.model);
@@ -116,6 +96,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
   const std::int64_t parameters = trainer.parameter_count();
   const char* level = amp::opt_level_name(o.precision.level);
   const char* attention = trainer.attention_kernel_in_use();  // a bad choice fails here
+  const bool cuda_graph = trainer.cuda_graph();  // as does --cuda-graph on that cannot capture
   human << o.model << " (" << parameters << " parameters: " << c.n_layer << " layers, " << c.n_head
         << " heads, " << c.n_embd << " wide, context " << c.block_size << ", vocabulary "
         << c.vocab_size << ") on " << device.device.str() << ", " << o.threads << " threads | "
@@ -123,6 +104,9 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
         << trainer.corpus().val.tokens.size() << " validation tokens | " << level << " | "
         << o.optimizer << " lr " << o.lr << " | batch " << o.batch_size << " | " << o.steps
         << " steps | seed " << o.seed << std::endl;
+  if (!cuda_graph && device.device.is_cuda() && o.cuda_graph == "auto") {
+    human << "cuda graph: eager steps: " << trainer.cuda_graph_reason() << std::endl;
+  }
   if (log) {
     JsonObject event;
     event.add("event", "start")
@@ -130,6 +114,8 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
         .add("opt_level", level)
         .add("device", device.device.str())
         .add("world_size", trainer.world_size())
+        .add("cuda_graph", cuda_graph)
+        .add("cuda_graph_reason", trainer.cuda_graph_reason())
         .add("dataset", o.dataset)
         .add("parameters", parameters)
         .add("n_layer", c.n_layer)
@@ -156,6 +142,9 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args) {
   };
   const StopSignals signals;
   const auto step_hook = [&] {
+    if (auto notice = trainer.take_cuda_graph_notice()) {
+      std::cerr << "alloy: warning: " << *notice << std::endl;
+    }
     const bool stop = signals.requested();
     const bool due = o.checkpoint_every > 0 && trainer.steps() % o.checkpoint_every == 0;
     if (saves && (stop || due) && trainer.steps() < o.steps) save();

@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "apps/cli/train_options.h"
+#include "apps/train/lm_trainer.h"
 #include "core/error.h"
 
 namespace alloy::app {
@@ -43,9 +44,11 @@ const std::vector<std::string>& gpt_model_flags() {
   return flags;
 }
 
-models::GptConfig resolve_gpt_config(const std::string& model, const SequenceOptions::Flags& g,
-                                     const std::function<bool(const std::string&)>& given) {
-  models::GptConfig c = models::gpt_preset(model);
+namespace {
+
+// `base` with the flags that `given` names laid over it.
+models::GptConfig lay_flags_over(models::GptConfig c, const SequenceOptions::Flags& g,
+                                 const std::function<bool(const std::string&)>& given) {
   if (given("n-layer")) c.n_layer = g.n_layer;
   if (given("n-head")) c.n_head = g.n_head;
   if (given("n-embd")) c.n_embd = g.n_embd;
@@ -63,6 +66,13 @@ models::GptConfig resolve_gpt_config(const std::string& model, const SequenceOpt
   }
   models::check_gpt_config(c);
   return c;
+}
+
+}  // namespace
+
+models::GptConfig resolve_gpt_config(const std::string& model, const SequenceOptions::Flags& g,
+                                     const std::function<bool(const std::string&)>& given) {
+  return lay_flags_over(models::gpt_preset(model), g, given);
 }
 
 po::options_description sequence_options_description(SequenceOptions& o) {
@@ -87,7 +97,7 @@ po::options_description sequence_options_description(SequenceOptions& o) {
   return all;
 }
 
-void resolve_sequence_options(TrainOptions& o) {
+void resolve_sequence_options(TrainOptions& o, const checkpoint::LoadedCheckpoint* resumed) {
   if (!models::is_gpt_model(o.model)) {
     std::vector<std::string> flags = gpt_model_flags();
     flags.insert(flags.end(), std::begin(kDataFlags), std::end(kDataFlags));
@@ -100,9 +110,31 @@ void resolve_sequence_options(TrainOptions& o) {
     return;
   }
   SequenceOptions& s = o.text;
-  s.gpt = resolve_gpt_config(o.model, s.flags,
-                             [&o](const std::string& flag) { return o.was_given(flag); });
-  if (!o.was_given("dataset")) o.dataset = "synthetic";  // runs without files
+  const auto given = [&o](const std::string& flag) { return o.was_given(flag); };
+  // The checkpoint of the same model: its settings stand where no flag is given.
+  const checkpoint::CheckpointState* saved =
+      resumed && resumed->state.model == o.model && resumed->state.gpt.config ? &resumed->state
+                                                                              : nullptr;
+  if (saved) {
+    s.gpt = lay_flags_over(gpt_config_of(*saved, resumed->path), s.flags, given);
+    const checkpoint::GptRecord& r = saved->gpt;
+    const auto take = [&](const char* flag, const auto& value, auto& setting) {
+      if (!given(flag) && value) setting = *value;
+    };
+    take("data-file", r.data_file, s.data_file);
+    take("val-file", r.val_file, s.val_file);
+    take("val-fraction", r.val_fraction, s.val_fraction);
+    take("eval-every", r.eval_every, s.eval_every);
+    take("eval-batches", r.eval_batches, s.eval_batches);
+    take("steps", r.steps, o.steps);
+    if (!given("beta1")) s.beta1 = saved->optimizer.beta1;
+    if (!given("beta2")) s.beta2 = saved->optimizer.beta2;
+    if (!given("eps")) s.eps = saved->optimizer.eps;
+  } else {
+    s.gpt = resolve_gpt_config(o.model, s.flags, given);
+  }
+  // Runs without files, unless the checkpoint's run had them (apply_checkpoint_defaults).
+  if (!given("dataset") && !(saved && saved->run.dataset)) o.dataset = "synthetic";
   if (o.dataset != "text" && o.dataset != "tokens" && o.dataset != "synthetic") {
     usage_fail("--model ", o.model, " trains on --dataset text, tokens or synthetic, not ",
                o.dataset);

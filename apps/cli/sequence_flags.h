@@ -8,6 +8,7 @@
 
 #include "apps/cli/cli.h"
 #include "apps/train/sequence_options.h"
+#include "core/checkpoint/checkpoint_file.h"
 
 namespace alloy::app {
 
@@ -26,10 +27,11 @@ models::GptConfig resolve_gpt_config(const std::string& model, const SequenceOpt
 // The long names of gpt_model_options's flags.
 const std::vector<std::string>& gpt_model_flags();
 
-// Settles options.text for a sequence model: the preset of --model, the given flags on top,
-// and the usage errors of a bad combination (--n-embd not divisible by --n-head, a dataset that
-// is not a token stream, no --steps, ...). For other models, a UsageError when a sequence flag
-// was given.
-void resolve_sequence_options(TrainOptions& options);
+// Settles options.text for a sequence model: the preset of --model (resuming the same model:
+// the checkpoint's shape, data, evaluation and --steps), the given flags on top, and the usage
+// errors of a bad combination (--n-embd not divisible by --n-head, a dataset that is not a token
+// stream, no --steps, ...). For other models, a UsageError when a sequence flag was given.
+void resolve_sequence_options(TrainOptions& options,
+                              const checkpoint::LoadedCheckpoint* resumed = nullptr);
 
 }  // namespace alloy::app

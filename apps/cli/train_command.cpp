@@ -8,6 +8,7 @@
 #include "apps/cli/commands.h"
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/launcher.h"
+#include "apps/cli/sequence_flags.h"
 #include "apps/cli/train_options.h"
 #include "apps/cli/train_report.h"
 #include "apps/train/checkpointer.h"
@@ -37,20 +38,28 @@ int run_train(const std::vector<std::string>& args) {
     return kExitSuccess;
   }
   TrainOptions options = parse_train_options(args);
-  if (models::is_gpt_model(options.model)) return run_lm_train(std::move(options), args);
   for (const char* flag : {"checkpoint-every", "keep-checkpoints"}) {
     if (options.was_given(flag) && options.checkpoint_dir.empty()) {
       usage_fail("--", flag, " needs --checkpoint-dir");
     }
+  }
+  if (options.resume == "auto" && options.checkpoint_dir.empty()) {
+    usage_fail("--resume auto needs --checkpoint-dir (the directory to resume from)");
+  }
+  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(options, warn);
+  // A resumed run builds the checkpoint's model unless --model says otherwise, with the
+  // settings it was not given from the checkpoint.
+  if (resume) apply_checkpoint_defaults(resume->state, options);
+  if (!options.resume.empty()) resolve_sequence_options(options, resume ? &*resume : nullptr);
+  if (models::is_gpt_model(options.model)) {
+    return run_lm_train(std::move(options), args, std::move(resume));
   }
   // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
   parallel::Rendezvous placement = resolve_train_rendezvous(options);
   check_elastic_options(options, placement);
   make_elastic_launcher(options, placement);
   const WorkerRestart restart = worker_restart_from_environment();
-  std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(options, warn);
   if (resume) {
-    apply_checkpoint_defaults(resume->state, options);
     // Checked again in full once the model is built; this fails before any data is loaded.
     if (resume->state.model != options.model) {
       fail("checkpoint ", resume->path, " holds model ", resume->state.model,

@@ -205,7 +205,8 @@ void validate(TrainOptions& o, const po::variables_map& values) {
     usage_fail("--log-json needs a file name or '-' for standard output");
   }
 
-  resolve_sequence_options(o);
+  // A resumed run's model and sequence settings are settled once its checkpoint is read.
+  if (o.resume.empty()) resolve_sequence_options(o);
   o.precision = amp::resolve_properties(amp::parse_opt_level(values["opt-level"].as<std::string>()),
                                         precision_overrides(values));
 

@@ -2,11 +2,13 @@
 // UsageErrors naming the flag. The flags fill a TrainConfig (apps/train/train_config.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/cli/cli.h"
 #include "apps/train/train_config.h"
+#include "core/checkpoint/checkpoint_file.h"
 
 namespace alloy::app {
 
@@ -31,8 +33,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args);
 // For --help.
 void print_train_help();
 
-// `alloy train` for sequence models, after the options are parsed from `args`
-// (apps/cli/lm_train_command.cpp).
-int run_lm_train(TrainOptions options, const std::vector<std::string>& args);
+// `alloy train` for sequence models, after the options are parsed from `args` and settled with
+// the checkpoint to resume from, if any (apps/cli/lm_train_command.cpp).
+int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
+                 std::optional<checkpoint::LoadedCheckpoint> resume);
 
 }  // namespace alloy::app

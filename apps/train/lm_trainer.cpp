@@ -1,11 +1,13 @@
 #include "apps/train/lm_trainer.h"
 
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <optional>
 #include <sstream>
 
 #include "apps/train/memory_report.h"
+#include "apps/train/micro_batches.h"
 #include "apps/train/recompute.h"
 #include "apps/train/version.h"
 #include "core/digest.h"
@@ -45,14 +47,29 @@ optim::OptimizerConfig lm_optimizer_config(const TrainConfig& o) {
 }
 
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
-                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel) {
+                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel,
+                   std::int64_t accumulation_steps) {
   nn::clear_weight_cast_cache();
-  {
-    const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
-    const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
-    const nn::DropoutStreamScope dropout_stream({&precision.optimizer().step_count(), rank, world});
-    const Tensor h = model.forward(inputs);
-    model.backward(model.loss_step(h, targets, precision.loss_scale(), tally));
+  const std::int64_t rows = inputs.dim(0);
+  // Every micro-batch's gradient is divided by the step's tokens: the sum is the gradient of
+  // the step's mean loss.
+  const std::int64_t step_tokens = rows * inputs.dim(1);
+  const std::vector<std::int64_t> sizes = micro_batch_sizes(rows, accumulation_steps);
+  const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
+  const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
+  std::int64_t first = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    // One allreduce per step, of the accumulated gradients (DDP's no_sync before the last).
+    std::optional<parallel::DistributedDataParallel::NoSync> accumulate_only;
+    if (data_parallel && i + 1 < sizes.size()) accumulate_only.emplace(data_parallel->ddp());
+    // Dropout masks follow each window's row in the global batch, however the step is split.
+    const nn::DropoutStreamScope dropout_stream(
+        {&precision.optimizer().step_count(), rank + world * first, world});
+    const Tensor micro_inputs = batch_rows(inputs, first, sizes[i]);
+    const Tensor micro_targets = batch_rows(targets, first, sizes[i]);
+    first += sizes[i];
+    const Tensor h = model.forward(micro_inputs);
+    model.backward(model.loss_step(h, micro_targets, precision.loss_scale(), tally, step_tokens));
   }
   if (data_parallel) data_parallel->after_backward();  // the mean over every rank's rows
   precision.step();
@@ -118,7 +135,7 @@ GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProp
   auto timed_from = std::chrono::steady_clock::now();
   for (std::int64_t step = 0; step < config.steps; ++step) {
     if (step == 1) timed_from = std::chrono::steady_clock::now();
-    lm_train_step(*model, precision, inputs, targets, tally);
+    lm_train_step(*model, precision, inputs, targets, tally, nullptr, config.accumulation_steps);
     read_step_tally(tally);  // waits for the step's device work
   }
   measurement.timed_seconds = seconds_since(timed_from);
@@ -170,6 +187,7 @@ LmTrainer::LmTrainer(const TrainConfig& options, Device device, data::TokenCorpu
     : options_(options), device_(device), corpus_(std::move(corpus)) {
   const models::GptConfig config = resolved_config(options_, corpus_);
   options_.text.gpt = config;
+  micro_batch_size(options_.batch_size, 1, options_.accumulation_steps);  // a UsageError if uneven
   data::check_split(corpus_.train, config.vocab_size, config.block_size);
   if (!corpus_.val.tokens.empty()) data::check_split(corpus_.val, config.vocab_size, 1);
   Generator generator(static_cast<std::uint64_t>(options_.seed));
@@ -226,12 +244,47 @@ void LmTrainer::step() {
   const data::TokenBatch batch =
       data::random_windows(corpus_.train, static_cast<std::uint64_t>(options_.seed), steps_, 0,
                            rank(), rows, block, world);
-  lm_train_step(*model_, *precision_, to_device(batch.inputs), to_device(batch.targets), tally_,
-                data_parallel_.get());
+  const Tensor inputs = to_device(batch.inputs), targets = to_device(batch.targets);
+  // The step keeps no host-side state: the optimizer's step count (and with it the dropout
+  // masks) and the learning rate live on the device, so a replay advances them.
+  const StepWork work = [this](const Tensor& step_inputs, const Tensor& step_targets) {
+    lm_train_step(*model_, *precision_, step_inputs, step_targets, tally_, data_parallel_.get(),
+                  options_.accumulation_steps);
+  };
+  if (cuda_graph() && step_graph_->step(inputs, targets, work)) {
+    // A launch ran the captured collectives: the group's watchdog follows them.
+    if (data_parallel_ && step_graph_->captured()) data_parallel_->ddp().follow_replay();
+  } else {
+    work(inputs, targets);
+  }
   ++steps_;
   tally_rows_ += rows * block;
   trained_tokens_ += options_.batch_size * block;
   train_seconds_ += seconds_since(start);
+}
+
+bool LmTrainer::cuda_graph() {
+  if (!cuda_graph_planned_) {
+    const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
+    const CudaGraphPlan plan =
+        plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
+                               options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
+    if (plan.capture) {
+      step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
+    } else {
+      cuda_graph_reason_ = plan.reason;
+    }
+    cuda_graph_planned_ = true;
+  }
+  return step_graph_ != nullptr;
+}
+
+std::int64_t LmTrainer::cuda_graph_launches() const {
+  return step_graph_ ? step_graph_->launches() : 0;
+}
+
+std::optional<std::string> LmTrainer::take_cuda_graph_notice() {
+  return step_graph_ ? step_graph_->take_notice() : std::nullopt;
 }
 
 void LmTrainer::run(const StepHook& step_hook, const EvalHook& eval_hook) {
@@ -308,8 +361,9 @@ double LmTrainer::tokens_per_second() const {
 void LmTrainer::join_data_parallel(parallel::ProcessGroup& group,
                                    const parallel::DdpOptions& options) {
   ALLOY_CHECK(!data_parallel_, "join_data_parallel: the trainer has joined already");
+  ALLOY_CHECK(!cuda_graph_planned_, "join_data_parallel: training has started");
   data_parallel_ = std::make_unique<DataParallel>(group, *model_, *precision_, options);
-  data_parallel_->local_batch_size(options_.batch_size);  // a UsageError if uneven
+  micro_batch_size(options_.batch_size, world_size(), options_.accumulation_steps);
 }
 
 int LmTrainer::world_size() const {
@@ -368,6 +422,27 @@ ckpt::CheckpointState LmTrainer::capture() {
   state.params_digest = params_digest();
   state.gpt.config = config_text(config());
   state.gpt.vocabulary = corpus_.vocabulary;
+  // What a resumed run takes where it is given no flag (apps/cli/sequence_flags.h).
+  const TrainConfig& o = options_;
+  ckpt::RunRecord& run = state.run;
+  run.dataset = o.dataset;
+  run.threads = o.threads;
+  run.lr_schedule = o.lr_schedule;
+  run.warmup_steps = o.warmup_steps;
+  run.min_lr = o.min_lr;
+  run.accumulation_steps = o.accumulation_steps;
+  run.clip_grad_norm = o.clip_grad_norm;
+  run.recompute = o.recompute;
+  run.allow_tf32 = o.allow_tf32;
+  run.stochastic_rounding = o.stochastic_rounding;
+  const SequenceOptions& s = o.text;
+  // Absolute, so that a run resumed or evaluated from another directory finds them.
+  if (!s.data_file.empty()) state.gpt.data_file = std::filesystem::absolute(s.data_file).string();
+  if (!s.val_file.empty()) state.gpt.val_file = std::filesystem::absolute(s.val_file).string();
+  state.gpt.val_fraction = s.val_fraction;
+  state.gpt.eval_every = s.eval_every;
+  state.gpt.eval_batches = s.eval_batches;
+  state.gpt.steps = o.steps;
   return state;
 }
 

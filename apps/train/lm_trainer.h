@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "amp/mixed_precision.h"
 #include "apps/train/data_parallel.h"
+#include "apps/train/step_graph.h"
 #include "apps/train/train_config.h"
 #include "core/checkpoint/checkpoint.h"
 #include "core/data/token_data.h"
@@ -29,9 +31,14 @@ class DataParallel;
 // loss scale, backward, data parallelism's gradient average (when `data_parallel` is given:
 // the batch is then this rank's rows rank + W i of the global batch), the amp layer's step and
 // zero_grad. Dropout masks follow the optimizer's step count and the row in the global batch.
-// What `alloy train` and `alloy mem` run.
+// With `accumulation_steps` N the batch runs as N micro-batches (apps/train/micro_batches.h),
+// forward and backward each, their gradients accumulating and each divided by the tokens of
+// the whole step, then one amp step: the step's mean-loss gradient, up to rounding, with the
+// same windows and dropout masks as one pass (1: one pass, bit for bit). With data parallelism
+// one allreduce per step. What `alloy train` and `alloy mem` run.
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
-                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel = nullptr);
+                   const Tensor& targets, Tensor& tally, DataParallel* data_parallel = nullptr,
+                   std::int64_t accumulation_steps = 1);
 
 // The optimizer of sequence-model training: --optimizer with AdamW's --beta1, --beta2, --eps
 // and weight decay on matrices and embeddings only.
@@ -86,6 +93,17 @@ class LmTrainer {
   // explicit cudnn that cannot run throws (a usage error for fp32 or attention dropout).
   const char* attention_kernel_in_use();
 
+  // --cuda-graph (apps/train/step_graph.h): whether the training step is captured after its
+  // warm-up steps and replayed, planned at the first call (after join_data_parallel; a
+  // UsageError for --cuda-graph on that cannot capture); else why it runs eagerly. A run on
+  // the CPU, off, or over Gloo steps eagerly.
+  bool cuda_graph();
+  const std::string& cuda_graph_reason() const { return cuda_graph_reason_; }
+  // Launches of the captured step so far (0: every step ran eagerly).
+  std::int64_t cuda_graph_launches() const;
+  // A line for the user when one is due (capture failed: the steps now run eagerly), once.
+  std::optional<std::string> take_cuda_graph_notice();
+
   // Checkpoints: the state to save, and a saved state put back (Error naming `path` when it
   // does not fit this run).
   checkpoint::CheckpointState capture();
@@ -106,6 +124,9 @@ class LmTrainer {
   double train_seconds_ = 0;
   std::int64_t trained_tokens_ = 0;  // over every rank
   std::unique_ptr<DataParallel> data_parallel_;
+  bool cuda_graph_planned_ = false;
+  std::unique_ptr<StepGraph> step_graph_;
+  std::string cuda_graph_reason_;
 };
 
 // The GPT a checkpoint of a sequence model holds: its shape and its text vocabulary (empty for

@@ -39,21 +39,23 @@ StepGraph::StepGraph(Device device, bool required, CaptureFunction capture)
     : device_(device), required_(required), capture_(std::move(capture)) {}
 
 bool StepGraph::step(const data::Batch& batch, const StepWork& work) {
+  return step(batch.images, batch.labels, work);
+}
+
+bool StepGraph::step(const Tensor& images, const Tensor& labels, const StepWork& work) {
   if (given_up_) return false;
   if (!images_.defined()) {
-    images_ =
-        Tensor::empty(batch.images.shape(), batch.images.dtype(), device_, MemoryCategory::data);
-    labels_ =
-        Tensor::empty(batch.labels.shape(), batch.labels.dtype(), device_, MemoryCategory::data);
-  } else if (batch.images.shape() != images_.shape() || batch.labels.shape() != labels_.shape()) {
+    images_ = Tensor::empty(images.shape(), images.dtype(), device_, MemoryCategory::data);
+    labels_ = Tensor::empty(labels.shape(), labels.dtype(), device_, MemoryCategory::data);
+  } else if (images.shape() != images_.shape() || labels.shape() != labels_.shape()) {
     return false;  // a graph replays fixed shapes
   }
   // Outside the graph: a replay reads the batch from these buffers. The batch is on the device
   // already (the stager uploaded it and ordered the stream after the upload), so these are
   // device-to-device copies on the device's stream: no upload, no host wait, and they run after
   // the previous step has finished with the buffers.
-  images_.copy_from(batch.images);
-  labels_.copy_from(batch.labels);
+  images_.copy_from(images);
+  labels_.copy_from(labels);
 
   if (captured_) {
     launch();

@@ -74,6 +74,8 @@ class StepGraph {
   // has failed in auto mode: the caller then runs the step eagerly itself.
   // With `required`, a failed capture throws Error naming what could not be captured.
   bool step(const data::Batch& batch, const StepWork& work);
+  // The same for any step of two tensors on the device (a sequence model's inputs and targets).
+  bool step(const Tensor& inputs, const Tensor& targets, const StepWork& work);
 
   // A line for the user when one is due (capture failed: the steps now run eagerly), once.
   std::optional<std::string> take_notice();

@@ -139,6 +139,13 @@ struct ScalerRecord {
 struct GptRecord {
   std::optional<std::string> config;  // the model's shape, as lm_trainer.cpp writes it
   std::optional<std::string> vocabulary;
+  // The run's data, evaluation and length, so that a resumed run needs none of their flags.
+  std::optional<std::string> data_file;
+  std::optional<std::string> val_file;
+  std::optional<double> val_fraction;  // below 1
+  std::optional<std::int64_t> eval_every;
+  std::optional<std::int64_t> eval_batches;  // at least 1
+  std::optional<std::int64_t> steps;         // the run's --steps, at least 1
 };
 
 // The records' keys in `extra`: the on-disk names, which never change.
@@ -173,6 +180,12 @@ inline constexpr char kEpochClipClippedSteps[] = "epoch_clip_clipped_steps";
 inline constexpr char kScalerOverflowStreak[] = "scaler_overflow_streak";
 inline constexpr char kGptConfig[] = "gpt.config";
 inline constexpr char kGptVocabulary[] = "gpt.vocabulary";
+inline constexpr char kGptDataFile[] = "gpt.data_file";
+inline constexpr char kGptValFile[] = "gpt.val_file";
+inline constexpr char kGptValFraction[] = "gpt.val_fraction";
+inline constexpr char kGptEvalEvery[] = "gpt.eval_every";
+inline constexpr char kGptEvalBatches[] = "gpt.eval_batches";
+inline constexpr char kGptSteps[] = "gpt.steps";
 }  // namespace record_keys
 
 struct CheckpointState {

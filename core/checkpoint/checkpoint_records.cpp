@@ -55,6 +55,12 @@ void each_record(State& state, Visit& visit) {
   visit.count(key::kScalerOverflowStreak, state.scaler_record.overflow_streak);
   visit.text(key::kGptConfig, state.gpt.config);
   visit.text(key::kGptVocabulary, state.gpt.vocabulary);
+  visit.text(key::kGptDataFile, state.gpt.data_file);
+  visit.text(key::kGptValFile, state.gpt.val_file);
+  visit.decimal(key::kGptValFraction, state.gpt.val_fraction, 1.0);
+  visit.count(key::kGptEvalEvery, state.gpt.eval_every);
+  visit.count(key::kGptEvalBatches, state.gpt.eval_batches, 1);
+  visit.count(key::kGptSteps, state.gpt.steps, 1);
 }
 
 // Integers in decimal digits, doubles as the shortest decimal that reads back as the same

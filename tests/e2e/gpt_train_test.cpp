@@ -1,7 +1,7 @@
 // alloy train --model gpt end to end on a small generated text: k steps, a checkpoint, k more
-// equal 2k steps bit for bit (dropout on); --recompute blocks changes no bit; eval and end
-// events; the opt levels train to a finite loss; bad flags exit 2 and bad token files exit 1
-// naming the file.
+// (from a bare --resume) equal 2k steps bit for bit (dropout on); --recompute blocks changes no
+// bit; eval and end events; gradient accumulation; the opt levels train to a finite loss; bad
+// flags exit 2 and bad token files exit 1 naming the file.
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <string>
@@ -74,11 +74,19 @@ BOOST_AUTO_TEST_CASE(k_steps_then_k_more_from_a_checkpoint_equal_2k_steps) {
   BOOST_TEST(json_event_field(first.output, "end", "params_digest") == digest);
   BOOST_TEST(count_events(first.output, "checkpoint") == 2);  // step 4, and the end
 
+  // The checkpoint holds the model, its shape, the data and every setting of the run: a bare
+  // --resume continues it.
   const ProcessResult resumed =
-      run_alloy(with(args, {"--resume", dir + "/step-00000004.ckpt", "--log-json", "-"}));
+      run_alloy({"train", "--resume", dir + "/step-00000004.ckpt", "--log-json", "-"});
   BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
   BOOST_TEST(resumed.errors.find("resuming from") != std::string::npos);
   BOOST_TEST(json_event_field(resumed.output, "end", "params_digest") == digest);
+  BOOST_TEST(json_event_field(resumed.output, "start", "steps") == "8");
+  // A flag given wins over the checkpoint's setting: two more steps.
+  const ProcessResult longer = run_alloy(
+      {"train", "--resume", dir + "/step-00000004.ckpt", "--steps", "10", "--log-json", "-"});
+  BOOST_TEST_REQUIRE(longer.exit_code == 0, longer.errors);
+  BOOST_TEST(json_event_field(longer.output, "end", "step") == "10");
   // A model of another shape refuses the checkpoint, naming it.
   const ProcessResult other = run_alloy(
       with(tiny_gpt(corpus.path, "3"), {"--steps", "8", "--resume", dir + "/step-00000004.ckpt"}));
@@ -155,6 +163,37 @@ BOOST_AUTO_TEST_CASE(eval_and_end_events_carry_the_losses_and_throughput) {
   BOOST_TEST(end_val < 2.5);
 }
 
+// alloy eval of a GPT checkpoint: the whole validation split's loss, the end event's to the bit,
+// from another directory too (the checkpoint names its data by absolute path); flags of the
+// other kind of model are usage errors.
+BOOST_AUTO_TEST_CASE(eval_gives_the_validation_loss_of_the_end_event) {
+  Corpus corpus;
+  // Trained in the corpus's directory, naming the text by a relative path.
+  std::string command = "cd '" + corpus.dir.path() + "' && exec '" + alloy_binary() + "'";
+  for (const std::string& arg :
+       with(tiny_gpt("text.txt"), {"--steps", "6", "--checkpoint-dir", "ckpt", "--log-json", "-"}))
+    command += " '" + arg + "'";
+  const ProcessResult run = run_process("/bin/sh", {"-c", command});
+  BOOST_TEST_REQUIRE(run.exit_code == 0, run.errors);
+  const std::string file = corpus.dir.file("ckpt/step-00000006.ckpt");
+  const ProcessResult eval = run_alloy({"eval", "--checkpoint", file, "--log-json", "-"});
+  BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
+  BOOST_TEST(json_event_field(eval.output, "eval", "val_loss") ==
+             json_event_field(run.output, "end", "val_loss"));
+  BOOST_TEST(json_event_field(eval.output, "eval", "params_digest") ==
+             json_event_field(run.output, "end", "params_digest"));
+  BOOST_TEST(json_event_field(eval.output, "eval", "val_tokens") == "1999");  // 10% of 20,000
+
+  const ProcessResult image_flag = run_alloy({"eval", "--checkpoint", file, "--image-size", "28"});
+  BOOST_TEST(image_flag.exit_code == 2);
+  BOOST_TEST(image_flag.errors.find("--image-size applies to image models") != std::string::npos,
+             image_flag.errors);
+  const ProcessResult other_data =
+      run_alloy({"eval", "--checkpoint", file, "--data-file", corpus.dir.file("missing.txt")});
+  BOOST_TEST(other_data.exit_code == 1);
+  BOOST_TEST(other_data.errors.find("missing.txt") != std::string::npos, other_data.errors);
+}
+
 BOOST_AUTO_TEST_CASE(generate_continues_a_prompt_from_a_checkpoint) {
   Corpus corpus;
   const std::string dir = corpus.dir.file("ckpt");
@@ -177,6 +216,56 @@ BOOST_AUTO_TEST_CASE(generate_continues_a_prompt_from_a_checkpoint) {
   const ProcessResult unknown = run_alloy({"generate", "--checkpoint", file, "--prompt", "xyz"});
   BOOST_TEST(unknown.exit_code == 2);
   BOOST_TEST(unknown.errors.find("'x'") != std::string::npos, unknown.errors);
+}
+
+// --accumulation-steps N: the same windows and dropout masks as one pass, each micro-batch's
+// gradient divided by the step's tokens, so plain SGD (whose step grows with the gradient, unlike
+// AdamW's) lands where one pass does, up to rounding; 1 is one pass bit for bit; the checkpoint
+// keeps N; a batch N does not divide is a usage error.
+BOOST_AUTO_TEST_CASE(accumulated_micro_batches_train_as_one_pass) {
+  Corpus corpus;
+  const auto args = [&](const std::string& accumulation) {
+    return std::vector<std::string>{
+        "train",     "--model",      "gpt",       "--dataset",
+        "text",      "--data-file",  corpus.path, "--n-layer",
+        "2",         "--n-head",     "2",         "--n-embd",
+        "16",        "--block-size", "16",        "--batch-size",
+        "8",         "--optimizer",  "sgd",       "--lr",
+        "0.5",       "--threads",    "2",         "--dropout",
+        "0.1",       "--steps",      "6",         "--log-json",
+        "-",         "--seed",       "5",         "--accumulation-steps",
+        accumulation};
+  };
+  const ProcessResult one = run_alloy(args("1"));
+  BOOST_TEST_REQUIRE(one.exit_code == 0, one.errors);
+  std::vector<std::string> plain = args("1");
+  plain.resize(plain.size() - 2);
+  BOOST_TEST(json_event_field(run_alloy(plain).output, "end", "params_digest") ==
+             json_event_field(one.output, "end", "params_digest"));
+  const double one_loss = std::stod(json_event_field(one.output, "end", "val_loss"));
+  for (const char* accumulation : {"2", "4"}) {
+    const ProcessResult split = run_alloy(args(accumulation));
+    BOOST_TEST_REQUIRE(split.exit_code == 0, split.errors);
+    const double loss = std::stod(json_event_field(split.output, "end", "val_loss"));
+    BOOST_TEST(std::abs(loss - one_loss) < 1e-5 * one_loss,
+               accumulation << ": " << loss << " vs " << one_loss);
+  }
+
+  const std::string dir = corpus.dir.file("ckpt");
+  const std::vector<std::string> saving = with(args("2"), {"--checkpoint-dir", dir});
+  const ProcessResult saved = run_alloy(with(saving, {"--checkpoint-every", "3"}));
+  BOOST_TEST_REQUIRE(saved.exit_code == 0, saved.errors);
+  const ProcessResult resumed =
+      run_alloy({"train", "--resume", dir + "/step-00000003.ckpt", "--log-json", "-"});
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
+  BOOST_TEST(json_event_field(resumed.output, "end", "params_digest") ==
+             json_event_field(saved.output, "end", "params_digest"));
+
+  const ProcessResult uneven = run_alloy(args("3"));
+  BOOST_TEST(uneven.exit_code == 2);
+  BOOST_TEST(uneven.errors.find("--batch-size 8 does not split into 3 equal micro-batches") !=
+                 std::string::npos,
+             uneven.errors);
 }
 
 BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {

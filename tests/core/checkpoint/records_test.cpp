@@ -61,6 +61,12 @@ CheckpointState every_record() {
   state.scaler_record.overflow_streak = 3;
   state.gpt.config = "1 2 32 16 64 0 1";
   state.gpt.vocabulary = std::string("ab\0c\n", 5);
+  state.gpt.data_file = "/data/tiny shakespeare.txt";
+  state.gpt.val_file = "val.bin";
+  state.gpt.val_fraction = 0.05;
+  state.gpt.eval_every = 250;
+  state.gpt.eval_batches = 20;
+  state.gpt.steps = 5000;
   state.extra = {{"a.later.key", "kept"}};
   return state;
 }
@@ -121,6 +127,12 @@ BOOST_AUTO_TEST_CASE(every_field_round_trips_through_serialize_and_deserialize) 
   BOOST_TEST((state.scaler_record.overflow_streak == back.scaler_record.overflow_streak));
   BOOST_TEST((state.gpt.config == back.gpt.config));
   BOOST_TEST((state.gpt.vocabulary == back.gpt.vocabulary));
+  BOOST_TEST((state.gpt.data_file == back.gpt.data_file));
+  BOOST_TEST((state.gpt.val_file == back.gpt.val_file));
+  BOOST_TEST((state.gpt.val_fraction == back.gpt.val_fraction));
+  BOOST_TEST((state.gpt.eval_every == back.gpt.eval_every));
+  BOOST_TEST((state.gpt.eval_batches == back.gpt.eval_batches));
+  BOOST_TEST((state.gpt.steps == back.gpt.steps));
   // Unknown keys travel on; the records' keys are not among them.
   BOOST_TEST((back.extra == std::map<std::string, std::string>{{"a.later.key", "kept"}}));
   // And the state re-serializes to the same bytes.
@@ -160,6 +172,12 @@ BOOST_AUTO_TEST_CASE(the_keys_and_value_texts_are_the_files_ones) {
       {"scaler_overflow_streak", "3"},
       {"gpt.config", "1 2 32 16 64 0 1"},
       {"gpt.vocabulary", std::string("ab\0c\n", 5)},
+      {"gpt.data_file", "/data/tiny shakespeare.txt"},
+      {"gpt.val_file", "val.bin"},
+      {"gpt.val_fraction", "0.05"},
+      {"gpt.eval_every", "250"},
+      {"gpt.eval_batches", "20"},
+      {"gpt.steps", "5000"},
       {"a.later.key", "kept"},
   };
   BOOST_TEST((extra_entries(every_record()) == expected));
@@ -213,6 +231,11 @@ BOOST_AUTO_TEST_CASE(a_value_no_writer_writes_fails_naming_the_checkpoint_and_th
   BOOST_TEST(error_for("ema_decay", "1.5") == "checkpoint bad.ckpt: corrupt field ema_decay '1.5'");
   BOOST_TEST(error_for("stochastic_rounding", "1") ==
              "checkpoint bad.ckpt: corrupt field stochastic_rounding '1'");
+  BOOST_TEST(error_for("gpt.steps", "0") == "checkpoint bad.ckpt: corrupt field gpt.steps '0'");
+  BOOST_TEST(error_for("gpt.eval_batches", "0") ==
+             "checkpoint bad.ckpt: corrupt field gpt.eval_batches '0'");
+  BOOST_TEST(error_for("gpt.val_fraction", "1") ==
+             "checkpoint bad.ckpt: corrupt field gpt.val_fraction '1'");
   // The limits themselves read.
   BOOST_TEST(error_for("image_size", "2147483647") == "(read without error)");
   BOOST_TEST(error_for("epoch_images", "9223372036854775807") == "(read without error)");
