@@ -1,7 +1,8 @@
 // Data-parallel training of a GPT on the CPU (--gpus 2 over Gloo): every rank ends with the
 // same weights, which train like one process with the same global batch (each rank takes rows
-// r + W i of it, dropout masks follow the global row); a group of one rank is the single
-// process bit for bit; a global batch that does not split evenly is a usage error.
+// r + W i of it, dropout masks follow the global row), with gradient accumulation too; a group of
+// one rank is the single process bit for bit; a global batch that does not split evenly is a
+// usage error.
 #include <boost/test/unit_test.hpp>
 #include <fstream>
 #include <string>
@@ -83,6 +84,22 @@ BOOST_AUTO_TEST_CASE(two_ranks_train_like_one_process_with_the_global_batch) {
   BOOST_TEST_REQUIRE(one.exit_code == 0, one.errors);
   BOOST_TEST(field(event(one.output, "end"), "params_digest") ==
              field(event(single.output, "end"), "params_digest"));
+}
+
+// Each rank's share as two micro-batches (one allreduce, after the second): the same windows
+// and dropout masks, so the same training as one pass over the global batch.
+BOOST_AUTO_TEST_CASE(two_ranks_of_two_micro_batches_train_like_one_pass) {
+  TempDir dir;
+  const std::string data = text_file(dir);
+  const ProcessResult single = run_alloy(with(gpt_args(data, free_port()), {"--threads", "1"}));
+  BOOST_TEST_REQUIRE(single.exit_code == 0, single.errors);
+  const ProcessResult ddp =
+      run_alloy(with(gpt_args(data, free_port()), {"--gpus", "2", "--accumulation-steps", "2"}));
+  BOOST_TEST_REQUIRE(ddp.exit_code == 0, ddp.errors);
+  check_agreeing_end_event(ddp.output);
+  BOOST_TEST(std::stod(field(event(ddp.output, "end"), "val_loss")) ==
+                 std::stod(field(event(single.output, "end"), "val_loss")),
+             boost::test_tools::tolerance(1e-4));
 }
 
 BOOST_AUTO_TEST_CASE(an_uneven_global_batch_is_a_usage_error) {
