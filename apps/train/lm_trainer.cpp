@@ -9,6 +9,7 @@
 #include "apps/train/memory_report.h"
 #include "apps/train/micro_batches.h"
 #include "apps/train/recompute.h"
+#include "apps/train/training_state.h"
 #include "apps/train/version.h"
 #include "core/digest.h"
 #include "core/nn/cast_policy.h"
@@ -54,23 +55,13 @@ void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Ten
   // Every micro-batch's gradient is divided by the step's tokens: the sum is the gradient of
   // the step's mean loss.
   const std::int64_t step_tokens = rows * inputs.dim(1);
-  const std::vector<std::int64_t> sizes = micro_batch_sizes(rows, accumulation_steps);
-  const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
-  const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
-  std::int64_t first = 0;
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    // One allreduce per step, of the accumulated gradients (DDP's no_sync before the last).
-    std::optional<parallel::DistributedDataParallel::NoSync> accumulate_only;
-    if (data_parallel && i + 1 < sizes.size()) accumulate_only.emplace(data_parallel->ddp());
-    // Dropout masks follow each window's row in the global batch, however the step is split.
-    const nn::DropoutStreamScope dropout_stream(
-        {&precision.optimizer().step_count(), rank + world * first, world});
-    const Tensor micro_inputs = batch_rows(inputs, first, sizes[i]);
-    const Tensor micro_targets = batch_rows(targets, first, sizes[i]);
-    first += sizes[i];
-    const Tensor h = model.forward(micro_inputs);
-    model.backward(model.loss_step(h, micro_targets, precision.loss_scale(), tally, step_tokens));
-  }
+  for_each_micro_batch(
+      rows, accumulation_steps, precision.optimizer().step_count(), data_parallel,
+      [&](std::int64_t first, std::int64_t count) {
+        const Tensor h = model.forward(batch_rows(inputs, first, count));
+        model.backward(model.loss_step(h, batch_rows(targets, first, count), precision.loss_scale(),
+                                       tally, step_tokens));
+      });
   if (data_parallel) data_parallel->after_backward();  // the mean over every rank's rows
   precision.step();
   model.zero_grad();
@@ -423,26 +414,15 @@ ckpt::CheckpointState LmTrainer::capture() {
   state.gpt.config = config_text(config());
   state.gpt.vocabulary = corpus_.vocabulary;
   // What a resumed run takes where it is given no flag (apps/cli/sequence_flags.h).
-  const TrainConfig& o = options_;
-  ckpt::RunRecord& run = state.run;
-  run.dataset = o.dataset;
-  run.threads = o.threads;
-  run.lr_schedule = o.lr_schedule;
-  run.warmup_steps = o.warmup_steps;
-  run.min_lr = o.min_lr;
-  run.accumulation_steps = o.accumulation_steps;
-  run.clip_grad_norm = o.clip_grad_norm;
-  run.recompute = o.recompute;
-  run.allow_tf32 = o.allow_tf32;
-  run.stochastic_rounding = o.stochastic_rounding;
-  const SequenceOptions& s = o.text;
+  state.run = run_record(options_);
+  const SequenceOptions& s = options_.text;
   // Absolute, so that a run resumed or evaluated from another directory finds them.
   if (!s.data_file.empty()) state.gpt.data_file = std::filesystem::absolute(s.data_file).string();
   if (!s.val_file.empty()) state.gpt.val_file = std::filesystem::absolute(s.val_file).string();
   state.gpt.val_fraction = s.val_fraction;
   state.gpt.eval_every = s.eval_every;
   state.gpt.eval_batches = s.eval_batches;
-  state.gpt.steps = o.steps;
+  state.gpt.steps = options_.steps;
   return state;
 }
 

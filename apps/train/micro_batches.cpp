@@ -1,6 +1,10 @@
 #include "apps/train/micro_batches.h"
 
+#include <optional>
+
+#include "apps/train/data_parallel.h"
 #include "core/error.h"
+#include "core/nn/dropout.h"
 #include "core/setting_error.h"
 #include "parallel/distributed_sampler.h"
 
@@ -36,6 +40,22 @@ std::int64_t micro_batch_size(std::int64_t global_batch, int world,
                  " does not divide");
   }
   return share / accumulation_steps;
+}
+
+void for_each_micro_batch(std::int64_t rows, std::int64_t accumulation_steps,
+                          const Tensor& step_count, DataParallel* data_parallel,
+                          const std::function<void(std::int64_t first, std::int64_t count)>& work) {
+  const std::vector<std::int64_t> sizes = micro_batch_sizes(rows, accumulation_steps);
+  const std::int64_t rank = data_parallel ? data_parallel->rank() : 0;
+  const std::int64_t world = data_parallel ? data_parallel->world_size() : 1;
+  std::int64_t first = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    std::optional<parallel::DistributedDataParallel::NoSync> accumulate_only;
+    if (data_parallel && i + 1 < sizes.size()) accumulate_only.emplace(data_parallel->ddp());
+    const nn::DropoutStreamScope dropout_stream({&step_count, rank + world * first, world});
+    work(first, sizes[i]);
+    first += sizes[i];
+  }
 }
 
 Tensor batch_rows(const Tensor& batch, std::int64_t first, std::int64_t count) {

@@ -188,19 +188,10 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   state.optimizer.eps = config.eps;
 
   ckpt::RunRecord& run = state.run;
-  run.dataset = o.dataset;
+  run = run_record(o);
   run.data_dir = o.data_dir;
-  run.threads = o.threads;
-  run.lr_schedule = o.lr_schedule;
-  run.warmup_steps = o.warmup_steps;
-  run.min_lr = o.min_lr;
-  run.accumulation_steps = o.accumulation_steps;
-  run.clip_grad_norm = o.clip_grad_norm;
-  run.recompute = o.recompute;
   run.ema_decay = o.ema_decay;
   run.ema_warmup = o.ema_warmup;
-  run.allow_tf32 = o.allow_tf32;
-  run.stochastic_rounding = o.stochastic_rounding;
   run.label_smoothing = o.label_smoothing;
   run.image_size = o.image_size;
   run.channels = o.channels;
@@ -664,6 +655,21 @@ checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_d
     return ckpt::find_latest_valid(file_or_dir, warn, gather);
   }
   return ckpt::open_checkpoint(file_or_dir, gather);
+}
+
+checkpoint::RunRecord run_record(const TrainConfig& o) {
+  ckpt::RunRecord run;
+  run.dataset = o.dataset;
+  run.threads = o.threads;
+  run.lr_schedule = o.lr_schedule;
+  run.warmup_steps = o.warmup_steps;
+  run.min_lr = o.min_lr;
+  run.accumulation_steps = o.accumulation_steps;
+  run.clip_grad_norm = o.clip_grad_norm;
+  run.recompute = o.recompute;
+  run.allow_tf32 = o.allow_tf32;
+  run.stochastic_rounding = o.stochastic_rounding;
+  return run;
 }
 
 void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainConfig& o) {

@@ -116,9 +116,15 @@ void restore_sharded_training_state(Trainer& trainer, const checkpoint::LoadedCh
 checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
                                                     const WarningSink& warn, bool gather = true);
 
+// The settings of `options` that every trainer's checkpoint records (the image trainer adds its
+// data's and its weight averages'), for apply_checkpoint_defaults.
+checkpoint::RunRecord run_record(const TrainConfig& options);
+
 // Fills the options the user did not give from the checkpoint, so `alloy train --resume DIR`
 // alone continues the run: model, dataset, data directory, seed, batch size, optimizer and its
-// hyper-parameters, and the precision properties (when no precision flag was given).
+// hyper-parameters, the schedule and step settings, and the precision properties (when no
+// precision flag was given). A sequence model's shape, data and length:
+// resolve_sequence_options (apps/cli/sequence_flags.h).
 void apply_checkpoint_defaults(const checkpoint::CheckpointState& state, TrainConfig& options);
 
 // The options `alloy eval` rebuilds the checkpoint's model and data with.
