@@ -56,7 +56,7 @@ bool wait_for_checkpoint(const std::string& path, std::size_t restarts, int step
 // The launcher's one worker, killed with SIGKILL.
 void kill_the_worker(const BackgroundAlloy& job) {
   const std::vector<pid_t> workers = workers_of(job.pid());
-  BOOST_TEST_REQUIRE(workers.size() == 1u, "the run ended before the kill");
+  BOOST_TEST_REQUIRE(workers.size() == 1u, "no worker to kill: no launcher, or the run has ended");
   BOOST_TEST_REQUIRE(::kill(workers[0], SIGKILL) == 0);
 }
 
