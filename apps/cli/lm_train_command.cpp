@@ -1,8 +1,9 @@
 // alloy train for sequence models: the device, the token data, the checkpoint to resume
-// from, training in steps with periodic validation estimates and checkpoints, and the report
-// (one human line per estimate; the JSON log's start, eval, checkpoint and end events).
+// from, training in steps with periodic validation estimates and checkpoints (synchronous or
+// asynchronous, apps/train/checkpointer.h), restarts (--max-restarts, apps/train/elastic.h), and
+// the report (one human line per estimate; the JSON log's restart, start, eval, checkpoint and
+// end events).
 #include <cmath>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -11,8 +12,10 @@
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/json_log.h"
 #include "apps/cli/launcher.h"
+#include "apps/train/checkpointer.h"
 #include "apps/train/data_parallel.h"
 #include "apps/train/device_choice.h"
+#include "apps/train/elastic.h"
 #include "apps/train/lm_trainer.h"
 #include "apps/train/micro_batches.h"
 #include "apps/train/stop_signals.h"
@@ -27,12 +30,27 @@ namespace alloy::app {
 namespace {
 
 void check_supported(const TrainOptions& o) {
-  if (o.max_restarts > 0) {
-    usage_fail("--max-restarts is not available for sequence models (--model ", o.model, ") yet");
-  }
-  for (const char* flag : {"ema-decay", "label-smoothing", "async-checkpoint", "epochs"}) {
+  for (const char* flag : {"ema-decay", "label-smoothing", "epochs"}) {
     if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
   }
+}
+
+// A save of the trainer where it stands now. The snapshot of an asynchronous save is the
+// captured state: a copy of every tensor in host memory (on a GPU each a download that waits for
+// the device), which the writer thread serializes and writes while training goes on.
+Checkpointer::Source checkpoint_source(LmTrainer& trainer) {
+  return {trainer.steps(), [&trainer] { return trainer.capture(); },
+          [&trainer](SnapshotArena&) { return StateSnapshot(trainer.capture()); }};
+}
+
+void write_restart_event(JsonLog& log, const WorkerRestart& restart,
+                         const std::string& resume_path) {
+  JsonObject event;
+  event.add("event", "restart")
+      .add("generation", restart.generation)
+      .add("cause", restart.cause)
+      .add("checkpoint", resume_path);
+  log.write(event);
 }
 
 }  // namespace
@@ -41,15 +59,23 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
                  std::optional<checkpoint::LoadedCheckpoint> resume) {
   const TrainOptions& o = options;
   check_supported(o);
-  // Data parallelism: a launcher starts the workers and waits; a rank joins the group.
-  const parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  // Data parallelism: a launcher starts the workers and waits (and with --max-restarts starts
+  // them again after a failure); a rank joins the group.
+  parallel::Rendezvous placement = resolve_train_rendezvous(options);
+  check_elastic_options(options, placement);
+  make_elastic_launcher(options, placement);
+  const WorkerRestart restart = worker_restart_from_environment();
   // The global batch splits evenly among the ranks and each rank's share among the
   // micro-batches (--accumulation-steps); a UsageError if not.
   micro_batch_size(o.batch_size, placement.world_size, o.accumulation_steps);
   const bool data_parallel = joins_process_group(options, placement);
   if (data_parallel) check_distributed_options(options, placement);
   if (placement.is_launcher()) {
-    run_launcher(options, placement, args);
+    if (o.max_restarts > 0) {
+      run_elastic_launcher(options, placement, args);
+    } else {
+      run_launcher(options, placement, args);
+    }
     return kExitSuccess;
   }
   set_cpu_threads(o.threads);
@@ -63,18 +89,23 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   const bool rank0 = !group || group->rank() == 0;  // the one that reports and saves
   if (rank0) std::cerr << "alloy: " << device.explanation << std::endl;
   std::unique_ptr<JsonLog> log;
-  if (!o.log_json.empty() && rank0) log = std::make_unique<JsonLog>(o.log_json);
+  if (!o.log_json.empty() && rank0) {
+    log = std::make_unique<JsonLog>(o.log_json, /*append=*/restart.generation > 0);
+  }
   std::ostringstream silent;
   std::ostream& human = !rank0                    ? static_cast<std::ostream&>(silent)
                         : log && log->to_stdout() ? std::cerr
                                                   : std::cout;
 
+  if (group) check_ranks_agree(*group, restart, resume);
   if (resume && resume->state.model != o.model) {
     fail("checkpoint ", resume->path, " holds model ", resume->state.model,
          ", but this run builds ", o.model);
   }
   LmTrainer trainer(o, device.device, load_token_corpus(o));
+  std::string resume_path;
   if (resume) {
+    resume_path = resume->path;
     trainer.restore(resume->state, resume->path);
     if (rank0) {
       std::cerr << "alloy: resuming from " << resume->path << " at step " << trainer.steps()
@@ -85,11 +116,18 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   if (group) {
     trainer.join_data_parallel(*group, ddp_options(o));
   }
-  const bool saves = !o.checkpoint_dir.empty() && rank0;
-  if (saves) {
-    std::error_code error;
-    std::filesystem::create_directories(o.checkpoint_dir, error);
-    if (error) fail("cannot create checkpoint directory ", o.checkpoint_dir, ": ", error.message());
+  std::unique_ptr<Checkpointer> checkpointer;  // rank 0 saves
+  if (!o.checkpoint_dir.empty() && rank0) {
+    Checkpointer::Saved saved;
+    if (log) {
+      saved = [&log](const std::string& path, std::int64_t step, const Checkpointer::Timing&) {
+        JsonObject event;
+        event.add("event", "checkpoint").add("path", path).add("step", step);
+        log->write(event);
+      };
+    }
+    checkpointer = std::make_unique<Checkpointer>(o.checkpoint_dir, o.keep_checkpoints, saved,
+                                                  o.async_checkpoint);
   }
 
   const models::GptConfig& c = trainer.config();
@@ -107,6 +145,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   if (!cuda_graph && device.device.is_cuda() && o.cuda_graph == "auto") {
     human << "cuda graph: eager steps: " << trainer.cuda_graph_reason() << std::endl;
   }
+  if (log && restart.generation > 0) write_restart_event(*log, restart, resume_path);
   if (log) {
     JsonObject event;
     event.add("event", "start")
@@ -130,16 +169,6 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
     log->write(event);
   }
 
-  const auto save = [&] {
-    const std::string path = checkpoint::checkpoint_path(o.checkpoint_dir, trainer.steps());
-    checkpoint::write_checkpoint(path, trainer.capture());
-    checkpoint::prune_checkpoints(o.checkpoint_dir, o.keep_checkpoints);
-    if (log) {
-      JsonObject event;
-      event.add("event", "checkpoint").add("path", path).add("step", trainer.steps());
-      log->write(event);
-    }
-  };
   const StopSignals signals;
   const auto step_hook = [&] {
     if (auto notice = trainer.take_cuda_graph_notice()) {
@@ -147,7 +176,10 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
     }
     const bool stop = signals.requested();
     const bool due = o.checkpoint_every > 0 && trainer.steps() % o.checkpoint_every == 0;
-    if (saves && (stop || due) && trainer.steps() < o.steps) save();
+    if (checkpointer) checkpointer->poll();  // an asynchronous save that ended: log or fail
+    if (checkpointer && (stop || due) && trainer.steps() < o.steps) {
+      checkpointer->save(checkpoint_source(trainer));
+    }
     return stop;
   };
   const auto eval_hook = [&](std::int64_t step, double val_loss, double train_loss) {
@@ -167,7 +199,8 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   trainer.run(step_hook, eval_hook);
   // Waits for the last steps' device work, which their throughput includes.
   trainer.take_train_loss();
-  if (trainer.steps() < o.steps) {  // stopped by a signal: the step hook saved
+  if (trainer.steps() < o.steps) {             // stopped by a signal: the step hook saved
+    if (checkpointer) checkpointer->finish();  // the save is durable and logged
     std::cerr << "alloy: stopped by " << StopSignals::name(signals.signal()) << " at step "
               << trainer.steps() << " of " << o.steps << "; ";
     if (!o.checkpoint_dir.empty()) {
@@ -178,9 +211,11 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
     return kExitFailure;
   }
   const double tokens_per_second = trainer.tokens_per_second();
-  if (saves) save();
+  if (checkpointer) checkpointer->save(checkpoint_source(trainer));
   const double val_loss = trainer.val_loss();
   const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
+  // After the collectives, so that a failed save fails rank 0 alone; before the end event.
+  if (checkpointer) checkpointer->finish();
   const std::string& digest = digests[static_cast<std::size_t>(trainer.rank())];
   human << "done: " << trainer.steps() << " steps, validation loss " << std::fixed
         << std::setprecision(4) << val_loss << std::defaultfloat << " over the whole split, "

@@ -100,14 +100,21 @@ void Checkpointer::prune(std::int64_t step) const {
 
 std::string Checkpointer::save(Trainer& trainer) {
   if (group_) return save_sharded(trainer);
-  if (trainer.steps() == last_step_) return ckpt::checkpoint_path(dir_, last_step_);
+  return save(
+      Source{trainer.steps(), [&trainer] { return capture_training_state(trainer); },
+             [&trainer](SnapshotArena& arena) { return snapshot_training_state(trainer, arena); }});
+}
+
+std::string Checkpointer::save(const Source& source) {
+  ALLOY_CHECK(!group_, "a sharded checkpoint is saved from the trainer itself");
+  if (source.step == last_step_) return ckpt::checkpoint_path(dir_, last_step_);
   const auto start = std::chrono::steady_clock::now();
   RoundTrips trips = round_trips();
   Job job;
-  job.path = ckpt::checkpoint_path(dir_, trainer.steps());
-  job.step = trainer.steps();
+  job.path = ckpt::checkpoint_path(dir_, source.step);
+  job.step = source.step;
   if (!async_) {
-    const ckpt::CheckpointState state = capture_training_state(trainer);
+    const ckpt::CheckpointState state = source.capture();
     const auto writing = std::chrono::steady_clock::now();
     write(job.path, job.step, state);
     job.timing.write_seconds = seconds_since(writing);
@@ -124,7 +131,7 @@ std::string Checkpointer::save(Trainer& trainer) {
   trips = round_trips();
   // The snapshot: training may change the originals at once (on a GPU, in stream order after
   // the copies).
-  job.snapshot = snapshot_training_state(trainer, arena_);
+  job.snapshot = source.snapshot(arena_);
   job.timing.stall_seconds = seconds_since(start);
   job.timing.stall_round_trips = round_trips() - trips;
   last_step_ = job.step;

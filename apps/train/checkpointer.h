@@ -6,7 +6,8 @@
 // fsyncs, renames and prunes while the next steps run. On the CPU the snapshot is a copy of
 // every tensor; on a GPU it is a copy of each into pinned memory queued on the device's stream
 // with one event after them (apps/train/training_state.h): the training thread queues the next
-// steps at once, and the writer thread waits for the event before it reads the copies. One save is
+// steps at once, and the writer thread waits for the event before it reads the copies (a sequence
+// model's snapshot is its captured state, downloaded synchronously on a GPU). One save is
 // in flight at most: the next save, a stop and the end of training wait for it. A file is reported
 // (the JSON log's checkpoint event) only once it is durable, and a failed write is an error naming
 // the file at the next poll() (every step) or finish(), with the earlier checkpoints intact (the
@@ -60,10 +61,23 @@ class Checkpointer {
   Checkpointer(const Checkpointer&) = delete;
   Checkpointer& operator=(const Checkpointer&) = delete;
 
+  // What a save takes of a trainer, on the thread that calls save(): its step, its state in
+  // host memory for a synchronous save, and for an asynchronous one a snapshot that training may
+  // change the originals of at once. Any trainer can be saved this way (the sequence models'
+  // LmTrainer gives its captured state as the snapshot); save(Trainer&) uses
+  // capture_training_state and snapshot_training_state.
+  struct Source {
+    std::int64_t step = 0;
+    std::function<checkpoint::CheckpointState()> capture;
+    std::function<StateSnapshot(SnapshotArena&)> snapshot;
+  };
+
   // Saves the trainer's state at its current step; returns the path. A second save at the
   // same step (a stop right after a scheduled save) writes nothing and returns the same path.
   // Asynchronously it first waits for the previous save (throwing its failure).
   std::string save(Trainer& trainer);
+  // The same for any trainer; not for sharded saves, which need the image Trainer.
+  std::string save(const Source& source);
   // Reports a save that has become durable, throws the failure of one that failed; never
   // waits. A no-op for synchronous saves.
   void poll();

@@ -319,21 +319,20 @@ struct StateSnapshot::Queued {
 };
 
 StateSnapshot::StateSnapshot() = default;
+StateSnapshot::StateSnapshot(checkpoint::CheckpointState state) : state_(std::move(state)) {}
 StateSnapshot::~StateSnapshot() = default;
 StateSnapshot::StateSnapshot(StateSnapshot&& other) noexcept = default;
 StateSnapshot& StateSnapshot::operator=(StateSnapshot&& other) noexcept = default;
 
 StateSnapshot snapshot_training_state(Trainer& trainer, SnapshotArena& arena) {
-  StateSnapshot snapshot;
   const Device device = trainer.device();
-  if (!device.is_cuda()) {
-    snapshot.state_ = capture_training_state(trainer);  // the host's tensors: a plain copy
-    return snapshot;
-  }
+  // The host's tensors: a plain copy.
+  if (!device.is_cuda()) return StateSnapshot(capture_training_state(trainer));
 #ifndef ALLOY_HAVE_CUDA
   static_cast<void>(arena);
   fail("a checkpoint snapshot on ", device.str(), ": this build of Alloy has no CUDA backend");
 #else
+  StateSnapshot snapshot;
   using Role = StateSnapshot::Queued::Role;
   Tensor tally, clip_tally;
   const EpochProgress progress = trainer.epoch_progress_on_device(tally, clip_tally);

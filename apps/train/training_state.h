@@ -69,6 +69,8 @@ class SnapshotArena {
 class StateSnapshot {
  public:
   StateSnapshot();
+  // A snapshot that is `state` itself, a copy in host memory the caller has taken.
+  explicit StateSnapshot(checkpoint::CheckpointState state);
   ~StateSnapshot();
   StateSnapshot(StateSnapshot&& other) noexcept;
   StateSnapshot& operator=(StateSnapshot&& other) noexcept;
