@@ -19,16 +19,6 @@ namespace {
 // not a second beside it.
 constexpr const char* kTmpfsSize = "2500k";
 
-void skip_without_namespaces() {
-  const ProcessResult probe = run_process("/usr/bin/unshare", {"-Urm", "true"});
-  if (probe.exit_code != 0) {
-    std::cout << "SKIPPED: this test mounts a tmpfs in a user namespace and cannot: "
-              << "'unshare -Urm true' exited " << probe.exit_code << ": " << probe.errors
-              << std::endl;
-    std::exit(77);
-  }
-}
-
 struct FullDiskRun {
   int status = -1;
   std::string errors;
@@ -92,12 +82,12 @@ void check_full_disk(const std::vector<std::string>& more) {
 BOOST_AUTO_TEST_SUITE(checkpoint_disk_full)
 
 BOOST_AUTO_TEST_CASE(a_synchronous_save_into_a_full_disk_fails_naming_the_file) {
-  skip_without_namespaces();
+  skip_without_user_namespaces("mounts a tmpfs in a user namespace");
   check_full_disk({});
 }
 
 BOOST_AUTO_TEST_CASE(an_asynchronous_save_into_a_full_disk_fails_naming_the_file) {
-  skip_without_namespaces();
+  skip_without_user_namespaces("mounts a tmpfs in a user namespace");
   check_full_disk({"--async-checkpoint"});
 }
 

@@ -2,7 +2,7 @@
 // --async-checkpoint writes the files synchronous saves write and resumes bit for bit; a worker
 // killed with SIGKILL under --max-restarts is restarted from the newest checkpoint and ends with
 // the weights of a run never interrupted, and without restarts left the failure is the exit
-// status; an asynchronous save into a read-only directory fails naming the file. Workers are
+// status (an asynchronous save that fails: gpt_read_only_checkpoint_test.cpp). Workers are
 // killed from here once the JSON log shows a given checkpoint, as elastic_restart_test.cpp does.
 #include <signal.h>
 #include <sys/types.h>
@@ -59,16 +59,6 @@ void kill_the_worker(const BackgroundAlloy& job) {
   BOOST_TEST_REQUIRE(workers.size() == 1u, "no worker to kill: no launcher, or the run has ended");
   BOOST_TEST_REQUIRE(::kill(workers[0], SIGKILL) == 0);
 }
-
-struct CanMountInUserNamespace {
-  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
-    const ProcessResult probe = run_process("/usr/bin/unshare", {"-Urm", "true"});
-    boost::test_tools::assertion_result result(probe.exit_code == 0);
-    result.message() << "this test mounts a read-only directory in a user namespace and cannot: "
-                     << "'unshare -Urm true' exited " << probe.exit_code << ": " << probe.errors;
-    return result;
-  }
-};
 
 }  // namespace
 
@@ -186,35 +176,6 @@ BOOST_AUTO_TEST_CASE(without_restarts_left_the_failure_is_the_exit_status) {
              reports[0]);
   BOOST_TEST(reports[0].find("was killed by SIGKILL") != std::string::npos, reports[0]);
   BOOST_TEST(events(read_text(log), "end").empty());
-}
-
-// The directory is made read-only by a bind mount in a user and mount namespace (root ignores
-// permission bits): the save of step 4 fails on the writer thread, and the run stops with the
-// error naming the file at the next step or save.
-BOOST_AUTO_TEST_CASE(an_asynchronous_save_into_a_read_only_directory_fails_naming_the_file,
-                     *boost::unit_test::precondition(CanMountInUserNamespace())) {
-  Corpus corpus;
-  const std::string run_dir = corpus.dir.file("run");
-  std::filesystem::create_directories(run_dir);
-  std::string command = "\"$1\"";
-  for (const std::string& word :
-       with(tiny_gpt(corpus.path), {"--steps", "8", "--checkpoint-every", "4", "--checkpoint-dir",
-                                    run_dir, "--async-checkpoint"})) {
-    command += " '" + word + "'";
-  }
-  const std::string script =
-      "mount --bind \"$2\" \"$2\" && mount -o remount,bind,ro \"$2\" || exit 99; " + command +
-      " 2> \"$3/err\"; echo $? > \"$3/status\"";
-  const ProcessResult shell = run_process(
-      "/usr/bin/unshare",
-      {"-Urm", "/bin/sh", "-c", script, "sh", alloy_binary(), run_dir, corpus.dir.path()});
-  BOOST_TEST_REQUIRE(shell.exit_code == 0, "the namespace script failed: " << shell.errors);
-  ProcessResult run;
-  run.exit_code = std::stoi(read_text(corpus.dir.file("status")));
-  run.errors = read_text(corpus.dir.file("err"));
-  check_clean_failure(
-      run, "cannot save checkpoint " + run_dir + "/step-00000004.ckpt: ", "Read-only file system");
-  BOOST_TEST(std::filesystem::is_empty(run_dir));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -104,6 +105,15 @@ std::string json_event_field(const std::string& log, const std::string& event,
   std::smatch value;
   const std::string text = match.str();
   return std::regex_search(text, value, field) ? value[1].str() : std::string();
+}
+
+void skip_without_user_namespaces(const std::string& does) {
+  const ProcessResult probe = run_process("/usr/bin/unshare", {"-Urm", "true"});
+  if (probe.exit_code != 0) {
+    std::cout << "SKIPPED: this test " << does << " and cannot: 'unshare -Urm true' exited "
+              << probe.exit_code << ": " << probe.errors << std::endl;
+    std::exit(77);
+  }
 }
 
 }  // namespace alloy::test

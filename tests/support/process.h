@@ -21,6 +21,10 @@ const char* alloy_binary();
 // Runs the alloy binary of this build.
 ProcessResult run_alloy(const std::vector<std::string>& arguments);
 
+// Where `unshare -Urm` (a user and mount namespace, no root needed) cannot run, says so with
+// what the test `does` there and exits 77: ctest counts the test as skipped.
+void skip_without_user_namespaces(const std::string& does);
+
 // The lines of `text`, without their line ends.
 std::vector<std::string> lines_of(const std::string& text);
 
