@@ -102,6 +102,8 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
     fail("checkpoint ", resume->path, " holds model ", resume->state.model,
          ", but this run builds ", o.model);
   }
+  // A resumed run takes its weights from the checkpoint: a pretrained file is not read.
+  if (resume) options.text.init_from.clear();
   LmTrainer trainer(o, device.device, load_token_corpus(o));
   std::string resume_path;
   if (resume) {

@@ -13,8 +13,9 @@ namespace {
 
 // The data and evaluation flags, for the check that other models are not given them (the
 // model's are gpt_model_flags()).
-const char* const kDataFlags[] = {"data-file",    "val-file", "val-fraction", "eval-every",
-                                  "eval-batches", "beta1",    "beta2",        "eps"};
+const char* const kDataFlags[] = {"data-file",  "val-file",     "val-fraction",
+                                  "eval-every", "eval-batches", "beta1",
+                                  "beta2",      "eps",          "init-from"};
 
 void check_probability(const char* flag, double value) {
   if (!(value >= 0.0 && value < 1.0)) usage_fail(flag, " must be in [0, 1), got ", value);
@@ -83,6 +84,9 @@ po::options_description sequence_options_description(SequenceOptions& o) {
                      "llm.c's uint16 token file of the training split")(
       "val-file", value(&o.val_file)->value_name("FILE"),
       "--dataset tokens: the validation split's token file")(
+      "init-from", value(&o.init_from)->value_name("FILE"),
+      "start from a pretrained GPT-2: Hugging Face's safetensors file of gpt2 (or -medium, "
+      "-large, -xl with their --n-layer --n-head --n-embd); not read when resuming")(
       "val-fraction", value(&o.val_fraction)->default_value(o.val_fraction, "0.1")->value_name("F"),
       "--dataset text: the share of the file, at its end, held out for validation")(
       "eval-every", value(&o.eval_every)->default_value(o.eval_every)->value_name("N"),

@@ -12,6 +12,7 @@
 #include "apps/train/training_state.h"
 #include "apps/train/version.h"
 #include "core/digest.h"
+#include "core/models/gpt_pretrained.h"
 #include "core/nn/cast_policy.h"
 #include "core/nn/dropout.h"
 #include "core/ops/attention.h"
@@ -183,6 +184,8 @@ LmTrainer::LmTrainer(const TrainConfig& options, Device device, data::TokenCorpu
   if (!corpus_.val.tokens.empty()) data::check_split(corpus_.val, config.vocab_size, 1);
   Generator generator(static_cast<std::uint64_t>(options_.seed));
   model_ = models::make_gpt(config, generator);
+  if (!options_.text.init_from.empty())
+    models::load_gpt2_pretrained(*model_, options_.text.init_from);
   model_->to_device(device_);
   apply_recompute(*model_, options_.model, options_.recompute);
   nn::CastPolicy policy;

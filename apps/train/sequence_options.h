@@ -13,6 +13,7 @@ struct SequenceOptions {
   models::GptConfig gpt;  // the model's preset, then the shape settings given
   std::string data_file;  // dataset text: the text; tokens: the training tokens
   std::string val_file;   // dataset tokens: the validation tokens (default: none)
+  std::string init_from;  // a pretrained GPT-2's safetensors file (default: random weights)
   double val_fraction = 0.1;
   std::int64_t eval_every = 0;  // steps; 0: only at the end
   std::int64_t eval_batches = 20;
