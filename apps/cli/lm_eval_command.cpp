@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iostream>
 
 #include "apps/cli/exit_codes.h"
 #include "apps/cli/sequence_flags.h"
@@ -41,7 +42,9 @@ int run_lm_eval(checkpoint::LoadedCheckpoint loaded, const po::variables_map& va
   }
 
   LmTrainer trainer(train, device, load_token_corpus(train));
-  trainer.restore(loaded.state, loaded.path);
+  trainer.restore(loaded.state, loaded.path, [](const std::string& message) {
+    std::cerr << "alloy: warning: " << message << std::endl;
+  });
   const std::string digest = trainer.params_digest();
   const char* level = amp::opt_level_name(train.precision.level);
   std::vector<checkpoint::NamedTensor>().swap(loaded.state.parameters);
@@ -52,14 +55,22 @@ int run_lm_eval(checkpoint::LoadedCheckpoint loaded, const po::variables_map& va
          " has no validation tokens to evaluate (", tokens, ")");
   }
   const double val_loss = trainer.val_loss();
+  // A checkpoint of a run with --ema-decay holds its weight averages: their loss too.
+  const bool ema = trainer.precision().ema_decay() > 0.0f;
+  const double val_loss_ema = ema ? trainer.val_loss_ema() : 0.0;
 
   char figure[32];
   std::snprintf(figure, sizeof figure, "%.4f", val_loss);
   human << loaded.path << ": " << train.model << " " << level << ", step " << trainer.steps()
         << ": val_loss " << figure << " (perplexity ";
   std::snprintf(figure, sizeof figure, "%.2f", std::exp(val_loss));
-  human << figure << ") on " << tokens - 1 << " " << trainer.corpus().val.name
-        << " tokens, params_digest " << digest << std::endl;
+  human << figure << ")";
+  if (ema) {
+    std::snprintf(figure, sizeof figure, "%.4f", val_loss_ema);
+    human << ", val_loss_ema " << figure;
+  }
+  human << " on " << tokens - 1 << " " << trainer.corpus().val.name << " tokens, params_digest "
+        << digest << std::endl;
   if (log) {
     JsonObject event;
     event.add("event", "eval")
@@ -72,6 +83,7 @@ int run_lm_eval(checkpoint::LoadedCheckpoint loaded, const po::variables_map& va
         .add("val_tokens", static_cast<std::int64_t>(tokens - 1))
         .add("val_loss", val_loss)
         .add("params_digest", digest);
+    if (ema) event.add("val_loss_ema", val_loss_ema);
     log->write(event);
   }
   return kExitSuccess;

@@ -30,7 +30,7 @@ namespace alloy::app {
 namespace {
 
 void check_supported(const TrainOptions& o) {
-  for (const char* flag : {"ema-decay", "label-smoothing", "epochs"}) {
+  for (const char* flag : {"label-smoothing", "epochs"}) {
     if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
   }
 }
@@ -108,7 +108,9 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   std::string resume_path;
   if (resume) {
     resume_path = resume->path;
-    trainer.restore(resume->state, resume->path);
+    trainer.restore(resume->state, resume->path, [](const std::string& message) {
+      std::cerr << "alloy: warning: " << message << std::endl;
+    });
     if (rank0) {
       std::cerr << "alloy: resuming from " << resume->path << " at step " << trainer.steps()
                 << std::endl;
@@ -215,12 +217,16 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
   const double tokens_per_second = trainer.tokens_per_second();
   if (checkpointer) checkpointer->save(checkpoint_source(trainer));
   const double val_loss = trainer.val_loss();
+  const bool ema = trainer.precision().ema_decay() > 0.0f;
+  const double val_loss_ema = ema ? trainer.val_loss_ema() : 0.0;
   const std::vector<std::string> digests = trainer.gather_params_digests();  // every rank's
   // After the collectives, so that a failed save fails rank 0 alone; before the end event.
   if (checkpointer) checkpointer->finish();
   const std::string& digest = digests[static_cast<std::size_t>(trainer.rank())];
   human << "done: " << trainer.steps() << " steps, validation loss " << std::fixed
-        << std::setprecision(4) << val_loss << std::defaultfloat << " over the whole split, "
+        << std::setprecision(4) << val_loss;
+  if (ema) human << " (weight averages " << val_loss_ema << ")";
+  human << std::defaultfloat << " over the whole split, "
         << static_cast<std::int64_t>(tokens_per_second) << " tokens/s, params " << digest
         << std::endl;
   if (log) {
@@ -230,6 +236,7 @@ int run_lm_train(TrainOptions options, const std::vector<std::string>& args,
         .add("val_loss", val_loss)
         .add("tokens_per_second", tokens_per_second)
         .add("params_digest", digest);
+    if (ema) event.add("val_loss_ema", val_loss_ema);
     if (group) event.add("world_size", trainer.world_size()).add("params_digests", digests);
     log->write(event);
   }

@@ -11,6 +11,7 @@
 #include "apps/train/recompute.h"
 #include "apps/train/training_state.h"
 #include "apps/train/version.h"
+#include "apps/train/weight_averages.h"
 #include "core/digest.h"
 #include "core/models/gpt_pretrained.h"
 #include "core/nn/cast_policy.h"
@@ -195,6 +196,8 @@ LmTrainer::LmTrainer(const TrainConfig& options, Device device, data::TokenCorpu
   precision_ = std::make_unique<amp::MixedPrecision>(options_.precision, *model_,
                                                      lm_optimizer_config(options_));
   precision_->set_clip_grad_norm(static_cast<float>(options_.clip_grad_norm));
+  precision_->set_ema_decay(static_cast<float>(options_.ema_decay));
+  precision_->set_ema_warmup(options_.ema_warmup);
   if (options_.lr_schedule != "constant" || options_.warmup_steps > 0) {
     LrSchedule schedule;
     schedule.decay = parse_lr_decay(options_.lr_schedule);
@@ -348,6 +351,12 @@ double LmTrainer::val_loss() {
   return mean_loss(tally, rows);
 }
 
+double LmTrainer::val_loss_ema() {
+  double loss = 0.0;
+  with_weight_averages(*model_, *precision_, [&] { loss = val_loss(); });
+  return loss;
+}
+
 double LmTrainer::tokens_per_second() const {
   return train_seconds_ > 0 ? static_cast<double>(trained_tokens_) / train_seconds_ : 0.0;
 }
@@ -411,6 +420,8 @@ ckpt::CheckpointState LmTrainer::capture() {
                      c.beta1, c.beta2, c.eps,      optimizer.steps()};
   for (const optim::StateTensor& tensor : optimizer.state())
     state.optimizer_state.push_back(ckpt::make_named_tensor(tensor.name, *tensor.value));
+  for (const optim::StateTensor& tensor : precision_->ema_state())
+    state.optimizer_state.push_back(ckpt::make_named_tensor(tensor.name, *tensor.value));
   for (const nn::Parameter* param : precision_->canonical_parameters())
     state.parameters.push_back(ckpt::make_named_tensor(param->name, param->value));
   state.params_digest = params_digest();
@@ -429,7 +440,8 @@ ckpt::CheckpointState LmTrainer::capture() {
   return state;
 }
 
-void LmTrainer::restore(const ckpt::CheckpointState& state, const std::string& path) {
+void LmTrainer::restore(const ckpt::CheckpointState& state, const std::string& path,
+                        const std::function<void(const std::string&)>& warn) {
   const std::vector<nn::Parameter*> params = precision_->canonical_parameters();
   std::vector<ckpt::TensorSpec> specs;
   for (const nn::Parameter* param : params)
@@ -458,6 +470,7 @@ void LmTrainer::restore(const ckpt::CheckpointState& state, const std::string& p
     ckpt::restore_tensor(*saved, tensor.name, *tensor.value);
   }
   optimizer.set_steps(state.optimizer.steps);
+  restore_weight_averages(*precision_, state, path, warn);
   if (precision_->scaler().dynamic() && state.amp.dynamic_loss_scale) {
     amp::ScalerSnapshot snapshot;
     snapshot.scale = state.scaler.scale;

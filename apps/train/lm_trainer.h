@@ -74,6 +74,8 @@ class LmTrainer {
   double estimate_val_loss();
   // The mean loss over every token of the validation split (consecutive windows).
   double val_loss();
+  // The same with the weight averages of --ema-decay in place of the weights.
+  double val_loss_ema();
   // The mean training loss of the steps since the last call (or the start), NaN when none.
   double take_train_loss();
 
@@ -107,7 +109,9 @@ class LmTrainer {
   // Checkpoints: the state to save, and a saved state put back (Error naming `path` when it
   // does not fit this run).
   checkpoint::CheckpointState capture();
-  void restore(const checkpoint::CheckpointState& state, const std::string& path);
+  // `warn` hears of weight averages the file lacks or this run does not keep.
+  void restore(const checkpoint::CheckpointState& state, const std::string& path,
+               const std::function<void(const std::string&)>& warn = {});
 
  private:
   Tensor to_device(const Tensor& host) const;

@@ -10,6 +10,7 @@
 #include "apps/train/normalization.h"
 #include "apps/train/recompute.h"
 #include "apps/train/train_step.h"
+#include "apps/train/weight_averages.h"
 #include "core/digest.h"
 #include "core/models/models.h"
 #include "core/nn/cast_policy.h"
@@ -351,39 +352,8 @@ double Trainer::evaluate(const data::Dataset& dataset) {
 
 double Trainer::evaluate_ema(const data::Dataset& dataset) {
   ALLOY_CHECK(precision_->ema_decay() > 0.0f, "evaluate_ema: the run keeps no weight averages");
-  // Copies in place, never new storage: a captured training step keeps the weights' addresses.
-  std::vector<Tensor*> targets;
-  std::vector<const Tensor*> averages;
-  const std::vector<nn::Parameter*> params = model_->parameters();  // the canonical order
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    targets.push_back(&params[i]->value);
-    averages.push_back(&precision_->ema_parameters()[i]);
-  }
-  const std::vector<nn::Buffer*> buffers = model_->buffers();
-  for (std::size_t i = 0; i < buffers.size(); ++i) {
-    targets.push_back(&buffers[i]->value);
-    averages.push_back(&precision_->ema_buffers()[i]);
-  }
-  std::vector<Tensor> trained;
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    trained.push_back(targets[i]->clone(MemoryCategory::workspace));
-    // Rounded once into the model's dtype, as the masters are at O2.
-    targets[i]->copy_from(targets[i]->dtype() == DType::f32
-                              ? *averages[i]
-                              : cast(*averages[i], targets[i]->dtype(), MemoryCategory::workspace));
-  }
-  const auto restore = [&] {
-    for (std::size_t i = 0; i < targets.size(); ++i)
-      targets[i]->copy_from(trained[i]);
-  };
   double accuracy = 0.0;
-  try {
-    accuracy = evaluate(dataset);
-  } catch (...) {
-    restore();
-    throw;
-  }
-  restore();
+  with_weight_averages(*model_, *precision_, [&] { accuracy = evaluate(dataset); });
   return accuracy;
 }
 

@@ -190,8 +190,6 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   ckpt::RunRecord& run = state.run;
   run = run_record(o);
   run.data_dir = o.data_dir;
-  run.ema_decay = o.ema_decay;
-  run.ema_warmup = o.ema_warmup;
   run.label_smoothing = o.label_smoothing;
   run.image_size = o.image_size;
   run.channels = o.channels;
@@ -429,6 +427,40 @@ void restore_counters(Trainer& trainer, const ckpt::CheckpointState& state, cons
 
 }  // namespace
 
+std::size_t restore_weight_averages(amp::MixedPrecision& precision,
+                                    const checkpoint::CheckpointState& state,
+                                    const std::string& path, const WarningSink& warn) {
+  // The weight averages travel with the optimizer state, named "ema.<name>".
+  const auto saved_averages = static_cast<std::size_t>(
+      std::count_if(state.optimizer_state.begin(), state.optimizer_state.end(),
+                    [](const ckpt::NamedTensor& t) { return t.name.rfind("ema.", 0) == 0; }));
+  std::size_t averages_used = 0;
+  if (precision.ema_decay() > 0.0f) {
+    if (saved_averages == 0) {
+      // Started now, from the weights just restored.
+      precision.reset_ema();
+      if (warn) {
+        warn("checkpoint " + path +
+             " holds no weight averages (saved without --ema-decay); they start from its weights");
+      }
+    } else {
+      for (const optim::StateTensor& tensor : precision.ema_state()) {
+        const ckpt::NamedTensor* saved = ckpt::find_tensor(state.optimizer_state, tensor.name);
+        ALLOY_CHECK(saved != nullptr, "checkpoint ", path, " holds weight averages but not ",
+                    tensor.name);
+        load_tensor(*saved, *tensor.value, path);
+        ++averages_used;
+      }
+    }
+  }
+  if (saved_averages > averages_used && warn) {
+    warn("checkpoint " + path +
+         " holds weight averages (--ema-decay) this run does not keep; "
+         "they are dropped");
+  }
+  return saved_averages;
+}
+
 void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState& state,
                             const std::string& path, const WarningSink& warn) {
   const TrainConfig& o = trainer.options();
@@ -462,34 +494,7 @@ void restore_training_state(Trainer& trainer, const checkpoint::CheckpointState&
     load_tensor(*saved, *tensor.value, path);
     used.push_back(tensor.name);
   }
-  // The weight averages travel with the optimizer state, named "ema.<name>".
-  const std::size_t saved_averages = static_cast<std::size_t>(
-      std::count_if(state.optimizer_state.begin(), state.optimizer_state.end(),
-                    [](const ckpt::NamedTensor& t) { return t.name.rfind("ema.", 0) == 0; }));
-  std::size_t averages_used = 0;
-  if (precision.ema_decay() > 0.0f) {
-    if (saved_averages == 0) {
-      // Started now, from the weights just restored.
-      precision.reset_ema();
-      if (warn) {
-        warn("checkpoint " + path +
-             " holds no weight averages (saved without --ema-decay); they start from its weights");
-      }
-    } else {
-      for (const optim::StateTensor& tensor : precision.ema_state()) {
-        const ckpt::NamedTensor* saved = ckpt::find_tensor(state.optimizer_state, tensor.name);
-        ALLOY_CHECK(saved != nullptr, "checkpoint ", path, " holds weight averages but not ",
-                    tensor.name);
-        load_tensor(*saved, *tensor.value, path);
-        ++averages_used;
-      }
-    }
-  }
-  if (saved_averages > averages_used && warn) {
-    warn("checkpoint " + path +
-         " holds weight averages (--ema-decay) this run does not keep; "
-         "they are dropped");
-  }
+  const std::size_t saved_averages = restore_weight_averages(precision, state, path, warn);
   const std::size_t optimizer_saved = state.optimizer_state.size() - saved_averages;
   if (used.size() < optimizer_saved && warn) {
     warn("checkpoint " + path + " holds " + std::to_string(optimizer_saved - used.size()) +
@@ -668,6 +673,8 @@ checkpoint::RunRecord run_record(const TrainConfig& o) {
   run.recompute = o.recompute;
   run.allow_tf32 = o.allow_tf32;
   run.stochastic_rounding = o.stochastic_rounding;
+  run.ema_decay = o.ema_decay;
+  run.ema_warmup = o.ema_warmup;
   return run;
 }
 

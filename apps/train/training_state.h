@@ -118,8 +118,16 @@ void restore_sharded_training_state(Trainer& trainer, const checkpoint::LoadedCh
 checkpoint::LoadedCheckpoint load_resume_checkpoint(const std::string& file_or_dir,
                                                     const WarningSink& warn, bool gather = true);
 
+// The weight averages of `state` ("ema.<name>" beside the optimizer's state) into `precision`'s
+// when it keeps averages; when the file has none they start from the weights (restored first),
+// and averages this run does not keep are dropped, each with a note to `warn`. Returns how many
+// averages the file holds.
+std::size_t restore_weight_averages(amp::MixedPrecision& precision,
+                                    const checkpoint::CheckpointState& state,
+                                    const std::string& path, const WarningSink& warn);
+
 // The settings of `options` that every trainer's checkpoint records (the image trainer adds its
-// data's and its weight averages'), for apply_checkpoint_defaults.
+// data's), for apply_checkpoint_defaults.
 checkpoint::RunRecord run_record(const TrainConfig& options);
 
 // Fills the options the user did not give from the checkpoint, so `alloy train --resume DIR`

@@ -235,6 +235,32 @@ BOOST_AUTO_TEST_CASE(accumulated_micro_batches_train_as_one_pass) {
              uneven.errors);
 }
 
+// --ema-decay: the end event adds the weight averages' validation loss; a run resumed from a
+// checkpoint continues the averages bit for bit, and alloy eval reports the same loss.
+BOOST_AUTO_TEST_CASE(weight_averages_are_evaluated_resumed_and_evaluated_again) {
+  Corpus corpus;
+  const auto args =
+      with(tiny_gpt(corpus.path), {"--dropout", "0.1", "--steps", "8", "--ema-decay", "0.9"});
+  const ProcessResult straight = run_alloy(with(args, {"--log-json", "-"}));
+  BOOST_TEST_REQUIRE(straight.exit_code == 0, straight.errors);
+  const std::string averaged = json_event_field(straight.output, "end", "val_loss_ema");
+  BOOST_TEST_REQUIRE(!averaged.empty(), straight.output);
+  BOOST_TEST(averaged != json_event_field(straight.output, "end", "val_loss"));
+
+  const std::string dir = corpus.dir.file("ckpt");
+  const ProcessResult saved =
+      run_alloy(with(args, {"--checkpoint-dir", dir, "--checkpoint-every", "4"}));
+  BOOST_TEST_REQUIRE(saved.exit_code == 0, saved.errors);
+  const ProcessResult resumed =
+      run_alloy({"train", "--resume", dir + "/step-00000004.ckpt", "--log-json", "-"});
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
+  BOOST_TEST(json_event_field(resumed.output, "end", "val_loss_ema") == averaged);
+  const ProcessResult eval =
+      run_alloy({"eval", "--checkpoint", dir + "/step-00000008.ckpt", "--log-json", "-"});
+  BOOST_TEST_REQUIRE(eval.exit_code == 0, eval.errors);
+  BOOST_TEST(json_event_field(eval.output, "eval", "val_loss_ema") == averaged);
+}
+
 BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {
   Corpus corpus;
   for (const auto& level :
