@@ -111,6 +111,7 @@ GptMeasurement measure_gpt_steps(const MeasureConfig& config, const amp::AmpProp
   optimizer.decay_matrices_only = true;
   amp::MixedPrecision precision(properties, *model, optimizer);
   precision.set_clip_grad_norm(config.clip_grad_norm);
+  precision.set_ema_decay(config.ema_decay);
   const data::TokenSplit tokens =
       data::random_tokens("mem/batch", config.gpt.block_size + 1, config.gpt.vocab_size,
                           static_cast<std::uint64_t>(config.seed));
