@@ -93,7 +93,8 @@ class HeaderParser {
     std::uint64_t value = 0;
     while (at_ < text_.size() && text_[at_] >= '0' && text_[at_] <= '9') {
       const auto digit = static_cast<std::uint64_t>(text_[at_] - '0');
-      if (value > (limit - digit) / 10) fault("integer out of range");
+      // digit > limit first: limit - digit would wrap and let a bound under 10 pass anything.
+      if (digit > limit || value > (limit - digit) / 10) fault("integer out of range");
       value = value * 10 + digit;
       ++at_;
     }
@@ -256,13 +257,15 @@ SafetensorsFile parse_safetensors(std::string file, const std::string& name) {
   out.data_start = 8 + static_cast<std::size_t>(header);
   const std::size_t data_bytes = file.size() - out.data_start;
   HeaderParser parser(std::string_view(file).substr(8, static_cast<std::size_t>(header)), name);
+  bool metadata = false;  // not out.metadata.empty(): a first "__metadata__" may be {}
   parser.expect('{');
   if (!parser.peek('}')) {
     do {
       const std::string key = parser.string();
       parser.expect(':');
       if (key == "__metadata__") {
-        if (!out.metadata.empty()) parser.fault("repeated __metadata__");
+        if (metadata) parser.fault("repeated __metadata__");
+        metadata = true;
         parser.expect('{');
         if (!parser.peek('}')) {
           do {

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Builds the fuzzers (clang, libFuzzer, AddressSanitizer and UBSan) of the checkpoint reader and
-# of the image decoders and runs each from its regression corpus for a while, one after the
-# other. Exit 0: no crash; 1: a crash, whose input is copied to
-# tests/data/checkpoint_corpus/fuzz-crash-*.ckpt (ctest replays them once fixed) or
+# Builds the fuzzers (clang, libFuzzer, AddressSanitizer and UBSan) of the checkpoint reader, the
+# safetensors reader and the image decoders and runs each from its regression corpus for a
+# while, one after the other. Exit 0: no crash; 1: a crash, whose input is copied to
+# tests/data/checkpoint_corpus/fuzz-crash-*.ckpt or
+# tests/data/safetensors_corpus/fuzz-crash-*.safetensors (ctest replays them once fixed) or
 # tests/data/image_corpus/fuzz-crash-* (the image fuzzer's seeds from then on).
 #
 #   tools/fuzz/run.sh [SECONDS]      each fuzzer SECONDS, default 300
 #   tools/fuzz/run.sh --ci           a fixed seed and input count: the same inputs every run,
-#                                    so CI fails only when the code changes (about 30 s each)
+#                                    so CI fails only when the code changes (about 30 s each,
+#                                    5 s for the safetensors reader's small parser)
 #
 # Environment: ALLOY_FUZZ_BUILD_DIR (default build-fuzz), ALLOY_JOBS (default: all cores).
 set -euo pipefail
@@ -15,9 +17,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 seconds="${1:-300}"
 limits=(-max_total_time="$seconds")
 image_limits=("${limits[@]}")
+safetensors_limits=("${limits[@]}")
 if [[ "$seconds" == --ci ]]; then
   limits=(-seed=1 -runs=300000)
   image_limits=(-seed=1 -runs=40000)
+  safetensors_limits=(-seed=1 -runs=60000)
 elif ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   echo "run.sh: SECONDS must be a positive whole number or --ci, got '$seconds'" >&2
   exit 2
@@ -28,7 +32,7 @@ command -v clang++ >/dev/null || { echo "run.sh: clang++ not found (apt-get inst
 
 cmake -S "$here" -B "$build_dir" -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DALLOY_CUDA=OFF \
   -DALLOY_FUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-targets=(checkpoint_reader_fuzz)
+targets=(checkpoint_reader_fuzz safetensors_reader_fuzz)
 [[ ! -f "$build_dir/image_decode_fuzz.enabled" ]] || targets+=(image_decode_fuzz)
 cmake --build "$build_dir" --target "${targets[@]}" --parallel "$jobs"
 
@@ -61,6 +65,8 @@ fuzz() {
 }
 
 fuzz checkpoint_reader_fuzz "$here/tests/data/checkpoint_corpus" .ckpt "${limits[@]}"
+fuzz safetensors_reader_fuzz "$here/tests/data/safetensors_corpus" .safetensors \
+  "${safetensors_limits[@]}"
 if [[ " ${targets[*]} " == *" image_decode_fuzz "* ]]; then
   fuzz image_decode_fuzz "$here/tests/data/image_corpus" "" "${image_limits[@]}"
 else
