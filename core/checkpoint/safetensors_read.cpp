@@ -271,6 +271,9 @@ SafetensorsFile parse_safetensors(std::string file, const std::string& name) {
           do {
             const std::string field = parser.string();
             parser.expect(':');
+            if (out.metadata.count(field) != 0) {
+              parser.fault("metadata field " + field + " appears twice");
+            }
             out.metadata[field] = parser.string();
           } while (parser.comma());
         }

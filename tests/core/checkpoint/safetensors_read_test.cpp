@@ -122,6 +122,8 @@ std::vector<Fault> faults() {
        "tensor w: unexpected or repeated key 'offsets'"},
       {"repeated-metadata", file_of(R"({"__metadata__":{},"__metadata__":{"a":"b"}})"),
        "repeated __metadata__"},
+      {"repeated-metadata-field", file_of(R"({"__metadata__":{"a":"b","a":"c"}})"),
+       "metadata field a appears twice"},
       // offsets reversed, malformed, or past the data
       {"reversed-offsets", file_of(one_tensor("U8", "[4]", "[8,4]"), f32x4),
        "tensor w: data_offsets is not [begin, end] with begin <= end"},
