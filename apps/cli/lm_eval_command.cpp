@@ -26,15 +26,14 @@ int run_lm_eval(checkpoint::LoadedCheckpoint loaded, const po::variables_map& va
   train.resume = loaded.path;
   apply_checkpoint_defaults(loaded.state, train);
   train.steps = std::max<std::int64_t>(loaded.state.step, 1);  // for files without gpt.steps
-  resolve_sequence_options(train, &loaded);
-  if (values.count("data-file")) train.text.data_file = values["data-file"].as<std::string>();
-  if (values.count("val-file")) {
-    if (train.dataset != "tokens") {
-      usage_fail("--val-file applies to checkpoints trained on --dataset tokens, not ",
-                 train.dataset);
-    }
-    train.text.val_file = values["val-file"].as<std::string>();
+  // The files given stand in for the checkpoint's (which older checkpoints lack).
+  for (const char* flag : {"data-file", "val-file"}) {
+    if (!values.count(flag)) continue;
+    (std::string(flag) == "data-file" ? train.text.data_file : train.text.val_file) =
+        values[flag].as<std::string>();
+    train.explicitly_set.insert(setting_of_flag(flag));
   }
+  resolve_sequence_options(train, &loaded);
   train.threads = threads;
   if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();
   if (values.count("attention-kernel")) {

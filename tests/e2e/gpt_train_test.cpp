@@ -3,6 +3,7 @@
 // bit; eval and end events; gradient accumulation; the opt levels train to a finite loss; bad
 // flags exit 2 and bad token files exit 1 naming the file.
 #include <boost/test/unit_test.hpp>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -150,6 +151,13 @@ BOOST_AUTO_TEST_CASE(eval_gives_the_validation_loss_of_the_end_event) {
   BOOST_TEST(json_event_field(eval.output, "eval", "params_digest") ==
              json_event_field(run.output, "end", "params_digest"));
   BOOST_TEST(json_event_field(eval.output, "eval", "val_tokens") == "1999");  // 10% of 20,000
+  // The same text elsewhere, given: the same loss.
+  std::filesystem::copy_file(corpus.path, corpus.dir.file("moved.txt"));
+  const ProcessResult moved = run_alloy({"eval", "--checkpoint", file, "--data-file",
+                                         corpus.dir.file("moved.txt"), "--log-json", "-"});
+  BOOST_TEST_REQUIRE(moved.exit_code == 0, moved.errors);
+  BOOST_TEST(json_event_field(moved.output, "eval", "val_loss") ==
+             json_event_field(run.output, "end", "val_loss"));
 
   const ProcessResult image_flag = run_alloy({"eval", "--checkpoint", file, "--image-size", "28"});
   BOOST_TEST(image_flag.exit_code == 2);
