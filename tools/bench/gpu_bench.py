@@ -309,16 +309,18 @@ def json_lines(path):
 def alloy_figure(part, log):
     """(value, unit, extra) of an Alloy run's --log-json, or raises ValueError."""
     events = json_lines(log)
+    start = next((e for e in events if e.get("event") == "start"), {})
     if part == "gpt2":
         end = [e for e in events if e.get("event") == "end" and "tokens_per_second" in e]
         if not end:
             raise ValueError("no end event with tokens_per_second")
-        return end[-1]["tokens_per_second"], "tokens/s", {}
+        return end[-1]["tokens_per_second"], "tokens/s", {
+            "cuda_graph": start.get("cuda_graph"),
+            "attention_kernel": start.get("attention_kernel")}
     epochs = [e for e in events if e.get("event") == "epoch"]
     if len(epochs) < 2:
         raise ValueError(f"{len(epochs)} epoch events, need 2 or more (the first is warm-up)")
     timed = [e["images_per_second"] for e in epochs[1:]]
-    start = next((e for e in events if e.get("event") == "start"), {})
     return statistics.mean(timed), "images/s", {
         "epoch_images_per_second": timed, "cuda_graph": start.get("cuda_graph"),
         "opt_level": start.get("opt_level"), "loss_scale": epochs[-1].get("loss_scale"),
