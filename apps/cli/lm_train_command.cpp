@@ -30,9 +30,9 @@ namespace alloy::app {
 namespace {
 
 void check_supported(const TrainOptions& o) {
-  for (const char* flag : {"label-smoothing", "epochs"}) {
-    if (o.was_given(flag)) usage_fail("--", flag, " is not available for sequence models yet");
-  }
+  // Runs are measured in steps.
+  if (o.was_given("epochs"))
+    usage_fail("--epochs is not available for sequence models; use --steps");
 }
 
 // A save of the trainer where it stands now. The snapshot of an asynchronous save is the

@@ -51,7 +51,7 @@ optim::OptimizerConfig lm_optimizer_config(const TrainConfig& o) {
 
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
                    const Tensor& targets, Tensor& tally, DataParallel* data_parallel,
-                   std::int64_t accumulation_steps) {
+                   std::int64_t accumulation_steps, float label_smoothing) {
   nn::clear_weight_cast_cache();
   const std::int64_t rows = inputs.dim(0);
   // Every micro-batch's gradient is divided by the step's tokens: the sum is the gradient of
@@ -62,7 +62,7 @@ void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Ten
       [&](std::int64_t first, std::int64_t count) {
         const Tensor h = model.forward(batch_rows(inputs, first, count));
         model.backward(model.loss_step(h, batch_rows(targets, first, count), precision.loss_scale(),
-                                       tally, step_tokens));
+                                       tally, step_tokens, label_smoothing));
       });
   if (data_parallel) data_parallel->after_backward();  // the mean over every rank's rows
   precision.step();
@@ -247,7 +247,7 @@ void LmTrainer::step() {
   // masks) and the learning rate live on the device, so a replay advances them.
   const StepWork work = [this](const Tensor& step_inputs, const Tensor& step_targets) {
     lm_train_step(*model_, *precision_, step_inputs, step_targets, tally_, data_parallel_.get(),
-                  options_.accumulation_steps);
+                  options_.accumulation_steps, static_cast<float>(options_.label_smoothing));
   };
   if (cuda_graph() && step_graph_->step(inputs, targets, work)) {
     // A launch ran the captured collectives: the group's watchdog follows them.

@@ -35,10 +35,11 @@ class DataParallel;
 // forward and backward each, their gradients accumulating and each divided by the tokens of
 // the whole step, then one amp step: the step's mean-loss gradient, up to rounding, with the
 // same windows and dropout masks as one pass (1: one pass, bit for bit). With data parallelism
-// one allreduce per step. What `alloy train` and `alloy mem` run.
+// one allreduce per step. label_smoothing: the loss's, as PyTorch's
+// CrossEntropyLoss(label_smoothing) (0: none). What `alloy train` and `alloy mem` run.
 void lm_train_step(models::Gpt& model, amp::MixedPrecision& precision, const Tensor& inputs,
                    const Tensor& targets, Tensor& tally, DataParallel* data_parallel = nullptr,
-                   std::int64_t accumulation_steps = 1);
+                   std::int64_t accumulation_steps = 1, float label_smoothing = 0.0f);
 
 // The optimizer of sequence-model training: --optimizer with AdamW's --beta1, --beta2, --eps
 // and weight decay on matrices and embeddings only.

@@ -190,7 +190,6 @@ ckpt::CheckpointState host_fields(Trainer& trainer, const EpochProgress& progres
   ckpt::RunRecord& run = state.run;
   run = run_record(o);
   run.data_dir = o.data_dir;
-  run.label_smoothing = o.label_smoothing;
   run.image_size = o.image_size;
   run.channels = o.channels;
   run.num_classes = o.num_classes;
@@ -675,6 +674,7 @@ checkpoint::RunRecord run_record(const TrainConfig& o) {
   run.stochastic_rounding = o.stochastic_rounding;
   run.ema_decay = o.ema_decay;
   run.ema_warmup = o.ema_warmup;
+  run.label_smoothing = o.label_smoothing;
   return run;
 }
 

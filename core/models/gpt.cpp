@@ -173,14 +173,15 @@ Tensor Gpt::backward(const Tensor& dh) {
 }
 
 Tensor Gpt::loss_step(const Tensor& h, const Tensor& targets, const Tensor& loss_scale,
-                      Tensor& tally, std::int64_t gradient_rows) {
+                      Tensor& tally, std::int64_t gradient_rows, float label_smoothing) {
   // The head is a linear layer: O1 computes it in half from the fp32 residual stream. The op
   // rounds O1's fp32 table itself (on the CPU a block at a time): no cached half copy.
   const DType compute =
       nn::compute_dtype(nn::OpClass::half_compute, h.dtype(), embedding_.wte().value.dtype());
   const Tensor rows = nn::in_dtype(h, compute).reshape({h.dim(0) * h.dim(1), h.dim(2)});
-  const Tensor dh = lm_head_loss_step(rows, embedding_.wte().value, targets.reshape({rows.dim(0)}),
-                                      loss_scale, tally, embedding_.wte_grad(), gradient_rows);
+  const Tensor dh =
+      lm_head_loss_step(rows, embedding_.wte().value, targets.reshape({rows.dim(0)}), loss_scale,
+                        tally, embedding_.wte_grad(), gradient_rows, 0, label_smoothing);
   return nn::in_dtype(dh, h.dtype()).reshape(h.shape());
 }
 

@@ -54,9 +54,10 @@ class Gpt : public nn::Module {
 
   // The tied head and the loss of hidden states h [B, T, C] against targets i32 [B, T]: adds the
   // loss to `tally` (core/ops/step_tally.h) and the table's gradient to wte's, and returns dh,
-  // scaled by loss_scale / gradient_rows (0: the B * T rows of h).
+  // scaled by loss_scale / gradient_rows (0: the B * T rows of h). label_smoothing: as
+  // lm_head_loss_step's.
   Tensor loss_step(const Tensor& h, const Tensor& targets, const Tensor& loss_scale, Tensor& tally,
-                   std::int64_t gradient_rows = 0);
+                   std::int64_t gradient_rows = 0, float label_smoothing = 0.0f);
   // Evaluation: the loss only, added to `tally`.
   void loss(const Tensor& h, const Tensor& targets, Tensor& tally);
   // Logits of the last position of each sequence, [B, V] in f32 (generation).

@@ -63,7 +63,8 @@ std::int64_t lm_head_chunk_rows(std::int64_t rows, std::int64_t vocab) {
 
 Tensor lm_head_loss_step(const Tensor& h, const Tensor& wte, const Tensor& targets,
                          const Tensor& loss_scale, Tensor& tally, Tensor& dwte,
-                         std::int64_t gradient_rows, std::int64_t chunk_rows) {
+                         std::int64_t gradient_rows, std::int64_t chunk_rows,
+                         float label_smoothing) {
   constexpr const char* op = "lm_head_loss_step";
   const Device device = common_device(op, {&h, &wte, &targets, &loss_scale, &tally, &dwte});
   check_inputs(op, h, wte, targets);
@@ -79,7 +80,7 @@ Tensor lm_head_loss_step(const Tensor& h, const Tensor& wte, const Tensor& targe
     const Tensor part = rows_of(h, first, count);
     const Tensor dlogits =
         softmax_cross_entropy_step(chunk_logits(part, wte, table), rows_of(targets, first, count),
-                                   loss_scale, tally, gradient_rows)
+                                   loss_scale, tally, gradient_rows, label_smoothing)
             .dlogits;
     Tensor target = rows_of(dh, first, count);
     if (device.is_cpu()) {

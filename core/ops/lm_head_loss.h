@@ -29,10 +29,13 @@ std::int64_t lm_head_chunk_rows(std::int64_t rows, std::int64_t vocab);
 // to h's dtype as a cast would (the CPU block by block, CUDA whole for the op); targets: i32
 // [N] in [0, V); loss_scale: f32 [1]; tally: a step tally; dwte: [V, C], h's dtype or f32, added
 // to. gradient_rows: the rows the loss is a mean over (0: N). chunk_rows: 0 for
-// lm_head_chunk_rows. Returns dh [N, C] in h's dtype.
+// lm_head_chunk_rows. label_smoothing: as PyTorch's CrossEntropyLoss(label_smoothing), in the
+// loss, its tally and its gradient (core/ops/softmax_cross_entropy.h; 0: none, bit for bit).
+// Returns dh [N, C] in h's dtype.
 Tensor lm_head_loss_step(const Tensor& h, const Tensor& wte, const Tensor& targets,
                          const Tensor& loss_scale, Tensor& tally, Tensor& dwte,
-                         std::int64_t gradient_rows = 0, std::int64_t chunk_rows = 0);
+                         std::int64_t gradient_rows = 0, std::int64_t chunk_rows = 0,
+                         float label_smoothing = 0.0f);
 
 // Evaluation: the loss of every row added to `tally`, no gradients.
 void lm_head_loss(const Tensor& h, const Tensor& wte, const Tensor& targets, Tensor& tally,

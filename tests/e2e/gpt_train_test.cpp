@@ -269,6 +269,25 @@ BOOST_AUTO_TEST_CASE(weight_averages_are_evaluated_resumed_and_evaluated_again) 
   BOOST_TEST(json_event_field(eval.output, "eval", "val_loss_ema") == averaged);
 }
 
+// --label-smoothing reaches the tied head's loss (the weights differ from an unsmoothed run's),
+// and the checkpoint keeps it: a bare resume continues the smoothed run bit for bit.
+BOOST_AUTO_TEST_CASE(label_smoothing_trains_and_resumes) {
+  Corpus corpus;
+  const auto args = with(tiny_gpt(corpus.path), {"--steps", "6", "--log-json", "-"});
+  const ProcessResult plain = run_alloy(args);
+  BOOST_TEST_REQUIRE(plain.exit_code == 0, plain.errors);
+  const std::string dir = corpus.dir.file("ckpt");
+  const ProcessResult smoothed = run_alloy(
+      with(args, {"--label-smoothing", "0.1", "--checkpoint-dir", dir, "--checkpoint-every", "3"}));
+  BOOST_TEST_REQUIRE(smoothed.exit_code == 0, smoothed.errors);
+  const std::string digest = json_event_field(smoothed.output, "end", "params_digest");
+  BOOST_TEST(digest != json_event_field(plain.output, "end", "params_digest"));
+  const ProcessResult resumed =
+      run_alloy({"train", "--resume", dir + "/step-00000003.ckpt", "--log-json", "-"});
+  BOOST_TEST_REQUIRE(resumed.exit_code == 0, resumed.errors);
+  BOOST_TEST(json_event_field(resumed.output, "end", "params_digest") == digest);
+}
+
 BOOST_AUTO_TEST_CASE(every_opt_level_trains_to_a_finite_loss) {
   Corpus corpus;
   for (const auto& level :
