@@ -27,12 +27,13 @@ int run_lm_eval(checkpoint::LoadedCheckpoint loaded, const po::variables_map& va
   apply_checkpoint_defaults(loaded.state, train);
   train.steps = std::max<std::int64_t>(loaded.state.step, 1);  // for files without gpt.steps
   // The files given stand in for the checkpoint's (which older checkpoints lack).
-  for (const char* flag : {"data-file", "val-file"}) {
-    if (!values.count(flag)) continue;
-    (std::string(flag) == "data-file" ? train.text.data_file : train.text.val_file) =
-        values[flag].as<std::string>();
+  const auto give = [&](const char* flag, std::string& setting) {
+    if (!values.count(flag)) return;
+    setting = values[flag].as<std::string>();
     train.explicitly_set.insert(setting_of_flag(flag));
-  }
+  };
+  give("data-file", train.text.data_file);
+  give("val-file", train.text.val_file);
   resolve_sequence_options(train, &loaded);
   train.threads = threads;
   if (values.count("allow-tf32")) train.allow_tf32 = values["allow-tf32"].as<bool>();

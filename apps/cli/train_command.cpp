@@ -43,9 +43,6 @@ int run_train(const std::vector<std::string>& args) {
       usage_fail("--", flag, " needs --checkpoint-dir");
     }
   }
-  if (options.resume == "auto" && options.checkpoint_dir.empty()) {
-    usage_fail("--resume auto needs --checkpoint-dir (the directory to resume from)");
-  }
   std::optional<checkpoint::LoadedCheckpoint> resume = load_resume(options, warn);
   // A resumed run builds the checkpoint's model unless --model says otherwise, with the
   // settings it was not given from the checkpoint.

@@ -43,9 +43,6 @@ void check_elastic_options(const TrainConfig& o, const parallel::Rendezvous& pla
     setting_fail("{max_restarts} ", o.max_restarts,
                  " needs {checkpoint_dir}: restarted workers resume from its newest checkpoint");
   }
-  if (o.resume == "auto" && o.checkpoint_dir.empty()) {
-    setting_fail("{resume} auto needs {checkpoint_dir} (the directory to resume from)");
-  }
   if (o.async_checkpoint && o.checkpoint_dir.empty()) {
     setting_fail("{async_checkpoint} needs {checkpoint_dir}");
   }
@@ -91,6 +88,9 @@ std::optional<ckpt::LoadedCheckpoint> load_resume(const TrainConfig& o,
   // A sharded run reads only its own range of a sharded checkpoint.
   const bool gather = o.zero == 0;
   if (o.resume != "auto") return load_resume_checkpoint(o.resume, warn, gather);
+  if (o.checkpoint_dir.empty()) {
+    setting_fail("{resume} auto needs {checkpoint_dir} (the directory to resume from)");
+  }
   auto found = newest_readable_checkpoint(o.checkpoint_dir, warn, gather);
   if (!found && warn) {
     warn("--resume auto: no readable checkpoint in " + o.checkpoint_dir + "; starting fresh");

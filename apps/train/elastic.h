@@ -32,8 +32,9 @@ struct WorkerRestart {
 };
 WorkerRestart worker_restart_from_environment();
 
-// Usage errors of the flags of this file: --max-restarts N > 0 and --resume auto need
-// --checkpoint-dir; --max-restarts needs Alloy's own launcher (not torchrun, mpirun or srun).
+// Usage errors of the flags of this file: --max-restarts N > 0 needs --checkpoint-dir (as
+// load_resume checks --resume auto does); --max-restarts needs Alloy's own launcher (not
+// torchrun, mpirun or srun).
 void check_elastic_options(const TrainConfig& options, const parallel::Rendezvous& placement);
 
 // With --max-restarts N > 0, this process (unless it is a worker) becomes the launcher of its
@@ -41,7 +42,8 @@ void check_elastic_options(const TrainConfig& options, const parallel::Rendezvou
 void make_elastic_launcher(const TrainConfig& options, parallel::Rendezvous& placement);
 
 // The checkpoint --resume names: FILE, the newest readable one in DIR (an error when there is
-// none), or with `auto` the newest readable one in --checkpoint-dir, nothing when there is none.
+// none), or with `auto` the newest readable one in --checkpoint-dir, nothing when there is none
+// (a UsageError without --checkpoint-dir).
 // With --zero 1 a sharded checkpoint is opened for range reads, else gathered.
 std::optional<checkpoint::LoadedCheckpoint> load_resume(const TrainConfig& options,
                                                         const checkpoint::WarningSink& warn);

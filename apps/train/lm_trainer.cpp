@@ -263,22 +263,11 @@ void LmTrainer::step() {
 
 bool LmTrainer::cuda_graph() {
   if (!cuda_graph_planned_) {
-    const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    const CudaGraphPlan plan =
-        plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
-                               options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
-    if (plan.capture) {
-      step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
-    } else {
-      cuda_graph_reason_ = plan.reason;
-    }
+    step_graph_ = make_step_graph(options_, device_, world_size(), data_parallel_ != nullptr,
+                                  cuda_graph_reason_);
     cuda_graph_planned_ = true;
   }
   return step_graph_ != nullptr;
-}
-
-std::int64_t LmTrainer::cuda_graph_launches() const {
-  return step_graph_ ? step_graph_->launches() : 0;
 }
 
 std::optional<std::string> LmTrainer::take_cuda_graph_notice() {

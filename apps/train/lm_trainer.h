@@ -102,8 +102,6 @@ class LmTrainer {
   // the CPU, off, or over Gloo steps eagerly.
   bool cuda_graph();
   const std::string& cuda_graph_reason() const { return cuda_graph_reason_; }
-  // Launches of the captured step so far (0: every step ran eagerly).
-  std::int64_t cuda_graph_launches() const;
   // A line for the user when one is due (capture failed: the steps now run eagerly), once.
   std::optional<std::string> take_cuda_graph_notice();
 

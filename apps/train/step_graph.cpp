@@ -108,4 +108,16 @@ std::optional<std::string> StepGraph::take_notice() {
   return std::exchange(notice_, std::nullopt);
 }
 
+std::unique_ptr<StepGraph> make_step_graph(const TrainConfig& options, Device device,
+                                           int world_size, bool data_parallel,
+                                           std::string& reason) {
+  const CudaGraphMode mode = parse_cuda_graph_mode(options.cuda_graph);
+  const CudaGraphPlan plan =
+      plan_cuda_graph(mode, {device.is_cuda(), world_size, data_parallel,
+                             options.is_set("dist_backend") && options.dist_backend == "gloo"});
+  reason = plan.reason;
+  if (!plan.capture) return nullptr;
+  return std::make_unique<StepGraph>(device, mode == CudaGraphMode::on);
+}
+
 }  // namespace alloy::app

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "apps/train/train_config.h"
 #include "core/backend.h"
 #include "core/data/loader.h"
 #include "core/tensor.h"
@@ -102,5 +103,13 @@ class StepGraph {
   bool given_up_ = false;
   std::optional<std::string> notice_;
 };
+
+// The step graph of a training run of `options` on `device` over `world_size` ranks
+// (`data_parallel`: it joined a process group, even of one rank), as plan_cuda_graph decides
+// under its cuda_graph setting; or null, with `reason` set to why its steps run eagerly. Gloo
+// is the default backend only on the CPU, where nothing is captured: only a dist_backend set
+// to gloo makes a CUDA run's collectives Gloo's.
+std::unique_ptr<StepGraph> make_step_graph(const TrainConfig& options, Device device,
+                                           int world_size, bool data_parallel, std::string& reason);
 
 }  // namespace alloy::app

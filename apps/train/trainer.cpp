@@ -147,18 +147,12 @@ std::optional<LrSchedule> Trainer::lr_schedule() const {
 
 bool Trainer::cuda_graph() {
   if (!cuda_graph_planned_) {
-    const CudaGraphMode mode = parse_cuda_graph_mode(options_.cuda_graph);
-    // A group of one rank (--dist-backend at world size 1) is data parallelism too. Gloo is
-    // the default backend only on the CPU, where nothing is captured.
-    const CudaGraphPlan plan =
-        plan_cuda_graph(mode, {device_.is_cuda(), world_size(), data_parallel_ != nullptr,
-                               options_.is_set("dist_backend") && options_.dist_backend == "gloo"});
-    if (plan.capture && data_parallel_ && data_parallel_->zero()) {
+    // A group of one rank (--dist-backend at world size 1) is data parallelism too.
+    step_graph_ = make_step_graph(options_, device_, world_size(), data_parallel_ != nullptr,
+                                  cuda_graph_reason_);
+    if (step_graph_ && data_parallel_ && data_parallel_->zero()) {
+      step_graph_.reset();
       cuda_graph_reason_ = "the sharded step of zero 1 runs eagerly";  // on is refused earlier
-    } else if (plan.capture) {
-      step_graph_ = std::make_unique<StepGraph>(device_, mode == CudaGraphMode::on);
-    } else {
-      cuda_graph_reason_ = plan.reason;
     }
     cuda_graph_planned_ = true;
   }

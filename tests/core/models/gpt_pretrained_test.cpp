@@ -7,9 +7,9 @@
 
 #include <boost/test/unit_test.hpp>
 #include <cstring>
-#include <fstream>
 #include <map>
 
+#include "core/checkpoint/safetensors.h"
 #include "core/digest.h"
 #include "core/half.h"
 #include "tests/support/process.h"
@@ -40,7 +40,7 @@ float value_of(const std::string& name, std::int64_t i) {
 
 struct Stored {
   Shape shape;
-  std::string dtype = "F32";
+  DType dtype = DType::f32;
 };
 
 // Hugging Face's GPT-2 tensors of `c` (positions: `positions`), in its names and shapes.
@@ -73,37 +73,30 @@ std::map<std::string, Stored> pretrained_layout(const GptConfig& c, std::int64_t
   return t;
 }
 
-// The safetensors file of `tensors`, each filled with value_of in its dtype, names prefixed.
+// The safetensors file of `tensors`, each filled with value_of in its dtype, names prefixed:
+// written by Alloy's exporter, which takes any names.
 void write_pretrained(const std::string& path, const std::map<std::string, Stored>& tensors,
                       const std::string& prefix = "") {
-  std::string header = "{\"__metadata__\":{\"format\":\"pt\"}", data;
+  checkpoint::CheckpointState state;
   for (const auto& [name, stored] : tensors) {
-    const std::size_t begin = data.size();
+    checkpoint::NamedTensor tensor{prefix + name, stored.dtype, stored.shape, {}};
     for (std::int64_t i = 0; i < shape_numel(stored.shape); ++i) {
       const float v = value_of(name, i);
-      if (stored.dtype == "F32") {
-        data.append(reinterpret_cast<const char*>(&v), 4);
-      } else if (stored.dtype == "I32") {
-        const std::int32_t n = static_cast<std::int32_t>(v);
-        data.append(reinterpret_cast<const char*>(&n), 4);
+      const auto append = [&tensor](const auto& value) {
+        const auto* bytes = reinterpret_cast<const unsigned char*>(&value);
+        tensor.data.insert(tensor.data.end(), bytes, bytes + sizeof value);
+      };
+      if (stored.dtype == DType::f32) {
+        append(v);
+      } else if (stored.dtype == DType::i32) {
+        append(static_cast<std::int32_t>(v));
       } else {
-        const std::uint16_t h =
-            stored.dtype == "F16" ? float_to_half_bits(v) : float_to_bf16_bits(v);
-        data.append(reinterpret_cast<const char*>(&h), 2);
+        append(stored.dtype == DType::f16 ? float_to_half_bits(v) : float_to_bf16_bits(v));
       }
     }
-    header += ",\"" + prefix + name + "\":{\"dtype\":\"" + stored.dtype + "\",\"shape\":[";
-    for (std::size_t d = 0; d < stored.shape.size(); ++d)
-      header += (d ? "," : "") + std::to_string(stored.shape[d]);
-    header +=
-        "],\"data_offsets\":[" + std::to_string(begin) + "," + std::to_string(data.size()) + "]}";
+    state.parameters.push_back(std::move(tensor));
   }
-  header += "}";
-  std::uint64_t length = header.size();
-  std::ofstream out(path, std::ios::binary);
-  for (int i = 0; i < 8; ++i)
-    out.put(static_cast<char>((length >> (8 * i)) & 0xFF));
-  out << header << data;
+  checkpoint::export_safetensors(state, path);
 }
 
 std::string error_of(Gpt& model, const std::string& path) {
@@ -121,7 +114,7 @@ BOOST_AUTO_TEST_SUITE(gpt_pretrained)
 
 BOOST_AUTO_TEST_CASE(every_tensor_lands_in_place_transposed_cropped_and_widened) {
   TempDir dir;
-  for (const std::string dtype : {"F32", "F16", "BF16"}) {
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
     for (const std::string prefix : {"", "transformer."}) {
       std::map<std::string, Stored> layout = pretrained_layout(tiny_config(), 6, 2);
       for (auto& entry : layout)
@@ -142,7 +135,7 @@ BOOST_AUTO_TEST_CASE(every_tensor_lands_in_place_transposed_cropped_and_widened)
           const std::int64_t rows = param->value.ndim() == 2 ? param->value.dim(1) : 1;
           const std::int64_t source = transposed ? (i % rows) * param->value.dim(0) + i / rows : i;
           BOOST_TEST_REQUIRE(got[i] == value_of(name, source),
-                             dtype << " " << prefix << name << "[" << i << "]");
+                             dtype_name(dtype) << " " << prefix << name << "[" << i << "]");
         }
       }
     }
@@ -186,7 +179,7 @@ BOOST_AUTO_TEST_CASE(a_file_that_does_not_fit_is_an_error_naming_the_tensor) {
              error_of(unbiased, path));
 
   std::map<std::string, Stored> integers = pretrained_layout(tiny_config(), 4, 2);
-  integers["ln_f.weight"].dtype = "I32";
+  integers["ln_f.weight"].dtype = DType::i32;
   write_pretrained(path, integers);
   BOOST_TEST(error_of(model, path) ==
              "pretrained GPT-2 " + path + ": tensor ln_f.weight is i32, not F32, F16 or BF16");
